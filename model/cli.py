@@ -1,0 +1,162 @@
+"""`photosearch model ...` and `photosearch triton ...`: export versions, serve them locally."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from photosearch.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, list_versions, load_manifest
+from photosearch.settings import MAX_TEXT_QUEUE_DELAY_US, get_settings
+
+model_app = typer.Typer(help="Export CLIP models into the versioned Triton model repository.")
+triton_app = typer.Typer(help="Run Triton on this machine and manage its loaded models.")
+
+RepositoryOption = Annotated[
+    Path | None,
+    typer.Option("--repository", help="Triton model repository [default: DATA_DIR/models]."),
+]
+
+
+@model_app.command("export")
+def export_command(
+    arch: Annotated[
+        str, typer.Option(help="open_clip architecture name, or a path to a model-config JSON.")
+    ] = "ViT-B-32",
+    pretrained: Annotated[
+        str, typer.Option(help="open_clip tag (needs a network), a checkpoint file, or 'none'.")
+    ] = "laion2b_s34b_b79k",
+    repository: RepositoryOption = None,
+    version: Annotated[int | None, typer.Option(min=1, help="[default: newest + 1]")] = None,
+    target: Annotated[
+        str, typer.Option(help="cpu: python backend + onnxruntime; gpu: onnxruntime backend.")
+    ] = "cpu",
+    text_queue_delay_us: Annotated[
+        int | None, typer.Option(min=0, max=MAX_TEXT_QUEUE_DELAY_US, help="Text batching delay.")
+    ] = None,
+    image_queue_delay_us: Annotated[int | None, typer.Option(min=0)] = None,
+    ort_threads: Annotated[int | None, typer.Option(min=0, help="CPU target: 0 = all cores.")] = None,
+    instances: Annotated[int, typer.Option(min=1, help="Model instances per Triton.")] = 1,
+    tensorrt: Annotated[bool, typer.Option(help="GPU target: TensorRT FP16 accelerator.")] = True,
+    trt_cache_dir: Annotated[str, typer.Option(help="GPU target: TensorRT engine cache.")] = (
+        "/tmp/triton-trt-cache"
+    ),
+) -> None:
+    """Export both encoders of one model version; earlier versions stay and keep serving."""
+    from model.export import ExportError, export_model
+    from model.triton_config import BatchingOptions
+
+    if target not in ("cpu", "gpu"):
+        raise typer.BadParameter("--target is cpu or gpu")
+    settings = get_settings()
+    options = BatchingOptions(
+        text_queue_delay_us=_or(text_queue_delay_us, settings.model.text_queue_delay_us),
+        image_queue_delay_us=_or(image_queue_delay_us, settings.model.image_queue_delay_us),
+        ort_threads=_or(ort_threads, settings.model.ort_threads),
+        instances=instances,
+        tensorrt=tensorrt,
+        trt_cache_dir=trt_cache_dir,
+    )
+    repo = repository or settings.repository
+    try:
+        manifest = export_model(
+            arch, pretrained, repo, version=version, target=_target(target), options=options
+        )
+    except ExportError as exc:
+        typer.secho(f"export failed: {exc}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(
+        f"exported version {manifest.version} ({manifest.arch}, weights: {manifest.weights}, "
+        f"{manifest.embedding_dim}-d, image {manifest.image.size}px) to {repo}"
+    )
+    if manifest.random_weights:
+        typer.secho(
+            "random weights: text search is meaningless; image similarity still works",
+            fg="yellow",
+        )
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
+def _target(value: str) -> Literal["cpu", "gpu"]:
+    return "gpu" if value == "gpu" else "cpu"
+
+
+@model_app.command("list")
+def list_command(repository: RepositoryOption = None, as_json: bool = typer.Option(False, "--json")) -> None:
+    """The exported model versions and where their weights came from."""
+    repo = repository or get_settings().repository
+    manifests = [load_manifest(repo, v) for v in list_versions(repo)]
+    if as_json:
+        typer.echo(json.dumps([m.model_dump(mode="json") for m in manifests], indent=2))
+        return
+    for m in manifests:
+        typer.echo(f"{m.version}\t{m.arch}\t{m.weights}\t{m.embedding_dim}-d\t{m.target}\t{m.exported_at}")
+
+
+@triton_app.command("serve")
+def serve_command(
+    repository: RepositoryOption = None,
+    http_port: Annotated[int | None, typer.Option()] = None,
+    grpc_port: Annotated[int | None, typer.Option()] = None,
+    metrics_port: Annotated[int | None, typer.Option()] = None,
+    work_dir: Annotated[Path | None, typer.Option(help="Logs and backends [default: DATA_DIR/triton].")] = None,
+) -> None:
+    """Start tritonserver (explicit model control), wait until ready, stop on Ctrl-C / SIGTERM."""
+    from model.triton_server import Ports, TritonServer, TritonStartError
+
+    settings = get_settings()
+    ports = Ports(
+        http=http_port or settings.triton.http_port,
+        grpc=grpc_port or settings.triton.grpc_port,
+        metrics=metrics_port or settings.triton.metrics_port,
+    )
+    server = TritonServer(
+        repository or settings.repository,
+        ports,
+        work_dir or settings.data_dir / "triton",
+        startup_timeout_s=settings.triton.startup_timeout_s,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        server.start()
+    except TritonStartError as exc:
+        typer.secho(str(exc), fg="red", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(
+        f"Triton ready: grpc 127.0.0.1:{ports.grpc}, http :{ports.http}, metrics :{ports.metrics}; "
+        f"log {server.log_path}"
+    )
+    assert server.process is not None
+    while not stop.wait(0.5):
+        if server.process.poll() is not None:
+            typer.secho(f"tritonserver exited:\n{server.log_tail()}", fg="red", err=True)
+            raise typer.Exit(1)
+    server.stop()
+    typer.echo("Triton stopped")
+
+
+@triton_app.command("load")
+def load_command(
+    url: Annotated[str | None, typer.Option(help="Triton gRPC host:port.")] = None,
+) -> None:
+    """(Re)load clip_image and clip_text so that newly exported versions serve; old ones keep serving."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    client = grpcclient.InferenceServerClient(url or get_settings().triton.url)
+    try:
+        for name in (IMAGE_MODEL, TEXT_MODEL):
+            client.load_model(name)
+            typer.echo(f"{name}: loaded")
+    except InferenceServerException as exc:
+        typer.secho(f"load failed: {exc.message()}", fg="red", err=True)
+        raise typer.Exit(1) from None

@@ -1,0 +1,180 @@
+"""Export one model version: open_clip -> ONNX encoders + tokenizer + manifest + Triton configs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from model.repository import next_version, version_dir, write_configs
+from model.triton_config import BatchingOptions, Target
+from photosearch.embedding.manifest import (
+    IMAGE_MODEL,
+    TEXT_MODEL,
+    TOKENIZER_FILE,
+    ImagePreprocessing,
+    ModelManifest,
+    list_versions,
+    sha256_file,
+    write_manifest,
+)
+
+
+class ExportError(RuntimeError):
+    """The export cannot proceed; the message says what to change."""
+
+
+@dataclass
+class LoadedClip:
+    """An open_clip model with what the export needs to know about it."""
+
+    model: Any
+    tokenizer: Any
+    arch: str
+    arch_config: dict[str, Any]
+    weights: str
+    weights_sha256: str | None
+    preprocess: ImagePreprocessing
+
+
+def load_clip(arch: str, pretrained: str) -> LoadedClip:
+    """Build the open_clip model for `arch` (a name or a config JSON) with `pretrained` weights."""
+    from model.onnx_export import import_open_clip
+
+    open_clip = import_open_clip()
+    name = arch
+    if arch.endswith(".json"):
+        path = Path(arch)
+        if not path.is_file():
+            raise ExportError(f"model config {arch} does not exist")
+        open_clip.add_model_config(path)
+        name = path.stem
+    config = open_clip.get_model_config(name)
+    if config is None:
+        raise ExportError(f"unknown architecture {arch!r}; open_clip knows {open_clip.list_models()}")
+
+    weights, checkpoint, digest = "random", None, None
+    if pretrained.lower() not in ("none", "random", ""):
+        if Path(pretrained).is_file():
+            checkpoint, weights = pretrained, str(Path(pretrained).resolve())
+            digest = sha256_file(Path(pretrained))
+        elif pretrained in open_clip.list_pretrained_tags_by_model(name):
+            checkpoint = weights = pretrained
+        else:
+            raise ExportError(
+                f"--pretrained {pretrained!r} is neither a file nor a tag of {name} "
+                f"(tags: {open_clip.list_pretrained_tags_by_model(name)})"
+            )
+    try:
+        clip, _, _ = open_clip.create_model_and_transforms(name, pretrained=checkpoint)
+    except RuntimeError as exc:
+        raise ExportError(
+            f"could not load weights {pretrained!r} for {name}: {exc}. Without a network, pass a "
+            "local checkpoint (--pretrained PATH) or random weights (--pretrained none)."
+        ) from exc
+    clip.eval()
+    cfg = clip.visual.preprocess_cfg
+    size = cfg["size"]
+    if isinstance(size, (tuple, list)):
+        if size[0] != size[1]:
+            raise ExportError(f"non-square image size {size} is not supported")
+        size = size[0]
+    if cfg.get("resize_mode", "shortest") not in ("shortest", "squash"):
+        raise ExportError(f"resize mode {cfg['resize_mode']!r} is not supported")
+    preprocess = ImagePreprocessing(
+        size=int(size),
+        mean=tuple(cfg["mean"]),
+        std=tuple(cfg["std"]),
+        interpolation=cfg.get("interpolation", "bicubic"),
+        resize_mode=cfg.get("resize_mode", "shortest"),
+    )
+    return LoadedClip(
+        clip, open_clip.get_tokenizer(name), arch, json.loads(json.dumps(config)), weights, digest, preprocess
+    )
+
+
+def export_model(
+    arch: str,
+    pretrained: str,
+    repository: Path,
+    *,
+    version: int | None = None,
+    target: Target = "cpu",
+    options: BatchingOptions | None = None,
+) -> ModelManifest:
+    """Export version N (default: the next one) into `repository`, keeping every other version."""
+    from model.encoders import ImageEncoder, TextEncoder
+    from model.onnx_export import (
+        PARITY_MIN_COSINE,
+        check_parity,
+        export_image_encoder,
+        export_text_encoder,
+    )
+    from model.tokenizer_export import export_tokenizer
+
+    options = options or BatchingOptions()
+    repository.mkdir(parents=True, exist_ok=True)
+    version = version if version is not None else next_version(repository)
+    if version < 1:
+        raise ExportError("model versions start at 1")
+    if version in list_versions(repository) or any(
+        version_dir(repository, n, version).exists() for n in (IMAGE_MODEL, TEXT_MODEL)
+    ):
+        # Overwriting a served version would change embeddings under a live collection.
+        raise ExportError(f"version {version} already exists in {repository}; export a new one")
+
+    loaded = load_clip(arch, pretrained)
+    size = loaded.preprocess.size
+    with tempfile.TemporaryDirectory(dir=repository, prefix=".export-") as tmp:
+        staging = Path(tmp)
+        image_path = staging / IMAGE_MODEL / "model.onnx"
+        text_path = staging / TEXT_MODEL / "model.onnx"
+        image_path.parent.mkdir()
+        text_path.parent.mkdir()
+        image_encoder = ImageEncoder(loaded.model, loaded.preprocess.mean, loaded.preprocess.std)
+        text_encoder = TextEncoder(loaded.model)
+        export_image_encoder(image_encoder.eval(), size, image_path)
+        spec = export_tokenizer(loaded.tokenizer, staging / TEXT_MODEL / TOKENIZER_FILE)
+        export_text_encoder(text_encoder.eval(), spec.context_length, text_path)
+        parity = check_parity(
+            loaded.model, loaded.preprocess.mean, loaded.preprocess.std, loaded.tokenizer,
+            image_path, text_path, size,
+        )
+        if min(parity.image, parity.text) < PARITY_MIN_COSINE:
+            raise ExportError(f"ONNX output differs from PyTorch: {parity}")
+        for name in (IMAGE_MODEL, TEXT_MODEL):
+            final = version_dir(repository, name, version)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(staging / name, final)
+
+    files = {
+        str(p.relative_to(repository)): sha256_file(p)
+        for name in (IMAGE_MODEL, TEXT_MODEL)
+        for p in sorted(version_dir(repository, name, version).iterdir())
+    }
+    manifest = ModelManifest(
+        version=version,
+        arch=loaded.arch,
+        arch_config=loaded.arch_config,
+        weights=loaded.weights,
+        weights_sha256=loaded.weights_sha256,
+        embedding_dim=int(loaded.arch_config["embed_dim"]),
+        image=loaded.preprocess,
+        tokenizer=spec,
+        target=target,
+        files=files,
+        exported_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        exporter={
+            pkg: metadata.version(pkg) for pkg in ("torch", "open_clip_torch", "onnx", "onnxruntime")
+        }
+        | {"parity_image": f"{parity.image:.7f}", "parity_text": f"{parity.text:.7f}"},
+    )
+    # The manifest is written last: a version without one is an unfinished export.
+    write_manifest(repository, manifest)
+    write_configs(repository, target, options)
+    return manifest

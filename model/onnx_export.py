@@ -1,0 +1,137 @@
+"""open_clip -> two ONNX graphs, each checked against PyTorch with onnxruntime (imports torch)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import torch
+from torch import nn
+
+from model.encoders import ImageEncoder, TextEncoder
+from photosearch.embedding.manifest import IMAGE_INPUT, IMAGE_OUTPUT, TEXT_INPUT, TEXT_OUTPUT
+
+PARITY_MIN_COSINE = 0.9999
+_TWO_GB = 2**31
+_torchvision_schemas: Any = None
+
+
+def import_open_clip() -> ModuleType:
+    """Import open_clip, surviving a CUDA torchvision beside a CPU torch.
+
+    PyPI's torchvision is a CUDA build; next to the CPU torch its extension fails to load and
+    its Python side then dies registering fakes for `torchvision::nms`. Export never runs
+    those ops, so defining the two schemas lets the import finish.
+    """
+    global _torchvision_schemas
+    try:
+        import torchvision  # noqa: F401
+    except RuntimeError as exc:
+        if "torchvision::nms" not in str(exc):
+            raise
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]
+        _torchvision_schemas = torch.library.Library("torchvision", "DEF")
+        _torchvision_schemas.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        _torchvision_schemas.define(
+            "qnms(Tensor qdets, Tensor qscores, float iou_threshold) -> Tensor"
+        )
+    import open_clip
+
+    return open_clip
+
+
+@dataclass
+class Parity:
+    """Lowest cosine between onnxruntime and open_clip's PyTorch model on random inputs."""
+
+    image: float
+    text: float
+
+
+def export_image_encoder(encoder: ImageEncoder, image_size: int, path: Path) -> None:
+    """uint8 [batch, H, W, 3] -> float32 [batch, D], dynamic batch."""
+    example = torch.zeros((2, image_size, image_size, 3), dtype=torch.uint8)
+    # The legacy exporter handles every open_clip vision tower and is fast; only the batch varies.
+    torch.onnx.export(
+        encoder,
+        (example,),
+        str(path),
+        dynamo=False,
+        opset_version=17,
+        input_names=[IMAGE_INPUT],
+        output_names=[IMAGE_OUTPUT],
+        dynamic_axes={IMAGE_INPUT: {0: "batch"}, IMAGE_OUTPUT: {0: "batch"}},
+    )
+
+
+def export_text_encoder(encoder: TextEncoder, context_length: int, path: Path) -> None:
+    """int64 [batch, length] -> float32 [batch, D], dynamic batch and length (2..context)."""
+    from torch.export import Dim
+
+    example = torch.ones((2, 8), dtype=torch.int64)
+    big = sum(p.numel() * p.element_size() for p in encoder.parameters()) > _TWO_GB * 0.9
+    # The legacy exporter bakes the traced length into a Reshape; torch.export keeps it symbolic.
+    torch.onnx.export(
+        encoder,
+        (example,),
+        str(path),
+        dynamo=True,
+        external_data=big,
+        opset_version=18,
+        input_names=[TEXT_INPUT],
+        output_names=[TEXT_OUTPUT],
+        dynamic_shapes={
+            "input_ids": {0: Dim("batch", min=1, max=4096), 1: Dim("length", min=2, max=context_length)}
+        },
+    )
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True)
+    return (a * b).sum(axis=1)  # type: ignore[no-any-return]
+
+
+def check_parity(
+    clip: nn.Module,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    tokenizer: Any,
+    image_path: Path,
+    text_path: Path,
+    image_size: int,
+    seed: int = 0,
+) -> Parity:
+    """Compare both ONNX graphs with open_clip's own encode_image / encode_text (77 tokens)."""
+    gen = torch.Generator().manual_seed(seed)
+    images = torch.randint(0, 256, (4, image_size, image_size, 3), dtype=torch.uint8, generator=gen)
+    pixels = images.permute(0, 3, 1, 2).float() / 255.0
+    pixels = (pixels - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+    texts = ["a photo of a cat", "a red bicycle against a brick wall", "", "x " * 100]
+    tokens = tokenizer(texts)
+    vocab = int(tokens.max())  # the end-of-text id; random ids stay below it
+    random_rows = torch.randint(1, vocab, (2, tokens.shape[1]), generator=gen)
+    random_rows[0, 20:] = 0
+    random_rows[0, 19] = vocab
+    random_rows[1, -1] = vocab
+    tokens = torch.cat([tokens, random_rows])
+    with torch.no_grad():
+        ref_image = clip.encode_image(pixels).numpy()  # type: ignore[operator]
+        ref_text = clip.encode_text(tokens).numpy()  # type: ignore[operator]
+    image_out = _run(image_path, IMAGE_INPUT, images.numpy())
+    text_out = _run(text_path, TEXT_INPUT, tokens.numpy())
+    return Parity(
+        image=float(_cosines(image_out, ref_image).min()),
+        text=float(_cosines(text_out, ref_text).min()),
+    )
+
+
+def _run(path: Path, name: str, array: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, {name: array})[0]  # type: ignore[no-any-return]

@@ -1,0 +1,147 @@
+"""config.pbtxt for clip_image and clip_text, built with Triton's own protobuf schema."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+from photosearch.embedding.manifest import (
+    IMAGE_INPUT,
+    IMAGE_MODEL,
+    IMAGE_OUTPUT,
+    MAX_BATCH_SIZE,
+    TEXT_INPUT,
+    TEXT_MODEL,
+    TEXT_OUTPUT,
+)
+from photosearch.settings import MAX_TEXT_QUEUE_DELAY_US
+
+Target = Literal["cpu", "gpu"]
+# The image side runs nightly in batches: bigger batches keep a GPU busy.
+IMAGE_PREFERRED_BATCHES = (16, 32, 64)
+WARMUP_TEXT_LENGTH = 8
+
+
+@dataclass(frozen=True)
+class BatchingOptions:
+    """How each model batches and runs; the text side trades a little delay for batching."""
+
+    text_queue_delay_us: int = 5_000
+    image_queue_delay_us: int = 50_000
+    ort_threads: int = 0
+    instances: int = 1
+    tensorrt: bool = True
+    trt_cache_dir: str = "/tmp/triton-trt-cache"
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.text_queue_delay_us <= MAX_TEXT_QUEUE_DELAY_US:
+            raise ValueError(
+                f"text queue delay must be 0..{MAX_TEXT_QUEUE_DELAY_US} us "
+                f"(the design asks for under 10 ms), got {self.text_queue_delay_us}"
+            )
+        if self.image_queue_delay_us < 0 or self.ort_threads < 0 or self.instances < 1:
+            raise ValueError("queue delays and thread counts are >= 0, instances >= 1")
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Per-request tensor shapes; -1 where the served versions disagree."""
+
+    image_size: int
+    embedding_dim: int
+    context_length: int
+
+
+def _param(value: str) -> mc.ModelParameter:
+    return mc.ModelParameter(string_value=value)
+
+
+def _base(name: str, target: Target, opts: BatchingOptions) -> mc.ModelConfig:
+    config = mc.ModelConfig(name=name, max_batch_size=MAX_BATCH_SIZE)
+    # Every exported version serves: a reindex embeds with N+1 while searches still use N.
+    config.version_policy.all.SetInParent()
+    if target == "cpu":
+        config.backend = "python"
+        config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=opts.instances)
+        config.parameters["intra_op_thread_count"].CopyFrom(_param(str(opts.ort_threads)))
+    else:
+        config.platform = "onnxruntime_onnx"
+        config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_GPU, count=opts.instances)
+    return config
+
+
+def _tensorrt(config: mc.ModelConfig, opts: BatchingOptions, profile: tuple[str, str, str]) -> None:
+    accel = config.optimization.execution_accelerators.gpu_execution_accelerator.add(
+        name="tensorrt"
+    )
+    accel.parameters.update(
+        {
+            "precision_mode": "FP16",
+            "max_workspace_size_bytes": str(4 << 30),
+            "trt_engine_cache_enable": "1",
+            "trt_engine_cache_path": f"{opts.trt_cache_dir}/{config.name}",
+            "trt_profile_min_shapes": profile[0],
+            "trt_profile_opt_shapes": profile[1],
+            "trt_profile_max_shapes": profile[2],
+        }
+    )
+
+
+def image_config(target: Target, shapes: Shapes, opts: BatchingOptions) -> mc.ModelConfig:
+    """The throughput side: large preferred batches and a long queue delay."""
+    config = _base(IMAGE_MODEL, target, opts)
+    size = shapes.image_size
+    config.input.add(name=IMAGE_INPUT, data_type=mc.TYPE_UINT8, dims=[size, size, 3])
+    config.output.add(name=IMAGE_OUTPUT, data_type=mc.TYPE_FP32, dims=[shapes.embedding_dim])
+    config.dynamic_batching.preferred_batch_size.extend(IMAGE_PREFERRED_BATCHES)
+    config.dynamic_batching.max_queue_delay_microseconds = opts.image_queue_delay_us
+    if size > 0:  # a warmup needs concrete shapes
+        warm = config.model_warmup.add(name="warmup", batch_size=1)
+        warm.inputs[IMAGE_INPUT].CopyFrom(
+            mc.ModelWarmup.Input(data_type=mc.TYPE_UINT8, dims=[size, size, 3], zero_data=True)
+        )
+    if target == "gpu" and opts.tensorrt and size > 0:
+        shape = f"{size}x{size}x3"
+        _tensorrt(
+            config,
+            opts,
+            (f"{IMAGE_INPUT}:1x{shape}", f"{IMAGE_INPUT}:32x{shape}", f"{IMAGE_INPUT}:64x{shape}"),
+        )
+    return config
+
+
+def text_config(target: Target, shapes: Shapes, opts: BatchingOptions) -> mc.ModelConfig:
+    """The latency side: the queue delay bounds what batching may add to a search."""
+    config = _base(TEXT_MODEL, target, opts)
+    text_input = config.input.add(name=TEXT_INPUT, data_type=mc.TYPE_INT64, dims=[-1])
+    if target == "cpu":
+        # The python backend pads each batch to its longest request itself, so requests
+        # of different lengths can share one execution.
+        text_input.allow_ragged_batch = True
+    config.output.add(name=TEXT_OUTPUT, data_type=mc.TYPE_FP32, dims=[shapes.embedding_dim])
+    config.dynamic_batching.max_queue_delay_microseconds = opts.text_queue_delay_us
+    warm = config.model_warmup.add(name="warmup", batch_size=1)
+    warm.inputs[TEXT_INPUT].CopyFrom(
+        mc.ModelWarmup.Input(data_type=mc.TYPE_INT64, dims=[WARMUP_TEXT_LENGTH], zero_data=True)
+    )
+    if target == "gpu" and opts.tensorrt and shapes.context_length > 0:
+        ctx = shapes.context_length
+        _tensorrt(
+            config,
+            opts,
+            (f"{TEXT_INPUT}:1x2", f"{TEXT_INPUT}:8x16", f"{TEXT_INPUT}:{MAX_BATCH_SIZE}x{ctx}"),
+        )
+    return config
+
+
+def render(config: mc.ModelConfig) -> str:
+    """The config as Triton reads it from config.pbtxt."""
+    return text_format.MessageToString(config)
+
+
+def parse(text: str) -> mc.ModelConfig:
+    """Parse a config.pbtxt with Triton's schema (raises on an unknown field or bad value)."""
+    return text_format.Parse(text, mc.ModelConfig())

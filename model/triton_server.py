@@ -1,0 +1,201 @@
+"""Run the real tritonserver binary that the nvidia-pytriton wheel ships, with our repository."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from photosearch.embedding.manifest import IMAGE_MODEL, TEXT_MODEL
+
+
+class TritonStartError(RuntimeError):
+    """tritonserver did not become ready; the message carries the end of its log."""
+
+
+@dataclass(frozen=True)
+class Ports:
+    http: int = 8003
+    grpc: int = 8001
+    metrics: int = 8002
+
+
+@dataclass(frozen=True)
+class TritonInstall:
+    """Where the wheel keeps the binary, the python backend and its stubs."""
+
+    binary: Path
+    python_backend: Path
+    stub: Path
+    libs: Path
+
+    @classmethod
+    def find(cls) -> TritonInstall:
+        spec = importlib.util.find_spec("pytriton")
+        if spec is None or spec.origin is None:
+            raise TritonStartError(
+                "the nvidia-pytriton wheel is not installed: pip install 'photosearch[embedded]'"
+            )
+        root = Path(spec.origin).parent / "tritonserver"
+        py = f"{sys.version_info.major}.{sys.version_info.minor}"
+        install = cls(
+            binary=root / "bin" / "tritonserver",
+            python_backend=root / "backends" / "python",
+            stub=root / "python_backend_stubs" / py / "triton_python_backend_stub",
+            libs=Path(spec.origin).parent.parent / "nvidia_pytriton.libs",
+        )
+        for path in (install.binary, install.python_backend, install.stub):
+            if not path.exists():
+                raise TritonStartError(f"{path} is missing from the nvidia-pytriton wheel")
+        return install
+
+    def backend_directory(self, under: Path) -> Path:
+        """A --backend-directory whose python backend uses the stub for this interpreter."""
+        target = under / "python"
+        target.mkdir(parents=True, exist_ok=True)
+        for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
+            link = target / name
+            link.unlink(missing_ok=True)
+            link.symlink_to(self.python_backend / name)
+        stub = target / "triton_python_backend_stub"
+        shutil.copy2(self.stub, stub)  # the backend looks for the stub beside itself
+        return under
+
+    def environment(self) -> dict[str, str]:
+        """The stub embeds libpython: give it this interpreter's and this environment's packages."""
+        env = dict(os.environ)
+        lib_dirs = [str(self.libs)]
+        if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+            lib_dirs.insert(0, str(sysconfig.get_config_var("LIBDIR")))
+        if env.get("LD_LIBRARY_PATH"):
+            lib_dirs.append(env["LD_LIBRARY_PATH"])
+        env["LD_LIBRARY_PATH"] = ":".join(lib_dirs)
+        paths = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+        if env.get("PYTHONPATH"):
+            paths.append(env["PYTHONPATH"])
+        env["PYTHONPATH"] = ":".join(dict.fromkeys(paths))
+        return env
+
+
+class TritonServer:
+    """One tritonserver process in explicit model-control mode; a context manager."""
+
+    def __init__(
+        self,
+        repository: Path,
+        ports: Ports,
+        work_dir: Path,
+        *,
+        startup_timeout_s: float = 120.0,
+        log_path: Path | None = None,
+    ) -> None:
+        self.repository = repository.resolve()
+        self.ports = ports
+        self.work_dir = work_dir
+        self.startup_timeout_s = startup_timeout_s
+        self.log_path = log_path or work_dir / "tritonserver.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def command(self, install: TritonInstall) -> list[str]:
+        models = [m for m in (IMAGE_MODEL, TEXT_MODEL) if (self.repository / m / "config.pbtxt").is_file()]
+        return [
+            str(install.binary),
+            f"--model-repository={self.repository}",
+            f"--backend-directory={install.backend_directory(self.work_dir / 'backends')}",
+            # Explicit control: new versions load (and old ones unload) without a restart.
+            "--model-control-mode=explicit",
+            *(f"--load-model={m}" for m in models),
+            f"--http-port={self.ports.http}",
+            f"--grpc-port={self.ports.grpc}",
+            f"--metrics-port={self.ports.metrics}",
+            "--http-address=127.0.0.1",
+            "--grpc-address=127.0.0.1",
+            # A batch of 64 ViT images is ~10 MB: size the stub's shared memory for it up front.
+            "--backend-config=python,shm-default-byte-size=16777216",
+            "--backend-config=python,shm-growth-byte-size=16777216",
+            "--exit-on-error=true",
+            "--log-verbose=0",
+        ]
+
+    @property
+    def url(self) -> str:
+        """gRPC host:port for tritonclient."""
+        return f"127.0.0.1:{self.ports.grpc}"
+
+    def start(self) -> TritonServer:
+        install = TritonInstall.find()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        # A session of its own, so stop() can take the python-backend stubs down with it.
+        self.process = subprocess.Popen(
+            self.command(install),
+            env=install.environment(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        self.wait_ready()
+        return self
+
+    def is_ready(self) -> bool:
+        url = f"http://127.0.0.1:{self.ports.http}/v2/health/ready"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise TritonStartError(f"tritonserver exited ({self.process.returncode}):\n{self.log_tail()}")
+            if self.is_ready():
+                return
+            time.sleep(0.25)
+        self.stop()
+        raise TritonStartError(f"tritonserver not ready in {self.startup_timeout_s} s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, timeout_s: float = 30.0) -> int | None:
+        """SIGTERM (Triton drains in-flight requests), then SIGKILL the whole session."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # stubs that outlived the server
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+        return self.process.returncode
+
+    def __enter__(self) -> TritonServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,1 @@
+"""PhotoSearch: CLIP photo search, shared core (settings, embedding client, CLI)."""

@@ -1,0 +1,5 @@
+"""`python -m photosearch` runs the CLI."""
+
+from photosearch.cli import main
+
+main()

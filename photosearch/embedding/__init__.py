@@ -1,0 +1,1 @@
+"""The embedding client the indexer and the query API share: tokenizer, images, Triton calls."""

@@ -1,0 +1,1 @@
+"""The query API: FastAPI text and image search (issue 4)."""
