@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -56,18 +57,10 @@ class Parity:
 
 def export_image_encoder(encoder: ImageEncoder, image_size: int, path: Path) -> None:
     """uint8 [batch, H, W, 3] -> float32 [batch, D], dynamic batch."""
+    from torch.export import Dim
+
     example = torch.zeros((2, image_size, image_size, 3), dtype=torch.uint8)
-    # The legacy exporter handles every open_clip vision tower and is fast; only the batch varies.
-    torch.onnx.export(
-        encoder,
-        (example,),
-        str(path),
-        dynamo=False,
-        opset_version=17,
-        input_names=[IMAGE_INPUT],
-        output_names=[IMAGE_OUTPUT],
-        dynamic_axes={IMAGE_INPUT: {0: "batch"}, IMAGE_OUTPUT: {0: "batch"}},
-    )
+    _export(encoder, example, path, IMAGE_INPUT, IMAGE_OUTPUT, {0: Dim("batch", min=1, max=4096)})
 
 
 def export_text_encoder(encoder: TextEncoder, context_length: int, path: Path) -> None:
@@ -75,21 +68,31 @@ def export_text_encoder(encoder: TextEncoder, context_length: int, path: Path) -
     from torch.export import Dim
 
     example = torch.ones((2, 8), dtype=torch.int64)
-    big = sum(p.numel() * p.element_size() for p in encoder.parameters()) > _TWO_GB * 0.9
     # The legacy exporter bakes the traced length into a Reshape; torch.export keeps it symbolic.
-    torch.onnx.export(
-        encoder,
-        (example,),
-        str(path),
-        dynamo=True,
-        external_data=big,
-        opset_version=18,
-        input_names=[TEXT_INPUT],
-        output_names=[TEXT_OUTPUT],
-        dynamic_shapes={
-            "input_ids": {0: Dim("batch", min=1, max=4096), 1: Dim("length", min=2, max=context_length)}
-        },
-    )
+    dims = {0: Dim("batch", min=1, max=4096), 1: Dim("length", min=2, max=context_length)}
+    _export(encoder, example, path, TEXT_INPUT, TEXT_OUTPUT, dims)
+
+
+def _export(
+    module: nn.Module, example: torch.Tensor, path: Path, input_name: str, output_name: str,
+    dims: dict[int, Any],
+) -> None:
+    # ONNX's protobuf caps one file at 2 GB; past that the weights go beside it.
+    big = sum(p.numel() * p.element_size() for p in module.parameters()) > _TWO_GB * 0.9
+    with warnings.catch_warnings():
+        # torch.export warns about its own internals (pytree specs): not ours to act on.
+        warnings.simplefilter("ignore", FutureWarning)
+        torch.onnx.export(
+            module,
+            (example,),
+            str(path),
+            dynamo=True,
+            external_data=big,
+            opset_version=18,
+            input_names=[input_name],
+            output_names=[output_name],
+            dynamic_shapes={input_name: dims},
+        )
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -1,0 +1,1 @@
+"""PhotoSearch tests: real Triton, real processes; fakes only for what cannot run here."""

@@ -1,0 +1,95 @@
+"""Shared fixtures: a tiny CLIP exported from a local checkpoint, and a real Triton serving it."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from model.export import export_model
+from model.triton_server import Ports, TritonServer
+from photosearch.embedding.client import EmbeddingClient
+from photosearch.embedding.manifest import ModelManifest
+
+TINY_CONFIG = Path(__file__).parent / "data" / "tiny-clip.json"
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the OS just handed out, so parallel runs and leftover servers do not collide."""
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def triton_ports() -> Ports:
+    http, grpc, metrics = free_ports(3)
+    return Ports(http=http, grpc=grpc, metrics=metrics)
+
+
+def tiny_clip(seed: int) -> Any:
+    """The tiny test architecture with deterministic random weights (open_clip, PyTorch)."""
+    import torch
+
+    from model.onnx_export import import_open_clip
+
+    open_clip = import_open_clip()
+    open_clip.add_model_config(TINY_CONFIG)
+    torch.manual_seed(seed)
+    clip = open_clip.create_model(TINY_CONFIG.stem, pretrained=None)
+    return clip.eval()
+
+
+@pytest.fixture(scope="session")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local checkpoint file, as a user without network access would pass with --pretrained."""
+    import torch
+
+    path = tmp_path_factory.mktemp("weights") / "tiny-clip.pt"
+    torch.save(tiny_clip(seed=1234).state_dict(), path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def reference_clip(checkpoint: Path) -> Any:
+    """The PyTorch model the exported version 1 must agree with."""
+    import torch
+
+    clip = tiny_clip(seed=0)
+    clip.load_state_dict(torch.load(checkpoint, weights_only=True))
+    return clip.eval()
+
+
+@pytest.fixture(scope="session")
+def repository(tmp_path_factory: pytest.TempPathFactory, checkpoint: Path) -> Path:
+    """A model repository holding version 1 of the tiny model (CPU target)."""
+    repo = tmp_path_factory.mktemp("models")
+    export_model(str(TINY_CONFIG), str(checkpoint), repo)
+    return repo
+
+
+@pytest.fixture(scope="session")
+def manifest(repository: Path) -> ModelManifest:
+    from photosearch.embedding.manifest import load_manifest
+
+    return load_manifest(repository, 1)
+
+
+@pytest.fixture(scope="session")
+def triton(repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    """A real tritonserver process serving the repository."""
+    server = TritonServer(repository, triton_ports(), tmp_path_factory.mktemp("triton"))
+    with server:
+        yield server
+
+
+@pytest.fixture
+async def client(triton: TritonServer, repository: Path) -> AsyncIterator[EmbeddingClient]:
+    async with EmbeddingClient(triton.url, repository) as embedding_client:
+        yield embedding_client
