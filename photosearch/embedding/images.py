@@ -43,7 +43,8 @@ def decode_image(data: bytes, min_size: int, limits: ImageLimits | None = None) 
     except UnidentifiedImageError:
         raise InvalidImage("not an image, or a format that cannot be read") from None
     except Image.DecompressionBombError as exc:
-        raise ImageTooLarge(str(exc)) from None
+        # Pillow refuses twice its own limit while reading the header, before our check.
+        raise ImageTooLarge(f"too many pixels for the limit of {limits.max_pixels}: {exc}") from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise InvalidImage(f"unreadable image header: {exc}") from None
     width, height = image.size
