@@ -39,7 +39,9 @@ def export_command(
         int | None, typer.Option(min=0, max=MAX_TEXT_QUEUE_DELAY_US, help="Text batching delay.")
     ] = None,
     image_queue_delay_us: Annotated[int | None, typer.Option(min=0)] = None,
-    ort_threads: Annotated[int | None, typer.Option(min=0, help="CPU target: 0 = all cores.")] = None,
+    ort_threads: Annotated[
+        int | None, typer.Option(min=0, help="CPU target: 0 = all cores.")
+    ] = None,
     instances: Annotated[int, typer.Option(min=1, help="Model instances per Triton.")] = 1,
     tensorrt: Annotated[bool, typer.Option(help="GPU target: TensorRT FP16 accelerator.")] = True,
     trt_cache_dir: Annotated[str, typer.Option(help="GPU target: TensorRT engine cache.")] = (
@@ -89,7 +91,9 @@ def _target(value: str) -> Literal["cpu", "gpu"]:
 
 
 @model_app.command("list")
-def list_command(repository: RepositoryOption = None, as_json: bool = typer.Option(False, "--json")) -> None:
+def list_command(
+    repository: RepositoryOption = None, as_json: bool = typer.Option(False, "--json")
+) -> None:
     """The exported model versions and where their weights came from."""
     repo = repository or get_settings().repository
     manifests = [load_manifest(repo, v) for v in list_versions(repo)]
@@ -97,7 +101,9 @@ def list_command(repository: RepositoryOption = None, as_json: bool = typer.Opti
         typer.echo(json.dumps([m.model_dump(mode="json") for m in manifests], indent=2))
         return
     for m in manifests:
-        typer.echo(f"{m.version}\t{m.arch}\t{m.weights}\t{m.embedding_dim}-d\t{m.target}\t{m.exported_at}")
+        typer.echo(
+            f"{m.version}\t{m.arch}\t{m.weights}\t{m.embedding_dim}-d\t{m.target}\t{m.exported_at}"
+        )
 
 
 @triton_app.command("serve")
@@ -106,7 +112,9 @@ def serve_command(
     http_port: Annotated[int | None, typer.Option()] = None,
     grpc_port: Annotated[int | None, typer.Option()] = None,
     metrics_port: Annotated[int | None, typer.Option()] = None,
-    work_dir: Annotated[Path | None, typer.Option(help="Logs and backends [default: DATA_DIR/triton].")] = None,
+    work_dir: Annotated[
+        Path | None, typer.Option(help="Logs and backends [default: DATA_DIR/triton].")
+    ] = None,
 ) -> None:
     """Start tritonserver (explicit model control), wait until ready, stop on Ctrl-C / SIGTERM."""
     from model.triton_server import Ports, TritonServer, TritonStartError
@@ -148,7 +156,7 @@ def serve_command(
 def load_command(
     url: Annotated[str | None, typer.Option(help="Triton gRPC host:port.")] = None,
 ) -> None:
-    """(Re)load clip_image and clip_text so that newly exported versions serve; old ones keep serving."""
+    """(Re)load clip_image and clip_text: new versions start serving, old ones keep serving."""
     import tritonclient.grpc as grpcclient
     from tritonclient.utils import InferenceServerException
 

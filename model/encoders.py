@@ -20,6 +20,8 @@ class ImageEncoder(nn.Module):
         super().__init__()
         self.clip = clip
         # (x/255 - mean)/std == (x - 255*mean)/(255*std): one subtract and one divide.
+        self.mean255: torch.Tensor
+        self.std255: torch.Tensor
         self.register_buffer("mean255", torch.tensor(mean).view(1, 3, 1, 1) * 255.0)
         self.register_buffer("std255", torch.tensor(std).view(1, 3, 1, 1) * 255.0)
 
@@ -50,15 +52,21 @@ class TextEncoder(nn.Module):
                 )
         if getattr(tower, "cls_emb", None) is not None or getattr(tower, "use_pad_mask", False):
             raise ValueError("text towers with a class token or a padding mask are not supported")
-        self.pool_type: str = getattr(tower, "text_pool_type", getattr(tower, "pool_type", "argmax"))
+        self.pool_type: str = getattr(
+            tower, "text_pool_type", getattr(tower, "pool_type", "argmax")
+        )
         if self.pool_type not in ("argmax", "eos"):
             raise ValueError(f"text pooling {self.pool_type!r} is not supported")
-        self.eos_id: int | None = getattr(tower, "text_eos_id", getattr(tower, "eos_id", None))
+        eos_id = getattr(tower, "text_eos_id", getattr(tower, "eos_id", None))
+        if self.pool_type == "eos" and eos_id is None:
+            raise ValueError("text pooling 'eos' needs the tokenizer's end-of-text id")
+        self.eos_id: int = -1 if eos_id is None else int(eos_id)
         self.token_embedding = tower.token_embedding
         self.positional_embedding = tower.positional_embedding
         self.transformer = tower.transformer
         self.ln_final = tower.ln_final
         self.text_projection = tower.text_projection
+        self.attn_mask: torch.Tensor | None
         self.register_buffer("attn_mask", tower.attn_mask, persistent=False)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -73,7 +81,7 @@ class TextEncoder(nn.Module):
             # The end-of-text token has the highest id in CLIP's vocabulary.
             pooled = x[rows, input_ids.argmax(dim=-1)]
         else:
-            pooled = x[rows, (input_ids == self.eos_id).int().argmax(dim=-1)]
+            pooled = x[rows, torch.eq(input_ids, self.eos_id).to(torch.int32).argmax(dim=-1)]
         if isinstance(self.text_projection, nn.Linear):
             pooled = self.text_projection(pooled)
         elif self.text_projection is not None:

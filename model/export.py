@@ -56,7 +56,9 @@ def load_clip(arch: str, pretrained: str) -> LoadedClip:
         name = path.stem
     config = open_clip.get_model_config(name)
     if config is None:
-        raise ExportError(f"unknown architecture {arch!r}; open_clip knows {open_clip.list_models()}")
+        raise ExportError(
+            f"unknown architecture {arch!r}; open_clip knows {open_clip.list_models()}"
+        )
 
     weights, checkpoint, digest = "random", None, None
     if pretrained.lower() not in ("none", "random", ""):
@@ -94,7 +96,13 @@ def load_clip(arch: str, pretrained: str) -> LoadedClip:
         resize_mode=cfg.get("resize_mode", "shortest"),
     )
     return LoadedClip(
-        clip, open_clip.get_tokenizer(name), arch, json.loads(json.dumps(config)), weights, digest, preprocess
+        clip,
+        open_clip.get_tokenizer(name),
+        arch,
+        json.loads(json.dumps(config)),
+        weights,
+        digest,
+        preprocess,
     )
 
 
@@ -142,8 +150,13 @@ def export_model(
         spec = export_tokenizer(loaded.tokenizer, staging / TEXT_MODEL / TOKENIZER_FILE)
         export_text_encoder(text_encoder.eval(), spec.context_length, text_path)
         parity = check_parity(
-            loaded.model, loaded.preprocess.mean, loaded.preprocess.std, loaded.tokenizer,
-            image_path, text_path, size,
+            loaded.model,
+            loaded.preprocess.mean,
+            loaded.preprocess.std,
+            loaded.tokenizer,
+            image_path,
+            text_path,
+            size,
         )
         if min(parity.image, parity.text) < PARITY_MIN_COSINE:
             raise ExportError(f"ONNX output differs from PyTorch: {parity}")
@@ -170,7 +183,8 @@ def export_model(
         files=files,
         exported_at=datetime.now(UTC).isoformat(timespec="seconds"),
         exporter={
-            pkg: metadata.version(pkg) for pkg in ("torch", "open_clip_torch", "onnx", "onnxruntime")
+            pkg: metadata.version(pkg)
+            for pkg in ("torch", "open_clip_torch", "onnx", "onnxruntime")
         }
         | {"parity_image": f"{parity.image:.7f}", "parity_text": f"{parity.text:.7f}"},
     )

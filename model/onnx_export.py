@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from model.encoders import ImageEncoder, TextEncoder
+from photosearch.embedding.arrays import AnyArray
 from photosearch.embedding.manifest import IMAGE_INPUT, IMAGE_OUTPUT, TEXT_INPUT, TEXT_OUTPUT
 
 PARITY_MIN_COSINE = 0.9999
@@ -31,20 +32,22 @@ def import_open_clip() -> ModuleType:
     """
     global _torchvision_schemas
     try:
-        import torchvision  # noqa: F401
+        import torchvision  # type: ignore[import-untyped]  # noqa: F401
     except RuntimeError as exc:
         if "torchvision::nms" not in str(exc):
             raise
         for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
             del sys.modules[name]
-        _torchvision_schemas = torch.library.Library("torchvision", "DEF")
-        _torchvision_schemas.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        _torchvision_schemas = torch.library.Library("torchvision", "DEF")  # type: ignore[no-untyped-call]
+        _torchvision_schemas.define(
+            "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
+        )
         _torchvision_schemas.define(
             "qnms(Tensor qdets, Tensor qscores, float iou_threshold) -> Tensor"
         )
     import open_clip
 
-    return open_clip
+    return open_clip  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -74,7 +77,11 @@ def export_text_encoder(encoder: TextEncoder, context_length: int, path: Path) -
 
 
 def _export(
-    module: nn.Module, example: torch.Tensor, path: Path, input_name: str, output_name: str,
+    module: nn.Module,
+    example: torch.Tensor,
+    path: Path,
+    input_name: str,
+    output_name: str,
     dims: dict[int, Any],
 ) -> None:
     # ONNX's protobuf caps one file at 2 GB; past that the weights go beside it.
@@ -95,7 +102,7 @@ def _export(
         )
 
 
-def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _cosines(a: AnyArray, b: AnyArray) -> AnyArray:
     a = a / np.linalg.norm(a, axis=1, keepdims=True)
     b = b / np.linalg.norm(b, axis=1, keepdims=True)
     return (a * b).sum(axis=1)  # type: ignore[no-any-return]
@@ -135,6 +142,6 @@ def check_parity(
     )
 
 
-def _run(path: Path, name: str, array: np.ndarray) -> np.ndarray:
+def _run(path: Path, name: str, array: AnyArray) -> AnyArray:
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     return session.run(None, {name: array})[0]  # type: ignore[no-any-return]

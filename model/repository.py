@@ -61,7 +61,9 @@ def write_configs(repository: Path, target: Target, opts: BatchingOptions) -> No
     ):
         if target == "cpu":
             for manifest in manifests:
-                shutil.copyfile(PYTHON_BACKEND, version_dir(repository, name, manifest.version) / "model.py")
+                shutil.copyfile(
+                    PYTHON_BACKEND, version_dir(repository, name, manifest.version) / "model.py"
+                )
         path = repository / name / "config.pbtxt"
         tmp = path.with_suffix(".pbtxt.tmp")
         tmp.write_text(render(config))

@@ -42,5 +42,5 @@ def export_tokenizer(tokenizer: Any, path: Path) -> TokenizerSpec:
         context_length=int(tokenizer.context_length),
         sot_id=int(tokenizer.sot_token_id),
         eot_id=int(tokenizer.eot_token_id),
-        clean=clean,  # type: ignore[arg-type]
+        clean=clean,
     )

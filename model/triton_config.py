@@ -139,7 +139,7 @@ def text_config(target: Target, shapes: Shapes, opts: BatchingOptions) -> mc.Mod
 
 def render(config: mc.ModelConfig) -> str:
     """The config as Triton reads it from config.pbtxt."""
-    return text_format.MessageToString(config)
+    return str(text_format.MessageToString(config))
 
 
 def parse(text: str) -> mc.ModelConfig:

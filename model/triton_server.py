@@ -107,7 +107,9 @@ class TritonServer:
         self.process: subprocess.Popen[bytes] | None = None
 
     def command(self, install: TritonInstall) -> list[str]:
-        models = [m for m in (IMAGE_MODEL, TEXT_MODEL) if (self.repository / m / "config.pbtxt").is_file()]
+        models = [
+            m for m in (IMAGE_MODEL, TEXT_MODEL) if (self.repository / m / "config.pbtxt").is_file()
+        ]
         return [
             str(install.binary),
             f"--model-repository={self.repository}",
@@ -160,12 +162,16 @@ class TritonServer:
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise TritonStartError(f"tritonserver exited ({self.process.returncode}):\n{self.log_tail()}")
+                raise TritonStartError(
+                    f"tritonserver exited ({self.process.returncode}):\n{self.log_tail()}"
+                )
             if self.is_ready():
                 return
             time.sleep(0.25)
         self.stop()
-        raise TritonStartError(f"tritonserver not ready in {self.startup_timeout_s} s:\n{self.log_tail()}")
+        raise TritonStartError(
+            f"tritonserver not ready in {self.startup_timeout_s} s:\n{self.log_tail()}"
+        )
 
     def log_tail(self, lines: int = 30) -> str:
         if not self.log_path.exists():

@@ -1,4 +1,4 @@
-"""The one settings tree: environment variables with the PHOTOSEARCH_ prefix, groups split by `__`."""
+"""The one settings tree: PHOTOSEARCH_-prefixed environment variables, groups split by `__`."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ class TritonSettings(BaseModel):
     http_port: int = Field(8003, description="Local server: HTTP port (8000 is the API's).")
     grpc_port: int = Field(8001, description="Local server: gRPC port.")
     metrics_port: int = Field(8002, description="Local server: Prometheus metrics port.")
-    startup_timeout_s: float = Field(120.0, gt=0, description="Local server: wait this long for ready.")
+    startup_timeout_s: float = Field(
+        120.0, gt=0, description="Local server: wait this long for ready."
+    )
 
 
 class ModelSettings(BaseModel):

@@ -33,9 +33,22 @@ def _processes_mentioning(text: str) -> list[int]:
 def test_export_then_serve_answers_both_models_and_stops_on_sigterm(tmp_path: Path) -> None:
     repo, work = tmp_path / "models", tmp_path / "triton-work"
     export = subprocess.run(
-        [*CLI, "model", "export", "--arch", str(TINY_CONFIG), "--pretrained", "none",
-         "--repository", str(repo), "--text-queue-delay-us", "2000"],
-        capture_output=True, text=True, timeout=300,
+        [
+            *CLI,
+            "model",
+            "export",
+            "--arch",
+            str(TINY_CONFIG),
+            "--pretrained",
+            "none",
+            "--repository",
+            str(repo),
+            "--text-queue-delay-us",
+            "2000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert export.returncode == 0, export.stderr
     assert "exported version 1" in export.stdout
@@ -43,10 +56,24 @@ def test_export_then_serve_answers_both_models_and_stops_on_sigterm(tmp_path: Pa
 
     ports = triton_ports()
     serve = subprocess.Popen(
-        [*CLI, "triton", "serve", "--repository", str(repo), "--work-dir", str(work),
-         "--http-port", str(ports.http), "--grpc-port", str(ports.grpc),
-         "--metrics-port", str(ports.metrics)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            *CLI,
+            "triton",
+            "serve",
+            "--repository",
+            str(repo),
+            "--work-dir",
+            str(work),
+            "--http-port",
+            str(ports.http),
+            "--grpc-port",
+            str(ports.grpc),
+            "--metrics-port",
+            str(ports.metrics),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         assert serve.stdout is not None
@@ -57,10 +84,14 @@ def test_export_then_serve_answers_both_models_and_stops_on_sigterm(tmp_path: Pa
         ids.set_data_from_numpy(np.array([[49406, 320, 2368, 49407]], dtype=np.int64))
         text = client.infer("clip_text", [ids], model_version="1").as_numpy("text_embeds")
         image = grpcclient.InferInput("image", [2, 32, 32, 3], "UINT8")
-        image.set_data_from_numpy(np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3), dtype=np.uint8))
+        image.set_data_from_numpy(
+            np.random.default_rng(0).integers(0, 256, (2, 32, 32, 3), dtype=np.uint8)
+        )
         pictures = client.infer("clip_image", [image], model_version="1").as_numpy("image_embeds")
         assert text.shape == (1, 32) and pictures.shape == (2, 32)
-        np.testing.assert_allclose(np.linalg.norm(np.concatenate([text, pictures]), axis=1), 1.0, atol=1e-5)
+        np.testing.assert_allclose(
+            np.linalg.norm(np.concatenate([text, pictures]), axis=1), 1.0, atol=1e-5
+        )
         client.close()
         assert _processes_mentioning(str(work))  # tritonserver and its python stubs
     finally:
@@ -76,9 +107,22 @@ def test_export_then_serve_answers_both_models_and_stops_on_sigterm(tmp_path: Pa
 
 def test_a_text_queue_delay_over_10_ms_is_refused(tmp_path: Path) -> None:
     result = subprocess.run(
-        [*CLI, "model", "export", "--arch", str(TINY_CONFIG), "--pretrained", "none",
-         "--repository", str(tmp_path), "--text-queue-delay-us", "20000"],
-        capture_output=True, text=True, timeout=120,
+        [
+            *CLI,
+            "model",
+            "export",
+            "--arch",
+            str(TINY_CONFIG),
+            "--pretrained",
+            "none",
+            "--repository",
+            str(tmp_path),
+            "--text-queue-delay-us",
+            "20000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2
     assert "text-queue-delay-us" in result.stderr
@@ -88,9 +132,21 @@ def test_a_text_queue_delay_over_10_ms_is_refused(tmp_path: Path) -> None:
 def test_an_offline_pretrained_tag_fails_with_a_clear_message(tmp_path: Path) -> None:
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     result = subprocess.run(
-        [*CLI, "model", "export", "--arch", "ViT-B-32", "--pretrained", "laion2b_s34b_b79k",
-         "--repository", str(tmp_path)],
-        capture_output=True, text=True, timeout=300, env=env,
+        [
+            *CLI,
+            "model",
+            "export",
+            "--arch",
+            "ViT-B-32",
+            "--pretrained",
+            "laion2b_s34b_b79k",
+            "--repository",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     assert result.returncode == 2
     assert "--pretrained none" in result.stderr

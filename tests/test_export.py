@@ -12,6 +12,7 @@ import torch
 
 from model.export import ExportError, export_model
 from model.repository import version_dir
+from photosearch.embedding.arrays import AnyArray
 from photosearch.embedding.manifest import (
     IMAGE_MODEL,
     TEXT_MODEL,
@@ -29,7 +30,7 @@ def _session(repository: Path, name: str, version: int = 1) -> ort.InferenceSess
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _cosine(a: AnyArray, b: AnyArray) -> AnyArray:
     a = a / np.linalg.norm(a, axis=1, keepdims=True)
     b = b / np.linalg.norm(b, axis=1, keepdims=True)
     return (a * b).sum(axis=1)  # type: ignore[no-any-return]
@@ -91,7 +92,9 @@ def test_padding_to_the_longest_query_equals_padding_to_77(
     assert _cosine(at_longest, ref).min() >= 0.9999
 
 
-def test_manifest_records_the_version(repository: Path, manifest: ModelManifest, checkpoint: Path) -> None:
+def test_manifest_records_the_version(
+    repository: Path, manifest: ModelManifest, checkpoint: Path
+) -> None:
     assert manifest.version == 1
     assert manifest.arch == str(TINY_CONFIG)
     assert manifest.arch_config["embed_dim"] == manifest.embedding_dim == 32

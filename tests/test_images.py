@@ -1,4 +1,4 @@
-"""Image preprocessing in the client: open_clip's transform, every pixel mode, and clear refusals."""
+"""Client-side image preprocessing: open_clip's transform, every pixel mode, clear refusals."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pytest
 from PIL import Image
 
 from model.onnx_export import import_open_clip
+from photosearch.embedding.arrays import AnyArray
 from photosearch.embedding.errors import ImageTooLarge, InvalidImage
 from photosearch.embedding.images import ImageLimits, decode_image, prepare_image, to_rgb
 from photosearch.embedding.manifest import ImagePreprocessing
@@ -19,7 +20,7 @@ SPEC = ImagePreprocessing(
 )
 
 
-def _open_clip_pixels(data: bytes) -> np.ndarray:
+def _open_clip_pixels(data: bytes) -> AnyArray:
     """open_clip's own eval transform, back in 0..255 HWC for comparison."""
     import io
 
@@ -84,12 +85,20 @@ def test_every_pixel_mode_becomes_rgb() -> None:
 
 @pytest.mark.parametrize(
     ("fmt", "mode"),
-    [("PNG", "I;16"), ("PNG", "LA"), ("TIFF", "CMYK"), ("WEBP", "RGBA"), ("GIF", "P"), ("JPEG", "CMYK"), ("JPEG", "L")],
+    [
+        ("PNG", "I;16"),
+        ("PNG", "LA"),
+        ("TIFF", "CMYK"),
+        ("WEBP", "RGBA"),
+        ("GIF", "P"),
+        ("JPEG", "CMYK"),
+        ("JPEG", "L"),
+    ],
 )
 def test_files_of_each_format_and_mode_decode(fmt: str, mode: str) -> None:
     base = photo("coffee").resize((120, 80))
     image = (
-        Image.fromarray((np.asarray(base.convert("L"), dtype=np.uint16) * 257))
+        Image.fromarray(np.asarray(base.convert("L"), dtype=np.uint16) * 257)
         if mode == "I;16"
         else base.convert(mode)
     )
@@ -113,7 +122,7 @@ def test_broken_files_are_refused_with_a_reason(case: str) -> None:
 
 
 def test_pixel_and_byte_limits_refuse_bombs_before_decoding() -> None:
-    with pytest.raises(ImageTooLarge, match="(30000x30000|900000000 pixels)"):
+    with pytest.raises(ImageTooLarge, match=r"(30000x30000|900000000 pixels)"):
         prepare_image(png_header_only(30000, 30000), SPEC)
     with pytest.raises(ImageTooLarge, match="limit"):
         prepare_image(png_header_only(100_000, 100_000), SPEC)  # past Pillow's own bomb limit too

@@ -14,6 +14,7 @@ from tritonclient.grpc.aio import InferenceServerClient
 
 from model.repository import version_dir
 from model.triton_server import TritonServer
+from photosearch.embedding.arrays import AnyArray
 from photosearch.embedding.client import EmbeddingClient
 from photosearch.embedding.errors import (
     InvalidImage,
@@ -30,7 +31,7 @@ from tests.images import broken_files, encode, photo
 QUERIES = ["a cat", "a red bicycle against a brick wall", "", "sunset " * 30, "Café &amp; crème 😀"]
 
 
-def _ort(repository: Path, name: str, feed: dict[str, np.ndarray]) -> np.ndarray:
+def _ort(repository: Path, name: str, feed: dict[str, AnyArray]) -> AnyArray:
     path = version_dir(repository, name, 1) / "model.onnx"
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     return session.run(None, feed)[0]  # type: ignore[no-any-return]
@@ -102,7 +103,9 @@ async def test_a_deadline_too_short_raises_timeout(client: EmbeddingClient) -> N
 
 async def test_triton_down_raises_unavailable_after_bounded_retries(repository: Path) -> None:
     (port,) = free_ports(1)
-    async with EmbeddingClient(f"127.0.0.1:{port}", repository, retries=2, retry_backoff_s=0.05) as down:
+    async with EmbeddingClient(
+        f"127.0.0.1:{port}", repository, retries=2, retry_backoff_s=0.05
+    ) as down:
         loop = asyncio.get_running_loop()
         started = loop.time()
         with pytest.raises(TritonUnavailable, match="after 3 tries"):

@@ -8,7 +8,15 @@ import pytest
 from pydantic import ValidationError
 from tritonclient.grpc import model_config_pb2 as mc
 
-from model.triton_config import BatchingOptions, Shapes, image_config, parse, render, text_config
+from model.triton_config import (
+    BatchingOptions,
+    Shapes,
+    Target,
+    image_config,
+    parse,
+    render,
+    text_config,
+)
 from photosearch.embedding.manifest import IMAGE_MODEL, TEXT_MODEL
 from photosearch.settings import Settings
 
@@ -19,7 +27,10 @@ def test_repository_configs_parse_with_tritons_schema(repository: Path) -> None:
     image = parse((repository / IMAGE_MODEL / "config.pbtxt").read_text())
     text = parse((repository / TEXT_MODEL / "config.pbtxt").read_text())
     assert (image.name, image.backend, text.name, text.backend) == (
-        IMAGE_MODEL, "python", TEXT_MODEL, "python",
+        IMAGE_MODEL,
+        "python",
+        TEXT_MODEL,
+        "python",
     )
     assert image.version_policy.HasField("all") and text.version_policy.HasField("all")
     assert list(image.input[0].dims) == [32, 32, 3] and image.input[0].data_type == mc.TYPE_UINT8
@@ -29,9 +40,9 @@ def test_repository_configs_parse_with_tritons_schema(repository: Path) -> None:
 
 
 @pytest.mark.parametrize("target", ["cpu", "gpu"])
-def test_both_targets_round_trip_through_the_schema(target: str) -> None:
+def test_both_targets_round_trip_through_the_schema(target: Target) -> None:
     opts = BatchingOptions(text_queue_delay_us=8000, image_queue_delay_us=100_000)
-    for config in (image_config(target, SHAPES, opts), text_config(target, SHAPES, opts)):  # type: ignore[arg-type]
+    for config in (image_config(target, SHAPES, opts), text_config(target, SHAPES, opts)):
         parsed = parse(render(config))
         assert parsed == config
         assert parsed.max_batch_size == 64
@@ -68,7 +79,7 @@ def test_text_queue_delay_above_10_ms_is_refused() -> None:
     with pytest.raises(ValueError, match="under 10 ms"):
         BatchingOptions(text_queue_delay_us=10_001)
     with pytest.raises(ValidationError):
-        Settings(model={"text_queue_delay_us": 20_000})  # type: ignore[arg-type]
+        Settings(model={"text_queue_delay_us": 20_000})
     assert BatchingOptions(text_queue_delay_us=10_000).text_queue_delay_us == 10_000
 
 

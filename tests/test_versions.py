@@ -17,7 +17,9 @@ from photosearch.embedding.errors import EmbeddingError, ModelVersionUnavailable
 from tests.conftest import TINY_CONFIG, triton_ports
 
 
-async def test_version_2_loads_while_version_1_keeps_serving(repository: Path, tmp_path: Path) -> None:
+async def test_version_2_loads_while_version_1_keeps_serving(
+    repository: Path, tmp_path: Path
+) -> None:
     repo = tmp_path / "models"
     shutil.copytree(repository, repo)
     with TritonServer(repo, triton_ports(), tmp_path / "triton") as server:
@@ -46,8 +48,15 @@ async def test_version_2_loads_while_version_1_keeps_serving(repository: Path, t
             searching = asyncio.create_task(keep_searching())
             await asyncio.to_thread(export_model, str(TINY_CONFIG), "none", repo)
             load = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "photosearch", "triton", "load", "--url", server.url,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                sys.executable,
+                "-m",
+                "photosearch",
+                "triton",
+                "load",
+                "--url",
+                server.url,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
             )
             output, _ = await load.communicate()
             assert load.returncode == 0, output.decode()

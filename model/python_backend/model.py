@@ -52,7 +52,9 @@ class TritonPythonModel:
             longest = max(a.shape[1] for a in arrays)
             arrays = [np.pad(a, ((0, 0), (0, longest - a.shape[1]))) for a in arrays]
         try:
-            outputs = self.session.run([self.output_name], {self.input_name: np.concatenate(arrays)})
+            outputs = self.session.run(
+                [self.output_name], {self.input_name: np.concatenate(arrays)}
+            )
         except Exception as exc:  # a bad batch fails its requests, not the server
             error = pb_utils.TritonError(f"onnxruntime failed: {exc}")
             return [pb_utils.InferenceResponse(output_tensors=[], error=error) for _ in requests]

@@ -13,6 +13,7 @@ from tritonclient.grpc import InferInput, InferRequestedOutput
 from tritonclient.grpc.aio import InferenceServerClient
 from tritonclient.utils import InferenceServerException
 
+from photosearch.embedding.arrays import AnyArray, Embeddings, Pixels
 from photosearch.embedding.errors import (
     InferenceFailed,
     ModelVersionUnavailable,
@@ -39,7 +40,9 @@ _TRANSIENT = ("StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED", "Status
 
 def _is_missing_version(exc: InferenceServerException) -> bool:
     message = str(exc.message()).lower()
-    return "unknown model" in message or "is not found" in message or "not at ready state" in message
+    return (
+        "unknown model" in message or "is not found" in message or "not at ready state" in message
+    )
 
 
 class EmbeddingClient:
@@ -127,7 +130,7 @@ class EmbeddingClient:
 
     async def encode_token_ids(
         self, ids: Sequence[Sequence[int]], *, model_version: int, timeout_s: float | None = None
-    ) -> np.ndarray:
+    ) -> Embeddings:
         """float32 [len(ids), D] L2-normalized text embeddings.
 
         Args:
@@ -143,7 +146,12 @@ class EmbeddingClient:
             batch = pad_batch(ids[start : start + MAX_BATCH_SIZE], self.pad_multiple, context)
             out.append(
                 await self._infer(
-                    TEXT_MODEL, TEXT_INPUT, TEXT_OUTPUT, batch, "INT64", model_version,
+                    TEXT_MODEL,
+                    TEXT_INPUT,
+                    TEXT_OUTPUT,
+                    batch,
+                    "INT64",
+                    model_version,
                     timeout_s or self.text_timeout_s,
                 )
             )
@@ -151,30 +159,45 @@ class EmbeddingClient:
 
     async def encode_texts(
         self, texts: Sequence[str], *, model_version: int, timeout_s: float | None = None
-    ) -> np.ndarray:
+    ) -> Embeddings:
         """float32 [len(texts), D] L2-normalized embeddings of the texts."""
         ids = await self.tokenize(texts, model_version=model_version)
         return await self.encode_token_ids(ids, model_version=model_version, timeout_s=timeout_s)
 
-    async def prepare_images(self, data: Sequence[bytes], *, model_version: int) -> list[np.ndarray]:
-        """Decode and preprocess images on the thread pool; the first bad one raises InvalidImage."""
+    async def prepare_images(self, data: Sequence[bytes], *, model_version: int) -> list[Pixels]:
+        """Decode and preprocess on the thread pool; the first bad image raises InvalidImage."""
         spec = self.manifest(model_version).image
         loop = asyncio.get_running_loop()
         work = partial(prepare_image, spec=spec, limits=self.image_limits)
-        return list(await asyncio.gather(*(loop.run_in_executor(self._executor, work, d) for d in data)))
+        return list(
+            await asyncio.gather(*(loop.run_in_executor(self._executor, work, d) for d in data))
+        )
 
     async def encode_images(
-        self, pixels: Sequence[np.ndarray] | np.ndarray, *, model_version: int, timeout_s: float | None = None
-    ) -> np.ndarray:
+        self,
+        pixels: Sequence[Pixels] | Pixels,
+        *,
+        model_version: int,
+        timeout_s: float | None = None,
+    ) -> Embeddings:
         """float32 [N, D] L2-normalized embeddings of preprocessed uint8 [S, S, 3] images."""
         size = self.manifest(model_version).image.size
-        batch = np.ascontiguousarray(np.stack(list(pixels)) if not isinstance(pixels, np.ndarray) else pixels)
+        batch = np.ascontiguousarray(
+            np.stack(list(pixels)) if not isinstance(pixels, np.ndarray) else pixels
+        )
         if batch.dtype != np.uint8 or batch.ndim != 4 or batch.shape[1:] != (size, size, 3):
-            raise ValueError(f"expected uint8 [N, {size}, {size}, 3] pixels, got {batch.dtype} {batch.shape}")
+            raise ValueError(
+                f"expected uint8 [N, {size}, {size}, 3] pixels, got {batch.dtype} {batch.shape}"
+            )
         out = [
             await self._infer(
-                IMAGE_MODEL, IMAGE_INPUT, IMAGE_OUTPUT, batch[start : start + MAX_BATCH_SIZE],
-                "UINT8", model_version, timeout_s or self.image_timeout_s,
+                IMAGE_MODEL,
+                IMAGE_INPUT,
+                IMAGE_OUTPUT,
+                batch[start : start + MAX_BATCH_SIZE],
+                "UINT8",
+                model_version,
+                timeout_s or self.image_timeout_s,
             )
             for start in range(0, len(batch), MAX_BATCH_SIZE)
         ]
@@ -182,7 +205,7 @@ class EmbeddingClient:
 
     async def encode_image_bytes(
         self, data: Sequence[bytes], *, model_version: int, timeout_s: float | None = None
-    ) -> np.ndarray:
+    ) -> Embeddings:
         """Decode, preprocess and embed encoded images (JPEG, PNG, WebP, GIF, TIFF, ...)."""
         pixels = await self.prepare_images(data, model_version=model_version)
         return await self.encode_images(pixels, model_version=model_version, timeout_s=timeout_s)
@@ -204,11 +227,11 @@ class EmbeddingClient:
         model: str,
         input_name: str,
         output_name: str,
-        array: np.ndarray,
+        array: AnyArray,
         datatype: str,
         version: int,
         timeout_s: float,
-    ) -> np.ndarray:
+    ) -> Embeddings:
         self.manifest(version)  # a version that was never exported fails before the network
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
@@ -222,20 +245,28 @@ class EmbeddingClient:
                 raise TritonTimeout(f"{model} v{version}: no answer within {timeout_s:.3g} s")
             try:
                 result = await self._grpc.infer(
-                    model, [tensor], model_version=str(version), outputs=wanted,
+                    model,
+                    [tensor],
+                    model_version=str(version),
+                    outputs=wanted,
                     client_timeout=remaining,
                 )
             except InferenceServerException as exc:
                 status = str(exc.status())
                 if status == "StatusCode.DEADLINE_EXCEEDED":
-                    raise TritonTimeout(f"{model} v{version}: no answer within {timeout_s:.3g} s") from None
+                    raise TritonTimeout(
+                        f"{model} v{version}: no answer within {timeout_s:.3g} s"
+                    ) from None
                 if _is_missing_version(exc):
-                    raise ModelVersionUnavailable(f"{model} v{version} is not loaded: {exc.message()}") from None
+                    raise ModelVersionUnavailable(
+                        f"{model} v{version} is not loaded: {exc.message()}"
+                    ) from None
                 if status not in _TRANSIENT:
                     raise InferenceFailed(f"{model} v{version}: {exc.message()}") from None
                 if attempt >= self.retries:
                     raise TritonUnavailable(
-                        f"Triton at {self.url} unavailable after {attempt + 1} tries: {exc.message()}"
+                        f"Triton at {self.url} unavailable after {attempt + 1} tries: "
+                        f"{exc.message()}"
                     ) from None
                 delay = min(self.retry_backoff_s * 2**attempt, max(deadline - loop.time(), 0))
                 attempt += 1
@@ -244,4 +275,4 @@ class EmbeddingClient:
             embeddings = result.as_numpy(output_name)
             if embeddings is None or embeddings.shape[0] != array.shape[0]:
                 raise InferenceFailed(f"{model} v{version} returned no {output_name} for the batch")
-            return embeddings
+            return embeddings  # type: ignore[no-any-return]

@@ -1,4 +1,4 @@
-"""Image bytes -> the uint8 pixels the image encoder takes, as open_clip's eval transform makes them."""
+"""Image bytes -> the uint8 pixels of the image encoder, as open_clip's eval transform does."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from photosearch.embedding.arrays import Pixels
 from photosearch.embedding.errors import ImageTooLarge, InvalidImage
 from photosearch.embedding.manifest import ImagePreprocessing
 
@@ -44,7 +45,9 @@ def decode_image(data: bytes, min_size: int, limits: ImageLimits | None = None) 
         raise InvalidImage("not an image, or a format that cannot be read") from None
     except Image.DecompressionBombError as exc:
         # Pillow refuses twice its own limit while reading the header, before our check.
-        raise ImageTooLarge(f"too many pixels for the limit of {limits.max_pixels}: {exc}") from None
+        raise ImageTooLarge(
+            f"too many pixels for the limit of {limits.max_pixels}: {exc}"
+        ) from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise InvalidImage(f"unreadable image header: {exc}") from None
     width, height = image.size
@@ -60,11 +63,12 @@ def decode_image(data: bytes, min_size: int, limits: ImageLimits | None = None) 
         image.load()
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         raise InvalidImage(f"corrupt or truncated image data: {exc}") from None
+    upright: Image.Image = image
     try:
-        image = ImageOps.exif_transpose(image)
+        upright = ImageOps.exif_transpose(image)
     except (OSError, SyntaxError, ValueError, KeyError, TypeError):
         pass  # a broken EXIF block leaves the pixels as stored
-    return to_rgb(image)
+    return to_rgb(upright)
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
@@ -88,7 +92,7 @@ def to_rgb(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
-def resize_and_crop(image: Image.Image, spec: ImagePreprocessing) -> np.ndarray:
+def resize_and_crop(image: Image.Image, spec: ImagePreprocessing) -> Pixels:
     """open_clip's eval transform (torchvision Resize + CenterCrop) -> uint8 [size, size, 3]."""
     size = spec.size
     resample = _RESAMPLE[spec.interpolation]
@@ -104,14 +108,15 @@ def resize_and_crop(image: Image.Image, spec: ImagePreprocessing) -> np.ndarray:
         if new != (width, height):
             image = image.resize(new, resample)
         width, height = image.size
-        left = int(round((width - size) / 2.0))
-        top = int(round((height - size) / 2.0))
+        # round() as torchvision does it (half to even).
+        left = round((width - size) / 2.0)
+        top = round((height - size) / 2.0)
         image = image.crop((left, top, left + size, top + size))
     return np.asarray(image, dtype=np.uint8)
 
 
 def prepare_image(
     data: bytes, spec: ImagePreprocessing, limits: ImageLimits | None = None
-) -> np.ndarray:
+) -> Pixels:
     """Bytes of any common format -> uint8 [size, size, 3], or InvalidImage with the reason."""
     return resize_and_crop(decode_image(data, spec.size, limits), spec)

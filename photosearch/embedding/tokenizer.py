@@ -16,6 +16,7 @@ import numpy as np
 import regex
 from tokenizers import Tokenizer
 
+from photosearch.embedding.arrays import TokenIds
 from photosearch.embedding.manifest import TokenizerSpec, load_manifest, tokenizer_path
 
 SPECIAL_TOKENS = ("<start_of_text>", "<end_of_text>")
@@ -71,7 +72,7 @@ class ClipTokenizer:
         return out
 
 
-def pad_batch(ids: Sequence[Sequence[int]], multiple: int, context_length: int) -> np.ndarray:
+def pad_batch(ids: Sequence[Sequence[int]], multiple: int, context_length: int) -> TokenIds:
     """Zero-pad a batch to its longest row, rounded up to `multiple` (so requests share shapes).
 
     Zeros after the end-of-text token cannot change CLIP's causal text encoder's output.

@@ -1,0 +1,40 @@
+# Set-up, run and test on a fresh machine with only Python >= 3.11 (see README.md).
+VENV ?= .venv
+BIN := $(VENV)/bin
+PHOTOSEARCH := $(BIN)/photosearch
+
+.PHONY: setup run test lint bench clean
+
+setup: $(VENV)/.installed
+
+# torch 2.13.0 + torchvision 0.28.0 first: pinned, so pip takes the CPU build where one is
+# offered (the build machines have it) instead of several GB of CUDA packages.
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0 torchvision==0.28.0
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[embedded,export,dev]'
+	touch $@
+
+# Export ViT-B-32 once (pretrained where a network exists, random weights where not), then
+# serve it with the real Triton on this machine until Ctrl-C.
+run: setup
+	@if [ -z "$$($(PHOTOSEARCH) model list)" ]; then \
+	  $(PHOTOSEARCH) model export --arch ViT-B-32 --pretrained laion2b_s34b_b79k || { \
+	    echo "pretrained weights cannot be fetched here: exporting random weights instead"; \
+	    $(PHOTOSEARCH) model export --arch ViT-B-32 --pretrained none; }; \
+	fi
+	$(PHOTOSEARCH) triton serve
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python loadtests/bench_model.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,218 @@
+"""Benchmark the model path: text at 77 tokens vs the batch's longest, images by batch size,
+raw onnxruntime vs through Triton. Prints a Markdown table; no thresholds (machines are noisy).
+
+    python loadtests/bench_model.py [--arch ViT-B-32] [--repository DIR] [--seconds 3]
+
+A --repository given is re-configured (its config.pbtxt rewritten) while it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import onnxruntime as ort
+
+from model.repository import version_dir, write_configs
+from model.triton_config import BatchingOptions
+from model.triton_server import Ports, TritonServer
+from photosearch.embedding.arrays import AnyArray
+from photosearch.embedding.client import EmbeddingClient
+from photosearch.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, list_versions, load_manifest
+from photosearch.embedding.tokenizer import ClipTokenizer, pad_batch
+
+T = TypeVar("T")
+
+# Typical stock-photo searches: 2-12 words, at most 16 tokens with start and end.
+QUERIES = [
+    "cat",
+    "red bicycle against a brick wall",
+    "sunset over the ocean",
+    "business meeting",
+    "golden retriever puppy in snow",
+    "aerial view of a forest",
+    "woman running on the beach",
+    "coffee beans close-up",
+    "new york skyline at night",
+    "fresh vegetables at a market",
+    "child blowing bubbles in a park",
+    "rainy street in tokyo",
+    "mountain lake at dawn",
+    "wedding rings",
+    "laptop on a wooden desk",
+    "hot air balloons over cappadocia",
+]
+
+
+def measure(
+    fn: Callable[[T], object], inputs: list[T], items_per_call: int, seconds: float
+) -> float:
+    """Items per second of fn over the inputs in turn, after one warm-up call."""
+    fn(inputs[0])
+    calls, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        fn(inputs[calls % len(inputs)])
+        calls += 1
+    return calls * items_per_call / elapsed
+
+
+async def ameasure(
+    fn: Callable[[T], Awaitable[object]], inputs: list[T], items_per_call: int, seconds: float
+) -> float:
+    """measure() for coroutines."""
+    await fn(inputs[0])
+    calls, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        await fn(inputs[calls % len(inputs)])
+        calls += 1
+    return calls * items_per_call / elapsed
+
+
+async def singles_at_once(client: EmbeddingClient, version: int, ids: list[list[int]]) -> object:
+    """8 single-query callers at once: Triton's dynamic batcher forms the batches."""
+    return await asyncio.gather(
+        *(client.encode_token_ids([row], model_version=version) for row in ids[:8])
+    )
+
+
+def text_batches(tokenizer: ClipTokenizer, batch: int, length: int | None) -> list[AnyArray]:
+    ids = tokenizer.encode_batch(QUERIES)
+    groups = [ids[i : i + batch] for i in range(0, len(ids), batch)]
+    rows = [pad_batch(g, 1, 77) for g in groups]
+    if length is not None:
+        rows = [np.pad(r, ((0, 0), (0, length - r.shape[1]))) for r in rows]
+    return rows
+
+
+def raw_figures(repo: Path, version: int, seconds: float) -> dict[str, float]:
+    manifest = load_manifest(repo, version)
+    tokenizer = ClipTokenizer.from_repository(repo, version)
+    options = ort.SessionOptions()
+    options.inter_op_num_threads = 1
+    text = ort.InferenceSession(
+        str(version_dir(repo, TEXT_MODEL, version) / "model.onnx"),
+        options,
+        providers=["CPUExecutionProvider"],
+    )
+    image = ort.InferenceSession(
+        str(version_dir(repo, IMAGE_MODEL, version) / "model.onnx"),
+        options,
+        providers=["CPUExecutionProvider"],
+    )
+    out: dict[str, float] = {}
+    for batch in (1, 8):
+        for label, length in (("77", 77), ("longest", None)):
+            rows = text_batches(tokenizer, batch, length)
+            out[f"text b{batch} {label}"] = measure(
+                lambda r: text.run(None, {"input_ids": r}), rows, batch, seconds
+            )
+    size = manifest.image.size
+    rng = np.random.default_rng(0)
+    for batch in (1, 8, 32):
+        pixels = rng.integers(0, 256, (batch, size, size, 3), dtype=np.uint8)
+        out[f"image b{batch}"] = measure(
+            lambda p: image.run(None, {"image": p}), [pixels], batch, seconds
+        )
+    return out
+
+
+async def triton_figures(repo: Path, version: int, url: str, seconds: float) -> dict[str, float]:
+    manifest = load_manifest(repo, version)
+    out: dict[str, float] = {}
+    for label, multiple in (("77", 77), ("longest", 1)):
+        async with EmbeddingClient(url, repo, pad_multiple=multiple, text_timeout_s=60) as client:
+            ids = await client.tokenize(QUERIES, model_version=version)
+            for batch in (1, 8):
+                groups = [ids[i : i + batch] for i in range(0, len(ids), batch)]
+                out[f"text b{batch} {label}"] = await ameasure(
+                    partial(client.encode_token_ids, model_version=version), groups, batch, seconds
+                )
+            out[f"text c8 {label}"] = await ameasure(
+                partial(singles_at_once, client, version), [ids], 8, seconds
+            )
+    async with EmbeddingClient(url, repo) as client:
+        size = manifest.image.size
+        rng = np.random.default_rng(0)
+        for batch in (1, 8, 32):
+            pixels = rng.integers(0, 256, (batch, size, size, 3), dtype=np.uint8)
+            out[f"image b{batch}"] = await ameasure(
+                partial(client.encode_images, model_version=version), [pixels], batch, seconds
+            )
+    return out
+
+
+def report(
+    raw: dict[str, float], no_delay: dict[str, float], via: dict[str, float], arch: str
+) -> str:
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    lines = [
+        f"{arch}, {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
+        f"onnxruntime {ort.__version__}, commit {commit}, {time.strftime('%Y-%m-%d')}",
+        "",
+        "Triton's overhead is measured with queue delays 0; the last columns use the exported",
+        "delays (text 5 ms; image 50 ms while it waits for a preferred batch of 16/32/64).",
+        "",
+        "| workload (b: batch per call, c: concurrent single calls) | raw onnxruntime /s "
+        "| Triton, delay 0 /s | overhead | Triton, configured delays /s | vs raw |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    def ratio(value: float | None, base: float | None) -> str:
+        return f"{(value / base - 1) * 100:+.1f}%" if value and base else ""
+
+    for key in sorted(set(raw) | set(via), key=lambda k: (k.split()[0], k)):
+        r, z, t = raw.get(key), no_delay.get(key), via.get(key)
+        lines.append(
+            f"| {key} | {cell(r)} | {cell(z)} | {ratio(z, r)} | {cell(t)} | {ratio(t, r)} |"
+        )
+    for where, figures in (("raw", raw), ("Triton delay 0", no_delay), ("Triton", via)):
+        for batch in (1, 8):
+            speedup = figures[f"text b{batch} longest"] / figures[f"text b{batch} 77"]
+            lines.append(f"\n{where}, text batch {batch}: longest vs 77 tokens = {speedup:.1f}x")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--arch", default="ViT-B-32")
+    parser.add_argument("--repository", type=Path, help="an exported repository (default: export)")
+    parser.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = args.repository
+        if repo is None:
+            from model.export import export_model
+
+            repo = Path(tmp) / "models"
+            print(f"exporting {args.arch} (random weights) ...", flush=True)
+            export_model(args.arch, "none", repo)
+        version = list_versions(repo)[-1]
+        print("raw onnxruntime ...", flush=True)
+        raw = raw_figures(repo, version, args.seconds)
+        target = load_manifest(repo, version).target
+        figures = []
+        for options in (BatchingOptions(0, 0), BatchingOptions()):
+            print(f"through Triton, {options} ...", flush=True)
+            write_configs(repo, target, options)
+            with TritonServer(repo, Ports(18103, 18101, 18102), Path(tmp) / "triton") as server:
+                figures.append(asyncio.run(triton_figures(repo, version, server.url, args.seconds)))
+        print(report(raw, figures[0], figures[1], load_manifest(repo, version).arch))
+
+
+if __name__ == "__main__":
+    main()
