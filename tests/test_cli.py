@@ -17,6 +17,13 @@ from tests.conftest import TINY_CONFIG, triton_ports
 CLI = [sys.executable, "-m", "photosearch"]
 
 
+def _export_tiny(repo: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    command = [*CLI, "model", "export", "--arch", str(TINY_CONFIG), "--pretrained", "none"]
+    return subprocess.run(
+        [*command, "--repository", str(repo), *options], capture_output=True, text=True, timeout=300
+    )
+
+
 def _processes_mentioning(text: str) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
@@ -32,24 +39,7 @@ def _processes_mentioning(text: str) -> list[int]:
 
 def test_export_then_serve_answers_both_models_and_stops_on_sigterm(tmp_path: Path) -> None:
     repo, work = tmp_path / "models", tmp_path / "triton-work"
-    export = subprocess.run(
-        [
-            *CLI,
-            "model",
-            "export",
-            "--arch",
-            str(TINY_CONFIG),
-            "--pretrained",
-            "none",
-            "--repository",
-            str(repo),
-            "--text-queue-delay-us",
-            "2000",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    export = _export_tiny(repo, "--text-queue-delay-us", "2000")
     assert export.returncode == 0, export.stderr
     assert "exported version 1" in export.stdout
     assert "random weights" in export.stdout
@@ -106,24 +96,7 @@ def test_export_then_serve_answers_both_models_and_stops_on_sigterm(tmp_path: Pa
 
 
 def test_a_text_queue_delay_over_10_ms_is_refused(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            *CLI,
-            "model",
-            "export",
-            "--arch",
-            str(TINY_CONFIG),
-            "--pretrained",
-            "none",
-            "--repository",
-            str(tmp_path),
-            "--text-queue-delay-us",
-            "20000",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _export_tiny(tmp_path, "--text-queue-delay-us", "20000")
     assert result.returncode == 2
     assert "text-queue-delay-us" in result.stderr
     assert not list(tmp_path.iterdir())
