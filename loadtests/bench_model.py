@@ -1,7 +1,7 @@
 """Benchmark the model path: text at 77 tokens vs the batch's longest, images by batch size,
 raw onnxruntime vs through Triton. Prints a Markdown table; no thresholds (machines are noisy).
 
-    python loadtests/bench_model.py [--arch ViT-B-32] [--repository DIR] [--seconds 3]
+    python loadtests/bench_model.py [--arch ViT-B-32] [--repository DIR] [--seconds 2]
 
 A --repository given is re-configured (its config.pbtxt rewritten) while it runs.
 """
@@ -54,16 +54,22 @@ QUERIES = [
 ]
 
 
+REPEATS = 3  # best of: on a shared machine other processes only ever slow a run down
+
+
 def measure(
     fn: Callable[[T], object], inputs: list[T], items_per_call: int, seconds: float
 ) -> float:
-    """Items per second of fn over the inputs in turn, after one warm-up call."""
+    """Items per second of fn over the inputs in turn: best of REPEATS runs, after a warm-up."""
     fn(inputs[0])
-    calls, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
-        fn(inputs[calls % len(inputs)])
-        calls += 1
-    return calls * items_per_call / elapsed
+    best = 0.0
+    for _ in range(REPEATS):
+        calls, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < seconds:
+            fn(inputs[calls % len(inputs)])
+            calls += 1
+        best = max(best, calls * items_per_call / elapsed)
+    return best
 
 
 async def ameasure(
@@ -71,11 +77,14 @@ async def ameasure(
 ) -> float:
     """measure() for coroutines."""
     await fn(inputs[0])
-    calls, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
-        await fn(inputs[calls % len(inputs)])
-        calls += 1
-    return calls * items_per_call / elapsed
+    best = 0.0
+    for _ in range(REPEATS):
+        calls, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < seconds:
+            await fn(inputs[calls % len(inputs)])
+            calls += 1
+        best = max(best, calls * items_per_call / elapsed)
+    return best
 
 
 async def singles_at_once(client: EmbeddingClient, version: int, ids: list[list[int]]) -> object:
@@ -191,7 +200,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--arch", default="ViT-B-32")
     parser.add_argument("--repository", type=Path, help="an exported repository (default: export)")
-    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--seconds", type=float, default=2.0, help="per repetition")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         repo = args.repository
