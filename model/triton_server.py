@@ -106,14 +106,14 @@ class TritonServer:
         self.log_path = log_path or work_dir / "tritonserver.log"
         self.process: subprocess.Popen[bytes] | None = None
 
-    def command(self, install: TritonInstall) -> list[str]:
+    def command(self, install: TritonInstall, backends: Path) -> list[str]:
         models = [
             m for m in (IMAGE_MODEL, TEXT_MODEL) if (self.repository / m / "config.pbtxt").is_file()
         ]
         return [
             str(install.binary),
             f"--model-repository={self.repository}",
-            f"--backend-directory={install.backend_directory(self.work_dir / 'backends')}",
+            f"--backend-directory={backends}",
             # Explicit control: new versions load (and old ones unload) without a restart.
             "--model-control-mode=explicit",
             *(f"--load-model={m}" for m in models),
@@ -137,10 +137,11 @@ class TritonServer:
     def start(self) -> TritonServer:
         install = TritonInstall.find()
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        backends = install.backend_directory(self.work_dir / "backends")
         log = self.log_path.open("ab")
         # A session of its own, so stop() can take the python-backend stubs down with it.
         self.process = subprocess.Popen(
-            self.command(install),
+            self.command(install, backends),
             env=install.environment(),
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -76,8 +76,7 @@ def test_padding_to_the_longest_query_equals_padding_to_77(
     tokenizer = ClipTokenizer.from_repository(repository, 1)
     queries = ["cat", "a red bicycle against a brick wall", "sunset over the sea, 35mm film", ""]
     ids = tokenizer.encode_batch(queries)
-    full = pad_batch(ids, multiple=1, context_length=77)
-    full = np.pad(full, ((0, 0), (0, 77 - full.shape[1])))
+    full = pad_batch(ids, multiple=77, context_length=77)
     session = _session(repository, TEXT_MODEL)
     at_77 = session.run(None, {"input_ids": full})[0]
     longest = max(len(row) for row in ids)

@@ -44,8 +44,7 @@ async def test_text_embeddings_equal_onnxruntime_and_pytorch(
     ids = client.tokenizer(1).encode_batch(QUERIES)
     expected = _ort(repository, TEXT_MODEL, {"input_ids": pad_batch(ids, 1, 77)})
     np.testing.assert_allclose(got, expected, atol=1e-5)
-    full = np.pad(pad_batch(ids, 1, 77), ((0, 0), (0, 0)))
-    full = np.pad(full, ((0, 0), (0, 77 - full.shape[1])))
+    full = pad_batch(ids, multiple=77, context_length=77)
     with torch.no_grad():
         ref = reference_clip.encode_text(torch.from_numpy(full), normalize=True).numpy()
     assert (got * ref).sum(axis=1).min() >= 0.9999
