@@ -1,0 +1,75 @@
+"""The vector store both the indexer and the query API use, and how settings choose it."""
+
+from __future__ import annotations
+
+import math
+
+from photosearch.settings import Settings
+from photosearch.vectorstore.base import (
+    DATETIME_FIELDS,
+    INTEGER_FIELDS,
+    KEYWORD_FIELDS,
+    LIVE_ALIAS,
+    PREVIOUS_ALIAS,
+    VECTOR_NAME,
+    CollectionInfo,
+    CollectionNotFound,
+    Hit,
+    IndexedVersion,
+    PhotoPoint,
+    SearchFilter,
+    StoredPhoto,
+    StoreError,
+    VectorStore,
+    collection_name,
+    model_version_of,
+    point_id,
+)
+
+__all__ = [
+    "DATETIME_FIELDS",
+    "INTEGER_FIELDS",
+    "KEYWORD_FIELDS",
+    "LIVE_ALIAS",
+    "PREVIOUS_ALIAS",
+    "VECTOR_NAME",
+    "CollectionInfo",
+    "CollectionNotFound",
+    "Hit",
+    "IndexedVersion",
+    "PhotoPoint",
+    "SearchFilter",
+    "StoreError",
+    "StoredPhoto",
+    "VectorStore",
+    "collection_name",
+    "model_version_of",
+    "open_store",
+    "point_id",
+]
+
+
+def open_store(settings: Settings) -> VectorStore:
+    """Qdrant Edge under settings.qdrant.path when no URL is set, else qdrant-client."""
+    q = settings.qdrant
+    if q.url is None:
+        from photosearch.vectorstore.edge import EdgeStore
+
+        assert q.path is not None  # filled by Settings._derive_paths
+        return EdgeStore(
+            q.path,
+            hnsw_m=q.hnsw_m,
+            hnsw_ef_construct=q.hnsw_ef_construct,
+            hnsw_ef=q.hnsw_ef,
+            quantization=q.quantization,
+        )
+
+    from qdrant_client import QdrantClient
+
+    from photosearch.vectorstore.qdrant import QdrantStore
+
+    if q.url == ":memory:":
+        client = QdrantClient(location=":memory:")
+    else:
+        client = QdrantClient(url=q.url, api_key=q.api_key, timeout=max(1, math.ceil(q.timeout_s)))
+    return QdrantStore(client, settings=q)

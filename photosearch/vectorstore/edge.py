@@ -1,0 +1,432 @@
+"""The embedded store: one Qdrant Edge shard per collection in a local folder, aliases in JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import qdrant_edge as qe
+
+from photosearch.embedding.arrays import Embeddings
+from photosearch.vectorstore.base import (
+    DATETIME_FIELDS,
+    INTEGER_FIELDS,
+    KEYWORD_FIELDS,
+    VECTOR_NAME,
+    CollectionInfo,
+    CollectionNotFound,
+    Hit,
+    IndexedVersion,
+    PhotoPoint,
+    SearchFilter,
+    StoredPhoto,
+    StoreError,
+    model_version_of,
+    point_id,
+)
+
+_SCROLL_PAGE = 1000
+_VERSION_FIELDS = ["photo_id", "content_version", "meta_hash"]
+# Qdrant's server default (KB of vectors): below it a segment is scanned, not searched by graph.
+_FULL_SCAN_THRESHOLD_KB = 10_000
+
+
+class _RWLock:
+    """Many readers or one writer; a waiting writer holds back new readers so it is not starved."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._writers_waiting = 0
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        with self._cond:
+            while self._writer or self._writers_waiting:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self._cond:
+            self._writers_waiting += 1
+            while self._writer or self._readers:
+                self._cond.wait()
+            self._writers_waiting -= 1
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+
+
+@dataclass
+class _Collection:
+    """An open shard. Its methods are safe across threads (the engine locks inside), but
+    `close()` needs exclusive access: pyo3 refuses it ('Already borrowed') during another call."""
+
+    shard: qe.EdgeShard | None
+    dim: int
+    lock: _RWLock
+    dropping: bool = False
+
+
+@contextmanager
+def _engine_errors() -> Iterator[None]:
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as e:  # Edge raises bare Exception for every engine error
+        raise StoreError(str(e)) from e
+
+
+def _write_json_atomic(path: Path, data: object) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    # The rename itself is durable only once the folder entry is on disk.
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _edge_filter(f: SearchFilter) -> qe.Filter | None:
+    must: list[qe.ConditionType] = []
+    if f.tags_any:
+        must.append(qe.FieldCondition(key="tags", match=qe.MatchAny(list(f.tags_any))))
+    must.extend(qe.FieldCondition(key="tags", match=qe.MatchValue(tag)) for tag in f.tags_all)
+    if f.photographer is not None:
+        must.append(qe.FieldCondition(key="photographer", match=qe.MatchValue(f.photographer)))
+    if f.license is not None:
+        must.append(qe.FieldCondition(key="license", match=qe.MatchValue(f.license)))
+    if f.created_from is not None or f.created_to is not None:
+        since = f.created_from.isoformat() if f.created_from is not None else None
+        until = f.created_to.isoformat() if f.created_to is not None else None
+        must.append(
+            qe.FieldCondition(key="created_at", range=qe.RangeDateTime(gte=since, lte=until))
+        )
+    must_not: list[qe.ConditionType] = []
+    if f.exclude_ids:
+        must_not.append(qe.HasIdCondition({point_id(pid) for pid in f.exclude_ids}))
+    if not must and not must_not:
+        return None
+    return qe.Filter(must=must or None, must_not=must_not or None)
+
+
+def _version(payload: dict[str, Any] | None) -> IndexedVersion:
+    p = payload or {}
+    return IndexedVersion(
+        str(p.get("photo_id", "")), str(p.get("content_version", "")), str(p.get("meta_hash", ""))
+    )
+
+
+class EdgeStore:
+    """Qdrant Edge in-process. One process owns `path`: shards are not shared between processes.
+
+    Edge calls hold the GIL while they run (optimize() included), so they serialize with other
+    Python threads; the locks here are for correctness around close and drop, not parallelism.
+    Writes go through each shard's write-ahead log, which survives the process being killed.
+    """
+
+    def __init__(
+        self, path: Path, *, hnsw_m: int, hnsw_ef_construct: int, hnsw_ef: int, quantization: bool
+    ) -> None:
+        self._shards_dir = path / "collections"
+        self._aliases_path = path / "aliases.json"
+        self._hnsw_m = hnsw_m
+        self._hnsw_ef_construct = hnsw_ef_construct
+        self._hnsw_ef = hnsw_ef
+        self._quantization = quantization
+        # Guards the registry and the aliases; never held while a shard call runs.
+        self._mutex = threading.Lock()
+        self._closed = False
+        self._shards_dir.mkdir(parents=True, exist_ok=True)
+        self._aliases: dict[str, str] = {}
+        if self._aliases_path.exists():
+            self._aliases = dict(json.loads(self._aliases_path.read_text(encoding="utf-8")))
+        self._collections: dict[str, _Collection] = {}
+        try:
+            for meta in sorted(self._shards_dir.glob("*.json")):
+                shard_dir = self._shards_dir / meta.stem
+                if shard_dir.is_dir():
+                    dim = int(json.loads(meta.read_text(encoding="utf-8"))["dim"])
+                    with _engine_errors():
+                        shard = qe.EdgeShard.load(str(shard_dir))
+                    self._collections[meta.stem] = _Collection(shard, dim, _RWLock())
+        except BaseException:
+            self.close()  # release the shards already opened: their folders stay locked
+            raise
+
+    def _resolve_locked(self, name: str) -> str:
+        if self._closed:
+            raise StoreError("the store is closed")
+        target = self._aliases.get(name, name)
+        coll = self._collections.get(target)
+        if coll is None or coll.dropping:
+            raise CollectionNotFound(name)
+        return target
+
+    @contextmanager
+    def _shard(self, name: str) -> Iterator[qe.EdgeShard]:
+        with self._mutex:
+            coll = self._collections[self._resolve_locked(name)]
+        with coll.lock.read(), _engine_errors():
+            if coll.shard is None:  # dropped or closed while we waited
+                raise CollectionNotFound(name)
+            yield coll.shard
+
+    def _config(self, dim: int) -> qe.EdgeConfig:
+        int8 = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, always_ram=True)
+        return qe.EdgeConfig(
+            vectors={VECTOR_NAME: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
+            hnsw_config=qe.HnswIndexConfig(
+                m=self._hnsw_m,
+                ef_construct=self._hnsw_ef_construct,
+                full_scan_threshold=_FULL_SCAN_THRESHOLD_KB,
+            ),
+            quantization_config=int8 if self._quantization else None,
+        )
+
+    def create_collection(self, name: str, dim: int) -> None:
+        model_version_of(name)  # only PhotoSearch names: they are also safe folder names
+        with self._mutex:
+            if self._closed:
+                raise StoreError("the store is closed")
+            existing = self._collections.get(name)
+            if existing is not None:
+                if existing.dropping:
+                    raise StoreError(f"collection {name!r} is being dropped")
+                if existing.dim != dim:
+                    raise StoreError(f"collection {name!r} has dim {existing.dim}, not {dim}")
+                return
+            if name in self._aliases:
+                raise StoreError(f"{name!r} is an alias")
+            shard_dir = self._shards_dir / name
+            # A folder without its metadata file is a create that crashed half-way: empty.
+            shutil.rmtree(shard_dir, ignore_errors=True)
+            schema = dict.fromkeys(KEYWORD_FIELDS, qe.PayloadSchemaType.Keyword)
+            schema |= dict.fromkeys(DATETIME_FIELDS, qe.PayloadSchemaType.Datetime)
+            schema |= dict.fromkeys(INTEGER_FIELDS, qe.PayloadSchemaType.Integer)
+            with _engine_errors():
+                shard = qe.EdgeShard.create(str(shard_dir), self._config(dim))
+                try:
+                    for field, kind in schema.items():
+                        shard.update(qe.UpdateOperation.create_field_index(field, kind))
+                    shard.flush()
+                except BaseException:
+                    shard.close()  # else it keeps the folder locked
+                    raise
+            _write_json_atomic(self._shards_dir / f"{name}.json", {"dim": dim})
+            self._collections[name] = _Collection(shard, dim, _RWLock())
+
+    def has_collection(self, name: str) -> bool:
+        with self._mutex:
+            coll = self._collections.get(name)
+            return coll is not None and not coll.dropping
+
+    def drop_collection(self, name: str) -> None:
+        with self._mutex:
+            if self._closed:
+                raise StoreError("the store is closed")
+            coll = self._collections.get(name)
+            if coll is None or coll.dropping:
+                raise CollectionNotFound(name)
+            aliased = sorted(a for a, target in self._aliases.items() if target == name)
+            if aliased:
+                raise StoreError(f"collection {name!r} is aliased by {', '.join(aliased)}")
+            coll.dropping = True  # new calls now see it gone; set_aliases refuses it
+        try:
+            # Waits for the calls already running on this shard.
+            with coll.lock.write(), _engine_errors():
+                if coll.shard is not None:
+                    coll.shard.close()
+                    coll.shard = None
+            (self._shards_dir / f"{name}.json").unlink(missing_ok=True)
+            shutil.rmtree(self._shards_dir / name, ignore_errors=True)
+        finally:
+            with self._mutex:
+                if coll.shard is None:
+                    self._collections.pop(name, None)
+                else:
+                    coll.dropping = False
+
+    def collections(self) -> list[CollectionInfo]:
+        with self._mutex:
+            dims = {n: c.dim for n, c in self._collections.items() if not c.dropping}
+            aliases = dict(self._aliases)
+        infos = []
+        for name in sorted(dims, key=lambda n: (model_version_of(n), n)):
+            try:
+                points = self.count(name)
+            except CollectionNotFound:
+                continue  # dropped meanwhile
+            aliased = tuple(sorted(a for a, t in aliases.items() if t == name))
+            infos.append(CollectionInfo(name, model_version_of(name), dims[name], points, aliased))
+        return infos
+
+    def aliases(self) -> dict[str, str]:
+        with self._mutex:
+            return dict(self._aliases)
+
+    def set_aliases(self, targets: Mapping[str, str | None]) -> None:
+        with self._mutex:
+            if self._closed:
+                raise StoreError("the store is closed")
+            updated = dict(self._aliases)
+            for alias, target in targets.items():
+                if alias in self._collections:
+                    raise StoreError(f"{alias!r} is a collection, not an alias")
+                if target is None:
+                    updated.pop(alias, None)
+                    continue
+                coll = self._collections.get(target)
+                if coll is None or coll.dropping:
+                    raise CollectionNotFound(target)
+                updated[alias] = target
+            _write_json_atomic(self._aliases_path, updated)
+            self._aliases = updated
+
+    def resolve(self, name: str) -> str:
+        with self._mutex:
+            return self._resolve_locked(name)
+
+    def upsert(self, collection: str, points: Sequence[PhotoPoint]) -> None:
+        if not points:
+            return
+        batch = [
+            qe.Point(
+                point_id(p.photo_id),
+                {VECTOR_NAME: np.asarray(p.vector, dtype=np.float32).tolist()},
+                {**p.payload, "photo_id": p.photo_id},
+            )
+            for p in points
+        ]
+        with self._shard(collection) as shard:
+            # The WAL makes this survive a killed process without a flush (tested).
+            shard.update(qe.UpdateOperation.upsert_points(batch))
+
+    def set_payload(self, collection: str, photo_id: str, payload: dict[str, Any]) -> None:
+        op = qe.UpdateOperation.overwrite_payload(
+            [point_id(photo_id)], {**payload, "photo_id": photo_id}
+        )
+        with self._shard(collection) as shard:
+            shard.update(op)
+
+    def delete(self, collection: str, photo_ids: Sequence[str]) -> None:
+        if not photo_ids:
+            return
+        op = qe.UpdateOperation.delete_points([point_id(pid) for pid in photo_ids])
+        with self._shard(collection) as shard:
+            shard.update(op)
+
+    def count(self, collection: str) -> int:
+        with self._shard(collection) as shard:
+            return shard.count(qe.CountRequest(exact=True))
+
+    def versions(self, collection: str) -> Iterator[IndexedVersion]:
+        offset: qe.PointId | None = None
+        while True:
+            request = qe.ScrollRequest(
+                offset=offset,
+                limit=_SCROLL_PAGE,
+                with_payload=qe.PayloadSelector.Include(_VERSION_FIELDS),
+                with_vector=False,
+            )
+            # One page per lock hold: the caller may keep the generator suspended for long.
+            with self._shard(collection) as shard:
+                records, offset = shard.scroll(request)
+            yield from (_version(record.payload) for record in records)
+            if offset is None:
+                return
+
+    def search(
+        self,
+        collection: str,
+        vector: Embeddings,
+        *,
+        limit: int,
+        offset: int = 0,
+        filter: SearchFilter | None = None,
+        score_threshold: float | None = None,
+    ) -> list[Hit]:
+        quantization = qe.QuantizationSearchParams(rescore=True) if self._quantization else None
+        request = qe.QueryRequest(
+            limit=limit,
+            offset=offset,
+            query=qe.Query.Nearest(
+                np.asarray(vector, dtype=np.float32).tolist(), using=VECTOR_NAME
+            ),
+            filter=_edge_filter(filter) if filter is not None else None,
+            score_threshold=score_threshold,
+            with_payload=True,
+            params=qe.SearchParams(hnsw_ef=self._hnsw_ef, quantization=quantization),
+        )
+        with self._shard(collection) as shard:
+            scored = shard.query(request)
+        return [
+            Hit(str((p.payload or {}).get("photo_id")), p.score, p.payload or {}) for p in scored
+        ]
+
+    def retrieve(
+        self, collection: str, photo_ids: Sequence[str], *, with_vectors: bool = False
+    ) -> list[StoredPhoto]:
+        if not photo_ids:
+            return []
+        ids: list[qe.PointId] = [point_id(pid) for pid in photo_ids]
+        with self._shard(collection) as shard:
+            records = shard.retrieve(ids, True, with_vectors)
+        found: dict[str, StoredPhoto] = {}
+        for record in records:
+            pid = str((record.payload or {}).get("photo_id"))
+            vectors = record.vector if with_vectors and isinstance(record.vector, dict) else {}
+            vector = vectors.get(VECTOR_NAME)
+            array = None if vector is None else np.asarray(vector, dtype=np.float32)
+            found[pid] = StoredPhoto(pid, record.payload or {}, array)
+        return [found[pid] for pid in dict.fromkeys(photo_ids) if pid in found]
+
+    def optimize(self, collection: str) -> None:
+        with self._shard(collection) as shard:
+            shard.optimize()
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            colls = list(self._collections.values())
+        errors: list[Exception] = []
+        for coll in colls:
+            with coll.lock.write():
+                shard, coll.shard = coll.shard, None
+                try:
+                    if shard is not None:
+                        shard.flush()
+                        shard.close()
+                except Exception as e:  # close the others all the same
+                    errors.append(e)
+        if errors:
+            raise StoreError(str(errors[0])) from errors[0]

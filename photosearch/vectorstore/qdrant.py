@@ -1,0 +1,334 @@
+"""The store on a Qdrant server or cluster through qdrant-client (or its local mode, in tests)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any
+
+import numpy as np
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+from qdrant_client.conversions.common_types import PointId
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from photosearch.embedding.arrays import Embeddings
+from photosearch.settings import QdrantSettings
+from photosearch.vectorstore.base import (
+    DATETIME_FIELDS,
+    INTEGER_FIELDS,
+    KEYWORD_FIELDS,
+    VECTOR_NAME,
+    CollectionInfo,
+    CollectionNotFound,
+    Hit,
+    IndexedVersion,
+    PhotoPoint,
+    SearchFilter,
+    StoredPhoto,
+    StoreError,
+    model_version_of,
+    point_id,
+)
+
+_SCROLL_PAGE = 1000
+_VERSION_FIELDS = ["photo_id", "content_version", "meta_hash"]
+
+
+def _is_local(client: QdrantClient) -> bool:
+    options = client.init_options
+    return options.get("location") == ":memory:" or options.get("path") is not None
+
+
+def qdrant_filter(f: SearchFilter) -> qm.Filter | None:
+    """The Qdrant filter of a SearchFilter; None when it has no condition."""
+    must: list[qm.Condition] = []
+    if f.tags_any:
+        must.append(qm.FieldCondition(key="tags", match=qm.MatchAny(any=list(f.tags_any))))
+    must.extend(qm.FieldCondition(key="tags", match=qm.MatchValue(value=tag)) for tag in f.tags_all)
+    if f.photographer is not None:
+        must.append(
+            qm.FieldCondition(key="photographer", match=qm.MatchValue(value=f.photographer))
+        )
+    if f.license is not None:
+        must.append(qm.FieldCondition(key="license", match=qm.MatchValue(value=f.license)))
+    if f.created_from is not None or f.created_to is not None:
+        window = qm.DatetimeRange(gte=f.created_from, lte=f.created_to)
+        must.append(qm.FieldCondition(key="created_at", range=window))
+    must_not: list[qm.Condition] = []
+    if f.exclude_ids:
+        must_not.append(qm.HasIdCondition(has_id=[point_id(pid) for pid in f.exclude_ids]))
+    if not must and not must_not:
+        return None
+    return qm.Filter(must=must or None, must_not=must_not or None)
+
+
+class QdrantStore:
+    """A VectorStore on qdrant-client. The server orders concurrent requests itself; local mode
+    is plain Python dicts, so there every call is serialized here."""
+
+    def __init__(self, client: QdrantClient, *, settings: QdrantSettings) -> None:
+        self._client = client
+        self._settings = settings
+        self._local = _is_local(client)
+        self._guard: AbstractContextManager[Any] = (
+            threading.RLock() if self._local else nullcontext()
+        )
+
+    @contextmanager
+    def _op(self, name: str | None = None) -> Iterator[None]:
+        with self._guard:
+            try:
+                yield
+            except UnexpectedResponse as e:
+                if e.status_code == 404 and name is not None:
+                    raise CollectionNotFound(name) from e
+                raise StoreError(str(e)) from e
+            except ResponseHandlingException as e:
+                raise StoreError(str(e)) from e
+            except (ValueError, RuntimeError) as e:  # how local mode reports what the server would
+                if "not found" in str(e) and name is not None:
+                    raise CollectionNotFound(name) from e
+                raise StoreError(str(e)) from e
+
+    def _collection_names(self) -> set[str]:
+        with self._op():
+            return {c.name for c in self._client.get_collections().collections}
+
+    def create_collection(self, name: str, dim: int) -> None:
+        model_version_of(name)
+        s = self._settings
+        with self._op(name):
+            if name in self._collection_names():
+                size = self._dim(name)
+                if size != dim:
+                    raise StoreError(f"collection {name!r} has dim {size}, not {dim}")
+                return
+            quantization = (
+                qm.ScalarQuantization(
+                    scalar=qm.ScalarQuantizationConfig(type=qm.ScalarType.INT8, always_ram=True)
+                )
+                if s.quantization
+                else None
+            )
+            # Local mode has no shards or replicas to place: only a server gets those.
+            placement: dict[str, Any] = (
+                {} if self._local else {"shard_number": s.shards, "replication_factor": s.replicas}
+            )
+            self._client.create_collection(
+                name,
+                vectors_config={
+                    VECTOR_NAME: qm.VectorParams(
+                        size=dim, distance=qm.Distance.COSINE, on_disk=s.on_disk
+                    )
+                },
+                hnsw_config=qm.HnswConfigDiff(m=s.hnsw_m, ef_construct=s.hnsw_ef_construct),
+                quantization_config=quantization,
+                on_disk_payload=True,
+                **placement,
+            )
+            if self._local:
+                return  # local mode warns that payload indexes do nothing there
+            schema = dict.fromkeys(KEYWORD_FIELDS, qm.PayloadSchemaType.KEYWORD)
+            schema |= dict.fromkeys(DATETIME_FIELDS, qm.PayloadSchemaType.DATETIME)
+            schema |= dict.fromkeys(INTEGER_FIELDS, qm.PayloadSchemaType.INTEGER)
+            for field, kind in schema.items():
+                self._client.create_payload_index(name, field, field_schema=kind, wait=True)
+
+    def _dim(self, name: str) -> int:
+        with self._op(name):
+            vectors = self._client.get_collection(name).config.params.vectors
+        if not isinstance(vectors, Mapping) or VECTOR_NAME not in vectors:
+            raise StoreError(f"collection {name!r} has no {VECTOR_NAME!r} vector")
+        return int(vectors[VECTOR_NAME].size)
+
+    def has_collection(self, name: str) -> bool:
+        # Not collection_exists(): that also answers True for an alias.
+        return name in self._collection_names()
+
+    def drop_collection(self, name: str) -> None:
+        with self._op(name):
+            if name not in self._collection_names():
+                raise CollectionNotFound(name)
+            aliased = sorted(a for a, target in self.aliases().items() if target == name)
+            if aliased:
+                raise StoreError(f"collection {name!r} is aliased by {', '.join(aliased)}")
+            self._client.delete_collection(name)
+
+    def collections(self) -> list[CollectionInfo]:
+        versions: dict[str, int] = {}
+        for name in self._collection_names():
+            try:
+                versions[name] = model_version_of(name)
+            except StoreError:
+                continue  # a shared server holds other applications' collections too
+        aliases = self.aliases()
+        infos = []
+        for name in sorted(versions, key=lambda n: (versions[n], n)):
+            infos.append(
+                CollectionInfo(
+                    name=name,
+                    model_version=versions[name],
+                    dim=self._dim(name),
+                    points=self.count(name),
+                    aliases=tuple(sorted(a for a, t in aliases.items() if t == name)),
+                )
+            )
+        return infos
+
+    def aliases(self) -> dict[str, str]:
+        with self._op():
+            found = self._client.get_aliases().aliases
+        return {a.alias_name: a.collection_name for a in found}
+
+    def set_aliases(self, targets: Mapping[str, str | None]) -> None:
+        with self._op():
+            current = self.aliases()
+            names = self._collection_names()
+            ops: list[qm.AliasOperations] = []
+            for alias, target in targets.items():
+                if alias in names:
+                    raise StoreError(f"{alias!r} is a collection, not an alias")
+                if target is not None and target not in names:
+                    raise CollectionNotFound(target)
+                if alias in current:
+                    ops.append(
+                        qm.DeleteAliasOperation(delete_alias=qm.DeleteAlias(alias_name=alias))
+                    )
+                if target is not None:
+                    create = qm.CreateAlias(collection_name=target, alias_name=alias)
+                    ops.append(qm.CreateAliasOperation(create_alias=create))
+            if ops:
+                # One request: the server applies the whole list atomically.
+                self._client.update_collection_aliases(change_aliases_operations=ops)
+
+    def resolve(self, name: str) -> str:
+        target = self.aliases().get(name)
+        if target is not None:
+            return target
+        if name in self._collection_names():
+            return name
+        raise CollectionNotFound(name)
+
+    def upsert(self, collection: str, points: Sequence[PhotoPoint]) -> None:
+        step = self._settings.upsert_batch
+        for start in range(0, len(points), step):
+            batch = [
+                qm.PointStruct(
+                    id=point_id(p.photo_id),
+                    vector={VECTOR_NAME: np.asarray(p.vector, dtype=np.float32).tolist()},
+                    payload={**p.payload, "photo_id": p.photo_id},
+                )
+                for p in points[start : start + step]
+            ]
+            with self._op(collection):
+                self._client.upsert(collection, points=batch, wait=True)
+
+    def set_payload(self, collection: str, photo_id: str, payload: dict[str, Any]) -> None:
+        with self._op(collection):
+            self._client.overwrite_payload(
+                collection,
+                payload={**payload, "photo_id": photo_id},
+                points=[point_id(photo_id)],
+                wait=True,
+            )
+
+    def delete(self, collection: str, photo_ids: Sequence[str]) -> None:
+        if not photo_ids:
+            return
+        selector = qm.PointIdsList(points=[point_id(pid) for pid in photo_ids])
+        with self._op(collection):
+            self._client.delete(collection, points_selector=selector, wait=True)
+
+    def count(self, collection: str) -> int:
+        with self._op(collection):
+            return self._client.count(collection, exact=True).count
+
+    def versions(self, collection: str) -> Iterator[IndexedVersion]:
+        offset: PointId | None = None
+        while True:
+            with self._op(collection):
+                records, next_offset = self._client.scroll(
+                    collection,
+                    limit=_SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=qm.PayloadSelectorInclude(include=_VERSION_FIELDS),
+                    with_vectors=False,
+                )
+            for record in records:
+                payload = record.payload or {}
+                yield IndexedVersion(
+                    photo_id=str(payload.get("photo_id", "")),
+                    content_version=str(payload.get("content_version", "")),
+                    meta_hash=str(payload.get("meta_hash", "")),
+                )
+            if next_offset is None:
+                return
+            offset = next_offset
+
+    def search(
+        self,
+        collection: str,
+        vector: Embeddings,
+        *,
+        limit: int,
+        offset: int = 0,
+        filter: SearchFilter | None = None,
+        score_threshold: float | None = None,
+    ) -> list[Hit]:
+        params = None
+        if not self._local:  # local mode is exact and warns about search params
+            rescore = (
+                qm.QuantizationSearchParams(rescore=True) if self._settings.quantization else None
+            )
+            params = qm.SearchParams(hnsw_ef=self._settings.hnsw_ef, quantization=rescore)
+        with self._op(collection):
+            response = self._client.query_points(
+                collection,
+                query=np.asarray(vector, dtype=np.float32).tolist(),
+                using=VECTOR_NAME,
+                limit=limit,
+                offset=offset,
+                query_filter=qdrant_filter(filter) if filter is not None else None,
+                score_threshold=score_threshold,
+                search_params=params,
+                with_payload=True,
+            )
+        hits = []
+        for point in response.points:
+            payload = dict(point.payload or {})
+            hits.append(
+                Hit(photo_id=str(payload.get("photo_id")), score=point.score, payload=payload)
+            )
+        return hits
+
+    def retrieve(
+        self, collection: str, photo_ids: Sequence[str], *, with_vectors: bool = False
+    ) -> list[StoredPhoto]:
+        if not photo_ids:
+            return []
+        with self._op(collection):
+            records = self._client.retrieve(
+                collection,
+                ids=[point_id(pid) for pid in photo_ids],
+                with_payload=True,
+                with_vectors=[VECTOR_NAME] if with_vectors else False,
+            )
+        found: dict[str, StoredPhoto] = {}
+        for record in records:
+            payload = dict(record.payload or {})
+            vector = None
+            if with_vectors and isinstance(record.vector, dict) and VECTOR_NAME in record.vector:
+                vector = np.asarray(record.vector[VECTOR_NAME], dtype=np.float32)
+            pid = str(payload.get("photo_id"))
+            found[pid] = StoredPhoto(pid, payload, vector)
+        return [found[pid] for pid in dict.fromkeys(photo_ids) if pid in found]
+
+    def optimize(self, collection: str) -> None:
+        """Nothing to do: the server's optimizers index in the background."""
+        self.resolve(collection)
+
+    def close(self) -> None:
+        with self._guard:
+            self._client.close()
