@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import typer
 
+from indexer.cli import beat_command, index_app, worker_command
 from model.cli import model_app, triton_app
 
 app = typer.Typer(no_args_is_help=True, help="PhotoSearch: CLIP search over PhotoStock's photos.")
 app.add_typer(model_app, name="model")
 app.add_typer(triton_app, name="triton")
+app.add_typer(index_app, name="index")
+app.command("worker")(worker_command)
+app.command("beat")(beat_command)
 
 
 def main() -> None:

@@ -66,6 +66,81 @@ class ImageSettings(BaseModel):
     max_bytes: int = Field(50 * 1024 * 1024, gt=0, description="Refuse larger encoded files.")
 
 
+class QdrantSettings(BaseModel):
+    """The vector store: a Qdrant server or cluster when `url` is set, else Qdrant Edge in-process.
+
+    The collection defaults are the plan for ~1e8 photos x 512 dims on a cluster: originals on
+    disk (~200 GB), int8 scalar quantization in RAM (~51 GB, rescored from disk), 12 shards over
+    the nodes with 2 replicas, HNSW m=16. See infra/README.md.
+    """
+
+    url: str | None = Field(
+        None,
+        description="Qdrant server URL (http://host:6333); ':memory:' is qdrant-client's local "
+        "mode (tests); unset: the embedded Qdrant Edge store under DATA_DIR/vectors.",
+    )
+    api_key: str | None = Field(None, description="Qdrant server API key.")
+    path: Path | None = Field(None, description="Embedded store folder; default DATA_DIR/vectors.")
+    timeout_s: float = Field(10.0, gt=0, description="Deadline of one Qdrant server request.")
+    shards: int = Field(12, ge=1, description="Server: shards per collection.")
+    replicas: int = Field(2, ge=1, description="Server: replication factor.")
+    on_disk: bool = Field(True, description="Keep original vectors on disk (mmap).")
+    quantization: bool = Field(True, description="int8 scalar quantization kept in RAM.")
+    hnsw_m: int = Field(16, ge=4, description="HNSW graph degree.")
+    hnsw_ef_construct: int = Field(128, ge=4, description="HNSW build-time beam width.")
+    hnsw_ef: int = Field(128, ge=4, description="HNSW search-time beam width.")
+    upsert_batch: int = Field(256, ge=1, description="Points per upsert request.")
+
+
+class RedisSettings(BaseModel):
+    """Redis: the indexer's broker, result backend and job records; the API's query cache."""
+
+    url: str = Field("redis://127.0.0.1:6379/0", description="Redis URL.")
+    prefix: str = Field("photosearch", description="Prefix of every key PhotoSearch writes.")
+
+
+class S3Settings(BaseModel):
+    """S3-compatible object storage for s3:// sources (credentials also from the AWS chain)."""
+
+    endpoint_url: str | None = Field(None, description="Non-AWS endpoint (MinIO, Ceph, R2...).")
+    access_key_id: str | None = Field(None, description="Access key; unset: the AWS chain.")
+    secret_access_key: str | None = Field(None, description="Secret key; unset: the AWS chain.")
+    region: str | None = Field(None, description="Region name.")
+    anonymous: bool = Field(False, description="Read a public bucket without credentials.")
+
+
+class IndexerSettings(BaseModel):
+    """The Celery indexer: batches, retries, the nightly sync and the reindex checks."""
+
+    source: str | None = Field(
+        None,
+        description="The photo catalog (file:///dir or s3://bucket/prefix) the nightly "
+        "sync and a reindex read; `index sync --source` overrides and is remembered.",
+    )
+    sync_cron: str = Field("0 2 * * *", description="When beat runs the nightly sync (cron).")
+    model_version: int | None = Field(
+        None, ge=1, description="Version the first index is built with; unset: the newest."
+    )
+    batch_size: int = Field(64, ge=1, le=64, description="Photos per embedding task.")
+    concurrency: int = Field(
+        2, ge=1, description="Tasks a worker runs at once (threads), so decoding overlaps Triton."
+    )
+    read_threads: int = Field(8, ge=1, description="Threads reading and decoding one batch.")
+    max_retries: int = Field(5, ge=0, description="Retries of a batch on Triton/Qdrant errors.")
+    retry_backoff_max_s: int = Field(300, ge=1, description="Cap of the exponential backoff.")
+    visibility_timeout_s: int = Field(
+        3600, ge=1, description="Redelivery of a task whose worker died (longer than any task)."
+    )
+    metadata_files: tuple[str, ...] = Field(
+        ("photos.jsonl", "photos.csv"), description="Metadata manifests looked for at the root."
+    )
+    catch_up_rounds: int = Field(
+        3, ge=0, description="Reindex: passes over photos that changed while it ran."
+    )
+    verify_samples: int = Field(5, ge=0, description="Reindex: sample searches before switching.")
+    job_ttl_days: int = Field(30, ge=1, description="How long job records are kept.")
+
+
 class Settings(BaseSettings):
     """Everything PhotoSearch reads from its environment."""
 
@@ -77,11 +152,17 @@ class Settings(BaseSettings):
     triton: TritonSettings = TritonSettings()
     model: ModelSettings = ModelSettings()
     images: ImageSettings = ImageSettings()
+    qdrant: QdrantSettings = QdrantSettings()
+    redis: RedisSettings = RedisSettings()
+    s3: S3Settings = S3Settings()
+    indexer: IndexerSettings = IndexerSettings()
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:
         if self.model.repository is None:
             self.model.repository = self.data_dir / "models"
+        if self.qdrant.path is None:
+            self.qdrant.path = self.data_dir / "vectors"
         return self
 
     @property

@@ -1,0 +1,63 @@
+"""The Celery application: Redis broker and backend, named queues, routes, the nightly beat."""
+
+from __future__ import annotations
+
+from celery import Celery
+from celery.schedules import crontab
+from kombu import Queue
+
+from photosearch.settings import Settings, get_settings
+
+
+def control_queue(settings: Settings) -> str:
+    """Short tasks that plan and switch: never stuck behind a reindex's million batches."""
+    return f"{settings.redis.prefix}.control"
+
+
+def embed_queue(settings: Settings) -> str:
+    return f"{settings.redis.prefix}.embed"
+
+
+def nightly(cron: str) -> crontab:
+    """A five-field cron line as Celery's crontab."""
+    fields = cron.split()
+    if len(fields) != 5:
+        raise ValueError(f"sync_cron {cron!r}: expected five fields (m h dom mon dow)")
+    minute, hour, day_of_month, month_of_year, day_of_week = fields
+    return crontab(minute, hour, day_of_week, day_of_month, month_of_year)
+
+
+def configure(app: Celery, settings: Settings) -> Celery:
+    """(Re)configure the app from settings; connections are made lazily, on first use."""
+    control, embed = control_queue(settings), embed_queue(settings)
+    transport = {"visibility_timeout": settings.indexer.visibility_timeout_s}
+    app.conf.update(
+        broker_url=settings.redis.url,
+        result_backend=settings.redis.url,
+        broker_transport_options=transport,
+        result_backend_transport_options=transport,
+        broker_connection_retry_on_startup=True,
+        task_queues=[Queue(control), Queue(embed)],
+        task_default_queue=control,
+        task_routes={"indexer.embed_batch": {"queue": embed}},
+        # A task is acknowledged when it has finished, so a worker that dies mid-batch leaves
+        # it to be delivered again; one prefetched message per thread bounds what is held.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_expires=7 * 86400,
+        timezone="UTC",
+        beat_schedule={
+            "nightly-sync": {
+                "task": "indexer.scheduled_sync",
+                "schedule": nightly(settings.indexer.sync_cron),
+            }
+        },
+    )
+    return app
+
+
+app = configure(Celery("photosearch", include=["indexer.tasks"]), get_settings())

@@ -1,0 +1,204 @@
+"""`photosearch index ...`, `photosearch worker` and `photosearch beat`."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Annotated, Any
+
+import typer
+
+from photosearch.settings import get_settings
+
+index_app = typer.Typer(help="Index photos: nightly sync, full reindex, rollback, status.")
+
+WaitOption = Annotated[bool, typer.Option("--wait", help="Follow the job with a progress bar.")]
+
+
+def _jobs() -> Any:
+    from redis import Redis
+
+    from indexer.jobs import Jobs
+
+    settings = get_settings()
+    return Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+
+
+def _describe(job: Any) -> str:
+    eta = "-" if job.eta_s is None else f"{job.eta_s:.0f}s"
+    return (
+        f"{job.id}  {job.kind:<7} {job.state:<10} done {job.done}  failed {job.failed}  "
+        f"skipped {job.skipped}  total {job.total}  deleted {job.deleted}  "
+        f"{job.images_per_s:.1f} img/s  ETA {eta}  {job.collection}"
+        + (f"\n    {job.message}" if job.message else "")
+    )
+
+
+def _follow(job_id: str) -> None:
+    """Show a progress bar until the job finishes; exit 1 when it failed."""
+    from indexer.jobs import FINISHED, JobState
+
+    jobs = _jobs()
+    job = jobs.get(job_id)
+    shown = 0
+    with typer.progressbar(length=max(job.total, 1), label=f"job {job_id}") as bar:
+        while True:
+            job = jobs.get(job_id)
+            if job.total != bar.length and job.total:
+                bar.length = job.total
+            bar.update(job.processed - shown)
+            shown = job.processed
+            if job.state in FINISHED:
+                break
+            time.sleep(0.5)
+    typer.echo(_describe(job))
+    for line in jobs.problems(job_id)[:20]:
+        typer.echo(f"    skipped/failed: {line}")
+    if job.state == JobState.FAILED:
+        raise typer.Exit(1)
+
+
+@index_app.command("sync")
+def sync_command(
+    source: Annotated[
+        str | None, typer.Option(help="file:///dir, a folder, or s3://bucket/prefix.")
+    ] = None,
+    wait: WaitOption = False,
+) -> None:
+    """Index what is new or changed in the source and delete what is gone."""
+    from indexer.jobs import JobKind
+    from indexer.tasks import sync
+
+    jobs = _jobs()
+    uri = source or jobs.recall("source") or get_settings().indexer.source
+    if uri is None:
+        raise typer.BadParameter("no source: pass --source or set PHOTOSEARCH_INDEXER__SOURCE")
+    job_id = jobs.create(JobKind.SYNC, source=uri)
+    sync.delay(job_id, uri)
+    typer.echo(f"sync job {job_id} queued for {uri}")
+    if wait:
+        _follow(job_id)
+
+
+@index_app.command("reindex")
+def reindex_command(
+    model_version: Annotated[int, typer.Option(min=1, help="The Triton model version to use.")],
+    source: Annotated[str | None, typer.Option(help="[default: the last synced source]")] = None,
+    wait: WaitOption = False,
+) -> None:
+    """Rebuild every photo with a new model version beside the live index, then switch."""
+    from indexer.jobs import JobKind
+    from indexer.tasks import reindex
+
+    jobs = _jobs()
+    uri = source or jobs.recall("source") or get_settings().indexer.source
+    if uri is None:
+        raise typer.BadParameter("no source: pass --source or sync once first")
+    job_id = jobs.create(JobKind.REINDEX, source=uri, model_version=model_version)
+    reindex.delay(job_id, model_version, uri)
+    typer.echo(f"reindex job {job_id} queued: model version {model_version}, source {uri}")
+    if wait:
+        _follow(job_id)
+
+
+def _call(task: Any, *args: Any) -> Any:
+    """Run a task on the worker that owns the store and return its answer."""
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    try:
+        return task.delay(*args).get(timeout=60)
+    except CeleryTimeout:
+        typer.echo("no worker answered within 60 s: is `photosearch worker` running?", err=True)
+        raise typer.Exit(2) from None
+    except Exception as exc:  # the worker's refusal, e.g. nothing to roll back to
+        typer.echo(f"refused: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+@index_app.command("rollback")
+def rollback_command() -> None:
+    """Searches go back to the previous collection (and model version) at once."""
+    from indexer.tasks import rollback
+
+    typer.echo(_call(rollback))
+
+
+@index_app.command("drop")
+def drop_command(collection: str) -> None:
+    """Delete a collection that is not live (after a rollback is no longer wanted)."""
+    from indexer.tasks import drop
+
+    typer.echo(_call(drop, collection))
+
+
+@index_app.command("status")
+def status_command(
+    job_id: Annotated[str | None, typer.Argument(help="One job [default: recent ones].")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
+    limit: Annotated[int, typer.Option(min=1)] = 10,
+) -> None:
+    """Jobs with counts, rate and ETA; collections and aliases when a worker answers."""
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    from indexer.tasks import collections
+
+    jobs = _jobs()
+    found = [jobs.get(job_id)] if job_id else jobs.recent(limit)
+    if job_id and found[0] is None:
+        raise typer.BadParameter(f"no job {job_id}")
+    try:
+        stores: list[dict[str, Any]] | None = collections.delay().get(timeout=5)
+    except CeleryTimeout:
+        stores = None
+    if as_json:
+        out = {
+            "jobs": [{**job.to_dict(), "problems": jobs.problems(job.id)[:100]} for job in found],
+            "collections": stores,
+        }
+        typer.echo(json.dumps(out, indent=2))
+        return
+    for job in found:
+        typer.echo(_describe(job))
+    if stores is None:
+        typer.echo("collections: no worker answered within 5 s")
+    for info in stores or []:
+        aliases = ", ".join(info["aliases"]) or "-"
+        typer.echo(
+            f"{info['name']}  model v{info['model_version']}  {info['points']} photos  "
+            f"aliases: {aliases}"
+        )
+
+
+def worker_command(
+    queues: Annotated[str | None, typer.Option(help="Comma-separated [default: all].")] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Task threads.")] = None,
+    loglevel: Annotated[str, typer.Option()] = "INFO",
+) -> None:
+    """Run a Celery worker (threads: one process owns the embedded store)."""
+    from indexer.app import app, control_queue, embed_queue
+
+    settings = get_settings()
+    names = queues or f"{control_queue(settings)},{embed_queue(settings)}"
+    app.worker_main(
+        [
+            "worker",
+            "--pool=threads",
+            f"--concurrency={concurrency or settings.indexer.concurrency}",
+            f"--queues={names}",
+            f"--loglevel={loglevel}",
+            f"--hostname=photosearch-{os.getpid()}@%h",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
+
+
+def beat_command(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
+    """Run Celery beat: the nightly sync at PHOTOSEARCH_INDEXER__SYNC_CRON."""
+    from indexer.app import app
+
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    schedule = settings.data_dir / "celerybeat-schedule"
+    app.start(["beat", f"--loglevel={loglevel}", f"--schedule={schedule}"])

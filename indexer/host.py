@@ -1,0 +1,72 @@
+"""A Celery worker inside a process that already owns the embedded store (one owner, real queue)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from celery import Celery
+from celery.worker import WorkController
+from celery.worker import state as worker_state
+
+from indexer.runtime import Runtime, install_runtime
+
+
+class _Worker(WorkController):
+    """A worker that says when its consumer is ready."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.ready = threading.Event()
+        super().__init__(*args, **kwargs)
+
+    def on_consumer_ready(self, consumer: object) -> None:
+        self.ready.set()
+
+
+@contextmanager
+def worker_thread(
+    app: Celery,
+    runtime: Runtime,
+    *,
+    queues: list[str],
+    concurrency: int = 2,
+    loglevel: str = "WARNING",
+    shutdown_timeout_s: float = 60.0,
+) -> Iterator[WorkController]:
+    """Consume the real queues on threads of this process, with this process's runtime.
+
+    Qdrant Edge allows one process per store, so in the embedded mode the process that owns
+    it (the API, or a test) runs the worker too; Redis still carries every task.
+    """
+    app.finalize()
+    app.set_current()
+    previous = install_runtime(runtime)
+    worker = _Worker(
+        app=app,
+        pool="threads",
+        concurrency=concurrency,
+        queues=queues,
+        hostname=f"photosearch-embedded-{os.getpid()}@localhost",
+        loglevel=loglevel,
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        ready_callback=None,
+    )
+    thread = threading.Thread(target=worker.start, name="celery-worker", daemon=True)
+    thread.start()
+    if not worker.ready.wait(30):
+        raise RuntimeError("the embedded Celery worker did not start within 30 s")
+    try:
+        yield worker
+    finally:
+        # Celery's warm shutdown: tasks in flight finish, nothing new is taken.
+        worker_state.should_terminate = 0  # type: ignore[assignment]
+        thread.join(shutdown_timeout_s)
+        worker_state.should_terminate = None
+        install_runtime(previous)
+        if thread.is_alive():
+            raise RuntimeError("the embedded Celery worker did not stop in time")

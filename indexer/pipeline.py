@@ -1,0 +1,54 @@
+"""One embedding batch, the path of a photo: source -> decode -> Triton -> vector store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from indexer.catalog import Photo
+from indexer.reader import read_batch
+from indexer.runtime import Runtime
+from indexer.writer import write_points
+from photosearch.embedding.arrays import Pixels
+from photosearch.embedding.images import ImageLimits
+
+
+@dataclass
+class BatchResult:
+    """Photos written, and photos skipped with (version, reason)."""
+
+    done: list[str] = field(default_factory=list)
+    skipped: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def embed_photos(
+    rt: Runtime,
+    *,
+    collection: str,
+    model_version: int,
+    source_uri: str,
+    photos: Sequence[Photo],
+) -> BatchResult:
+    """Embed and upsert a batch. Bad photos are skipped; Triton/store/I-O failures raise."""
+    source = rt.source(source_uri)
+    spec = rt.embedder.manifest(model_version).image
+    images = rt.settings.images
+    limits = ImageLimits(images.max_pixels, images.max_bytes)
+    result = BatchResult()
+    good: list[Photo] = []
+    pixels: list[Pixels] = []
+    for photo, outcome in zip(
+        photos, read_batch(rt.readers, source, photos, spec, limits), strict=True
+    ):
+        if isinstance(outcome, str):
+            result.skipped[photo.photo_id] = (photo.version, outcome)
+        else:
+            good.append(photo)
+            pixels.append(outcome)
+    if good:
+        vectors = rt.run(rt.embedder.encode_images(np.stack(pixels), model_version=model_version))
+        write_points(rt.store, collection, source, model_version, good, vectors)
+        result.done = [photo.photo_id for photo in good]
+    return result

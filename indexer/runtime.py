@@ -1,0 +1,101 @@
+"""A worker process's resources: the vector store it owns, Triton, Redis, the reader threads."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from redis import Redis
+
+from indexer.jobs import Jobs
+from indexer.sources import Source, open_source
+from photosearch.embedding.client import EmbeddingClient
+from photosearch.settings import Settings
+from photosearch.vectorstore import VectorStore, open_store
+
+T = TypeVar("T")
+
+
+class Runtime:
+    """Created on a worker's first task (never at import) and closed when the worker stops.
+
+    The embedding client is async; a worker's task threads share one event loop running on
+    its own thread, so the gRPC channel and Triton's dynamic batching are shared too.
+    """
+
+    def __init__(self, settings: Settings, store: VectorStore | None = None) -> None:
+        self.settings = settings
+        self.redis = Redis.from_url(settings.redis.url, socket_timeout=30)
+        self.jobs = Jobs(self.redis, settings.redis.prefix, settings.indexer.job_ttl_days)
+        self.readers = ThreadPoolExecutor(settings.indexer.read_threads, "photo-reader")
+        self._store = store
+        self._own_store = store is None
+        self._lock = threading.Lock()
+        self._sources: dict[str, Source] = {}
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(
+            target=self._loop.run_forever, name="triton-client", daemon=True
+        )
+        self._loop_thread.start()
+        self.embedder = self.run(self._make_client())
+
+    async def _make_client(self) -> EmbeddingClient:
+        # The gRPC aio channel belongs to the loop it was created on.
+        return EmbeddingClient.from_settings(self.settings, executor=self.readers)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run a coroutine on the client loop from a task thread and wait for it."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    @property
+    def store(self) -> VectorStore:
+        with self._lock:
+            if self._store is None:
+                self._store = open_store(self.settings)
+            return self._store
+
+    def source(self, uri: str) -> Source:
+        with self._lock:
+            if uri not in self._sources:
+                self._sources[uri] = open_source(uri, self.settings.s3)
+            return self._sources[uri]
+
+    def close(self) -> None:
+        self.run(self.embedder.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop_thread.join(timeout=5)
+        self.readers.shutdown(wait=False, cancel_futures=True)
+        if self._own_store and self._store is not None:
+            self._store.close()
+        self.redis.close()
+
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def get_runtime(settings: Settings) -> Runtime:
+    """The process's runtime, created on first use."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = Runtime(settings)
+        return _runtime
+
+
+def install_runtime(runtime: Runtime | None) -> Runtime | None:
+    """Set the process's runtime (a host process that owns the store); returns the old one."""
+    global _runtime
+    with _runtime_lock:
+        previous, _runtime = _runtime, runtime
+        return previous
+
+
+def close_runtime() -> None:
+    """Close the runtime this process created (worker shutdown)."""
+    previous = install_runtime(None)
+    if previous is not None:
+        previous.close()

@@ -1,0 +1,200 @@
+"""The indexer end to end: a real `photosearch worker` process, real Redis, Triton, Qdrant Edge."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from redis import Redis
+
+from indexer.app import app, configure
+from indexer.jobs import JobKind, Jobs
+from indexer.sources import LocalSource
+from model.triton_server import TritonServer
+from photosearch.embedding.arrays import Embeddings
+from photosearch.embedding.client import EmbeddingClient
+from photosearch.settings import Settings
+from photosearch.vectorstore import LIVE_ALIAS, VectorStore, open_store
+from tests.images import broken_files, encode, png_header_only
+from tests.indexing import (
+    WorkerProcess,
+    env_of,
+    photo_folder,
+    settings_for,
+    variant,
+    wait_job,
+    write_manifest,
+    write_photo,
+)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, triton: TritonServer, repository: Path) -> Iterator[Settings]:
+    settings = settings_for(tmp_path / "data", triton.url, repository, visibility_timeout_s=3)
+    configure(app, settings)
+    yield settings
+    redis = Redis.from_url(settings.redis.url)
+    keys = list(redis.scan_iter(f"{settings.redis.prefix}*"))
+    if keys:
+        redis.delete(*keys)
+
+
+@pytest.fixture
+def jobs(settings: Settings) -> Jobs:
+    return Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+
+
+def sync(jobs: Jobs, source: str) -> str:
+    from indexer.tasks import sync as sync_task
+
+    job_id = jobs.create(JobKind.SYNC, source=source)
+    sync_task.delay(job_id, source)
+    return job_id
+
+
+def stored(settings: Settings) -> tuple[VectorStore, str]:
+    """The store, opened by the test once the worker that owned it has stopped."""
+    store = open_store(settings)
+    return store, store.resolve(LIVE_ALIAS)
+
+
+def listing(root: Path) -> dict[str, str]:
+    return {o.key: o.version for o in LocalSource(root).list() if o.key != "photos.jsonl"}
+
+
+def test_sync_makes_the_index_match_the_folder(
+    settings: Settings, jobs: Jobs, tmp_path: Path, client: EmbeddingClient
+) -> None:
+    root = tmp_path / "photos"
+    keys = photo_folder(root, 10)
+    write_manifest(
+        root, [{"path": "day2/photo000.jpg", "title": "An astronaut", "tags": ["space"]}]
+    )
+    log = tmp_path / "worker.log"
+    with WorkerProcess(settings, log) as worker:
+        first = subprocess.run(
+            [sys.executable, "-m", "photosearch", "index", "sync", "--source", str(root), "--wait"],
+            env=env_of(settings),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert first.returncode == 0, first.stdout + first.stderr + worker.tail()
+        assert "done 10" in first.stdout
+
+        # Add two, change one, delete one, retitle one.
+        write_photo(root / "new/a.png", 20)
+        write_photo(root / "new/b.webp", 21)
+        time.sleep(0.01)
+        (root / "day1/photo001.png").write_bytes(encode(variant(30), "PNG"))
+        (root / "day1/photo003.gif").unlink()
+        write_manifest(root, [{"path": "day2/photo000.jpg", "title": "Moon walk", "tags": ["a"]}])
+        second = wait_job(jobs, sync(jobs, str(root)), worker=worker)
+        assert (second.state, second.total, second.done) == ("done", 3, 3), second
+        assert (second.deleted, second.updated, second.unchanged) == (1, 1, 7), second
+    assert worker.process is not None and worker.process.returncode == 0, worker.tail()
+
+    store, collection = stored(settings)
+    try:
+        indexed = {v.photo_id: v.content_version for v in store.versions(collection)}
+        assert indexed == listing(root)
+        assert store.count(collection) == len(keys) + 2 - 1
+        [changed] = store.retrieve(collection, ["day1/photo001.png"], with_vectors=True)
+        expected = await_embedding(client, root / "day1/photo001.png")
+        assert changed.vector is not None
+        assert float(np.dot(changed.vector, expected)) > 0.999
+        [titled] = store.retrieve(collection, ["day2/photo000.jpg"])
+        assert (titled.payload["title"], titled.payload["tags"]) == ("Moon walk", ["a"])
+        assert titled.payload["source_uri"] == (root / "day2/photo000.jpg").as_uri()
+        assert titled.payload["model_version"] == 1
+    finally:
+        store.close()
+
+
+def await_embedding(client: EmbeddingClient, path: Path) -> Embeddings:
+    """Version 1's embedding of a file, straight from Triton (own client: own event loop)."""
+
+    async def embed() -> Embeddings:
+        async with EmbeddingClient(client.url, client.repository) as own:
+            vectors = await own.encode_image_bytes([path.read_bytes()], model_version=1)
+        vector: Embeddings = vectors[0]
+        return vector
+
+    return asyncio.run(embed())
+
+
+def test_bad_files_are_skipped_with_a_reason_and_the_rest_index(
+    settings: Settings, jobs: Jobs, tmp_path: Path
+) -> None:
+    root = tmp_path / "photos"
+    photo_folder(root, 4)
+    bad = {
+        "bad/zero.jpg": b"",
+        "bad/truncated.jpg": broken_files()["truncated jpeg"],
+        "bad/corrupt.jpg": broken_files()["corrupt jpeg"],
+        "bad/text.jpg": broken_files()["text named .jpg"],
+        "bad/huge.png": png_header_only(30000, 30000),
+        "bad/notes.txt": b"not a photo",
+        "bad/scan.pdf": b"%PDF-1.4",
+    }
+    for key, data in bad.items():
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(data)
+    with WorkerProcess(settings, tmp_path / "worker.log") as worker:
+        job = wait_job(jobs, sync(jobs, str(root)), worker=worker)
+        assert (job.state, job.done, job.skipped, job.failed) == ("done", 4, 7, 0), job
+        problems = "\n".join(jobs.problems(job.id))
+        for key, reason in [
+            ("bad/zero.jpg", "zero bytes"),
+            ("bad/truncated.jpg", "truncated"),
+            ("bad/corrupt.jpg", "corrupt"),
+            ("bad/text.jpg", "not an image"),
+            ("bad/huge.png", "pixels"),
+            ("bad/notes.txt", "unsupported file type .txt"),
+            ("bad/scan.pdf", "unsupported file type .pdf"),
+        ]:
+            assert any(key in line and reason in line for line in problems.splitlines()), (
+                key,
+                problems,
+            )
+        again = wait_job(jobs, sync(jobs, str(root)), worker=worker)
+        assert (again.total, again.skipped, again.unchanged) == (0, 0, 11), again
+    store, collection = stored(settings)
+    try:
+        assert store.count(collection) == 4
+    finally:
+        store.close()
+
+
+def test_a_killed_worker_loses_nothing_and_duplicates_nothing(
+    settings: Settings, jobs: Jobs, tmp_path: Path
+) -> None:
+    root = tmp_path / "photos"
+    photo_folder(root, 80)
+    settings.indexer.batch_size = 2
+    worker = WorkerProcess(settings, tmp_path / "worker.log", concurrency=1).start()
+    job_id = sync(jobs, str(root))
+    deadline = time.monotonic() + 60
+    while (job := jobs.get(job_id)) is None or job.done < 10:
+        assert time.monotonic() < deadline, worker.tail()
+        time.sleep(0.01)
+    worker.kill()
+    killed_at = jobs.get(job_id)
+    assert killed_at is not None and killed_at.done < 80, "the job ended before the kill"
+
+    with WorkerProcess(settings, tmp_path / "worker.log", concurrency=1) as restarted:
+        job = wait_job(jobs, job_id, worker=restarted)
+    assert (job.state, job.done, job.failed, job.skipped) == ("done", 80, 0, 0), job
+    store, collection = stored(settings)
+    try:
+        ids = [v.photo_id for v in store.versions(collection)]
+        assert len(ids) == len(set(ids)) == store.count(collection) == 80
+        assert set(ids) == set(listing(root))
+    finally:
+        store.close()
