@@ -43,6 +43,8 @@ def worker_thread(
     """
     app.finalize()
     app.set_current()
+    # Pool threads see the default app, not this thread's current one.
+    app.set_default()
     previous = install_runtime(runtime)
     worker = _Worker(
         app=app,

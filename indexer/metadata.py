@@ -29,6 +29,12 @@ class PhotoMetadata(BaseModel):
     created_at: datetime | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_text(cls, value: Any) -> Any:
+        # Catalog systems export numeric ids; the identity is their text.
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
     @field_validator("tags", mode="before")
     @classmethod
     def _split_tags(cls, value: Any) -> Any:
@@ -76,7 +82,9 @@ def parse_manifest(name: str, text: str) -> tuple[dict[str, PhotoMetadata], list
     """Rows by path, and one warning per row that was refused (its photo still indexes)."""
     rows: list[tuple[int, Any]] = []
     if name.endswith(".csv"):
-        rows = list(enumerate(csv.DictReader(io.StringIO(text)), start=2))
+        reader = csv.DictReader(io.StringIO(text))
+        # line_num after each row: quoted cells may span lines.
+        rows = [(reader.line_num, row) for row in reader]
     else:
         for number, line in enumerate(text.splitlines(), start=1):
             if line.strip():

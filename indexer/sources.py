@@ -71,7 +71,7 @@ class LocalSource:
                         continue
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(Path(entry.path))
-                    elif entry.is_file():
+                    elif entry.is_file(follow_symlinks=False):
                         stat = entry.stat()
                         key = Path(entry.path).relative_to(self.root).as_posix()
                         yield SourceObject(key, f"{stat.st_size}-{stat.st_mtime_ns}", stat.st_size)

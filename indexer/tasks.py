@@ -43,7 +43,9 @@ RETRYABLE = (
     RedisTimeout,
     OSError,
 )
+# Job records carry the outcome of these; storing 1.5 million batch results would not help.
 RETRY: dict[str, Any] = {
+    "ignore_result": True,
     "autoretry_for": RETRYABLE,
     "max_retries": settings.indexer.max_retries,
     "retry_backoff": True,
@@ -122,7 +124,7 @@ def sync(job_id: str, source_uri: str) -> None:
     send_batches(job_id, job.collection, source_uri, batches)
 
 
-@app.task(name="indexer.scheduled_sync")
+@app.task(name="indexer.scheduled_sync", ignore_result=True)
 def scheduled_sync() -> str | None:
     """Beat's nightly sync of the configured (or last used) source."""
     rt = runtime()

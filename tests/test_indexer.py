@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import time
@@ -58,6 +59,16 @@ def sync(jobs: Jobs, source: str) -> str:
     return job_id
 
 
+def cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "photosearch", *args],
+        env=env_of(settings),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def stored(settings: Settings) -> tuple[VectorStore, str]:
     """The store, opened by the test once the worker that owned it has stopped."""
     store = open_store(settings)
@@ -98,6 +109,17 @@ def test_sync_makes_the_index_match_the_folder(
         second = wait_job(jobs, sync(jobs, str(root)), worker=worker)
         assert (second.state, second.total, second.done) == ("done", 3, 3), second
         assert (second.deleted, second.updated, second.unchanged) == (1, 1, 7), second
+
+        status = cli(settings, "index", "status", "--json")
+        assert status.returncode == 0, status.stderr
+        report = json.loads(status.stdout)
+        assert report["jobs"][0]["id"] == second.id
+        assert report["jobs"][0]["done"] == 3 and report["jobs"][0]["eta_s"] == 0.0
+        [live] = report["collections"]
+        assert (live["points"], live["aliases"], live["model_version"]) == (11, [LIVE_ALIAS], 1)
+        refused = cli(settings, "index", "rollback")
+        assert refused.returncode == 1
+        assert "nothing to roll back to" in refused.stderr
     assert worker.process is not None and worker.process.returncode == 0, worker.tail()
 
     store, collection = stored(settings)

@@ -1,0 +1,157 @@
+"""A full reindex to model version 2 while searches run, the atomic switch, and rollback.
+
+Qdrant Edge admits one process per store, so this test is that process: it owns the store,
+runs the Celery worker on its threads (as `photosearch up` does in the embedded mode), and
+searches; every task still travels through the real Redis queue.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from redis import Redis
+
+from indexer import reindex as reindexing
+from indexer.app import app, configure, control_queue, embed_queue
+from indexer.host import worker_thread
+from indexer.jobs import FINISHED, JobKind, Jobs, JobState
+from indexer.runtime import Runtime
+from indexer.sources import LocalSource
+from indexer.tasks import reindex, sync
+from model.export import export_model
+from model.triton_server import TritonServer
+from photosearch.vectorstore import (
+    LIVE_ALIAS,
+    PREVIOUS_ALIAS,
+    VectorStore,
+    model_version_of,
+    open_store,
+)
+from tests.conftest import TINY_CONFIG, triton_ports
+from tests.images import encode
+from tests.indexing import photo_folder, settings_for, variant, wait_job, write_photo
+
+
+@pytest.fixture(scope="module")
+def two_versions(
+    repository: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, TritonServer]]:
+    """A repository with version 1 and a version 2 of other weights, served by Triton."""
+    repo = tmp_path_factory.mktemp("reindex") / "models"
+    shutil.copytree(repository, repo)
+    export_model(str(TINY_CONFIG), "none", repo)
+    with TritonServer(repo, triton_ports(), tmp_path_factory.mktemp("triton")) as server:
+        yield repo, server
+
+
+class SearchLoop(threading.Thread):
+    """Searches the live alias as the query API will: the collection's own model version."""
+
+    def __init__(self, runtime: Runtime, store: VectorStore) -> None:
+        super().__init__(daemon=True)
+        self.runtime, self.store = runtime, store
+        self.stop = threading.Event()
+        self.ok = 0
+        self.failures: list[str] = []
+        self.seen: set[str] = set()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                collection = self.store.resolve(LIVE_ALIAS)
+                version = model_version_of(collection)
+                query = self.runtime.embedder.encode_texts(["a cat"], model_version=version)
+                vector = self.runtime.run(query)[0]
+                hits = self.store.search(collection, vector, limit=5)
+                if len(hits) != 5:
+                    self.failures.append(f"{collection}: {len(hits)} hits")
+                else:
+                    self.ok += 1
+                    self.seen.add(collection)
+            except Exception as exc:
+                self.failures.append(f"{type(exc).__name__}: {exc}")
+            time.sleep(0.01)
+
+
+def wait_idle(jobs: Jobs, timeout_s: float = 120) -> None:
+    """Until every job (the follow-up sync after a switch too) has finished."""
+    deadline = time.monotonic() + timeout_s
+    while any(job.state not in FINISHED for job in jobs.recent(50)):
+        assert time.monotonic() < deadline, jobs.recent(50)
+        time.sleep(0.05)
+
+
+def test_reindex_switches_with_no_failed_search_and_rollback_returns(
+    two_versions: tuple[Path, TritonServer], tmp_path: Path
+) -> None:
+    repo, server = two_versions
+    settings = settings_for(tmp_path / "data", server.url, repo, model_version=1)
+    configure(app, settings)
+    jobs = Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+    root = tmp_path / "photos"
+    photo_folder(root, 24)
+    source = str(root)
+    store = open_store(settings)
+    runtime = Runtime(settings, store=store)
+    everything = [control_queue(settings), embed_queue(settings)]
+    try:
+        with worker_thread(app, runtime, queues=everything):
+            first = jobs.create(JobKind.SYNC, source=source)
+            sync.delay(first, source)
+            assert wait_job(jobs, first).done == 24
+        v1 = store.resolve(LIVE_ALIAS)
+        assert model_version_of(v1) == 1
+
+        searches = SearchLoop(runtime, store)
+        searches.start()
+        job_id = jobs.create(JobKind.REINDEX, source=source, model_version=2)
+        # Plan the reindex with no embedding worker yet, then change the source under it:
+        # the catch-up pass must carry the changes into the new collection.
+        with worker_thread(app, runtime, queues=[control_queue(settings)]):
+            reindex.delay(job_id, 2, source)
+            deadline = time.monotonic() + 60
+            while (job := jobs.get(job_id)) is None or job.state != JobState.RUNNING:
+                assert time.monotonic() < deadline, job
+                time.sleep(0.05)
+        write_photo(root / "late/new.jpg", 40)
+        (root / "day1/photo001.png").write_bytes(encode(variant(41), "PNG"))
+        (root / "day2/photo002.webp").unlink()
+        with worker_thread(app, runtime, queues=everything):
+            job = wait_job(jobs, job_id)
+            wait_idle(jobs)
+            time.sleep(0.3)  # searches go on after the switch
+            searches.stop.set()
+            searches.join()
+
+            assert job.state == JobState.DONE, (job, jobs.problems(job_id))
+            assert searches.failures == [] and searches.ok > 0
+            v2 = store.resolve(LIVE_ALIAS)
+            assert model_version_of(v2) == 2 and v2 != v1
+            assert searches.seen == {v1, v2}
+            assert store.aliases()[PREVIOUS_ALIAS] == v1
+            in_source = {o.key for o in LocalSource(root).list()}
+            assert {v.photo_id for v in store.versions(v2)} == in_source
+            assert store.count(v2) == len(in_source) == 24
+            [old] = store.retrieve(v1, ["day2/photo000.jpg"], with_vectors=True)
+            [new] = store.retrieve(v2, ["day2/photo000.jpg"], with_vectors=True)
+            assert old.vector is not None and new.vector is not None
+            assert float(np.dot(old.vector, new.vector)) < 0.99  # other weights, other vectors
+            assert new.payload["model_version"] == 2
+
+        # The task's plain function: see test_indexer for `photosearch index rollback` itself.
+        message = reindexing.rollback(runtime)
+        assert f"{LIVE_ALIAS} -> {v1}" in message
+        assert store.aliases() == {LIVE_ALIAS: v1, PREVIOUS_ALIAS: v2}
+    finally:
+        runtime.close()
+        store.close()
+        redis = Redis.from_url(settings.redis.url)
+        keys = list(redis.scan_iter(f"{settings.redis.prefix}*"))
+        if keys:
+            redis.delete(*keys)
