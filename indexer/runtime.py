@@ -67,6 +67,8 @@ class Runtime:
         self.run(self.embedder.close())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._loop_thread.join(timeout=5)
+        if not self._loop.is_running():
+            self._loop.close()
         self.readers.shutdown(wait=False, cancel_futures=True)
         if self._own_store and self._store is not None:
             self._store.close()

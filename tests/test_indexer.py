@@ -220,3 +220,35 @@ def test_a_killed_worker_loses_nothing_and_duplicates_nothing(
         assert set(ids) == set(listing(root))
     finally:
         store.close()
+
+
+def test_beat_runs_the_nightly_sync_on_its_cron(
+    settings: Settings, jobs: Jobs, tmp_path: Path
+) -> None:
+    root = tmp_path / "photos"
+    photo_folder(root, 3)
+    settings.indexer.source = str(root)
+    settings.indexer.sync_cron = "* * * * *"  # every minute: the test waits for the next one
+    with (
+        WorkerProcess(settings, tmp_path / "worker.log") as worker,
+        (tmp_path / "beat.log").open("wb") as log,
+    ):
+        beat = subprocess.Popen(
+            [sys.executable, "-m", "photosearch", "beat"],
+            env=env_of(settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 90
+            while not (found := jobs.recent(5)):
+                assert beat.poll() is None, (tmp_path / "beat.log").read_text()
+                assert time.monotonic() < deadline, (tmp_path / "beat.log").read_text()
+                time.sleep(0.5)
+            job = wait_job(jobs, found[0].id, worker=worker)
+        finally:
+            beat.terminate()
+            beat.wait(30)
+    assert (job.kind, job.state, job.done, job.source) == ("sync", "done", 3, str(root))
+    assert list(settings.data_dir.glob("celerybeat-schedule*"))  # beat keeps its last runs

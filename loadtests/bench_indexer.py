@@ -1,0 +1,136 @@
+"""Benchmark indexing end to end (read + decode + Triton + upsert) against the raw image encoder.
+
+    python loadtests/bench_indexer.py [--arch ViT-B-32] [--repository DIR] [--photos 384]
+
+Real JPEGs of 1280x960 (1.2 megapixels) made from scikit-image's photographs; a real
+`photosearch worker` process, Redis, Triton and the embedded Qdrant Edge store. Prints
+images/s of both and the plan they imply for a full reindex of 1e8 photos; no thresholds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from redis import Redis
+
+from indexer.app import app, configure
+from indexer.jobs import JobKind, Jobs
+from indexer.tasks import sync
+from model.repository import version_dir
+from model.triton_server import TritonServer
+from photosearch.embedding.images import prepare_image
+from photosearch.embedding.manifest import IMAGE_MODEL, list_versions, load_manifest
+from tests.conftest import triton_ports
+from tests.images import encode
+from tests.indexing import WorkerProcess, settings_for, variant, wait_job
+
+REPEATS = 3
+FULL_REINDEX = 100_000_000
+
+
+def make_photos(root: Path, count: int) -> int:
+    """count JPEGs of 1280x960 at quality 90; returns their total size in bytes."""
+    root.mkdir(parents=True)
+    total = 0
+    for i in range(count):
+        data = encode(variant(i, size=960).resize((1280, 960)), "JPEG", quality=90)
+        (root / f"photo{i:04d}.jpg").write_bytes(data)
+        total += len(data)
+    return total
+
+
+def raw_rate(repo: Path, version: int, photos: list[Path], seconds: float) -> dict[int, float]:
+    """The image encoder alone in onnxruntime (all cores), by batch size: best of REPEATS."""
+    manifest = load_manifest(repo, version)
+    session = ort.InferenceSession(
+        str(version_dir(repo, IMAGE_MODEL, version) / "model.onnx"),
+        providers=["CPUExecutionProvider"],
+    )
+    pixels = np.stack([prepare_image(p.read_bytes(), manifest.image) for p in photos[:64]])
+    rates = {}
+    for batch in (16, 32, 64):
+        best = 0.0
+        for _ in range(REPEATS):
+            done, started = 0, time.perf_counter()
+            while time.perf_counter() - started < seconds:
+                session.run(None, {"image": pixels[:batch]})
+                done += batch
+            best = max(best, done / (time.perf_counter() - started))
+        rates[batch] = best
+    return rates
+
+
+def indexing_rate(
+    repo: Path, photos: Path, work: Path, runs: int, batch_size: int, read_threads: int
+) -> tuple[float, int]:
+    """images/s of sync jobs over the folder, each into a fresh store: best of `runs`."""
+    best, count = 0.0, 0
+    with TritonServer(repo, triton_ports(), work / "triton") as server:
+        for run in range(runs):
+            settings = settings_for(work / f"data{run}", server.url, repo, batch_size=batch_size)
+            configure(app, settings)
+            jobs = Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+            with WorkerProcess(settings, work / f"worker{run}.log") as worker:
+                job_id = jobs.create(JobKind.SYNC, source=str(photos))
+                sync.delay(job_id, str(photos))
+                job = wait_job(jobs, job_id, timeout_s=1800, worker=worker)
+            assert job.state == "done" and job.failed == 0, job
+            print(f"  run {run + 1}: {job.done} photos, {job.images_per_s:.1f} img/s", flush=True)
+            best, count = max(best, job.images_per_s), job.done
+    return best, count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--arch", default="ViT-B-32")
+    parser.add_argument("--repository", type=Path, help="an exported repository (default: export)")
+    parser.add_argument("--photos", type=int, default=384)
+    parser.add_argument("--seconds", type=float, default=4.0, help="raw encoder, per repetition")
+    parser.add_argument("--runs", type=int, default=2, help="end-to-end repetitions")
+    parser.add_argument("--batch-size", type=int, default=64, help="photos per indexer task")
+    parser.add_argument("--read-threads", type=int, default=8, help="decoding threads")
+    parser.add_argument("--keep-repository", type=Path, help="export here and keep it")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        repo = args.repository
+        if repo is None:
+            from model.export import export_model
+
+            repo = args.keep_repository or work / "models"
+            print(f"exporting {args.arch} (random weights) ...", flush=True)
+            export_model(args.arch, "none", repo)
+        version = list_versions(repo)[-1]
+        size = make_photos(work / "photos", args.photos)
+        print(f"{args.photos} JPEGs 1280x960, {size / args.photos / 1024:.0f} KiB each", flush=True)
+        print("raw image encoder ...", flush=True)
+        raw = raw_rate(repo, version, sorted((work / "photos").iterdir()), args.seconds)
+        print("end to end (worker + Triton + Qdrant Edge) ...", flush=True)
+        e2e, count = indexing_rate(
+            repo, work / "photos", work, args.runs, args.batch_size, args.read_threads
+        )
+
+    best_batch = max(raw, key=lambda b: raw[b])
+    print(f"\n| {load_manifest(repo, version).arch if args.repository else args.arch} | images/s |")
+    print("|---|---:|")
+    for batch, rate in raw.items():
+        print(f"| raw onnxruntime, batch {batch} | {rate:.1f} |")
+    print(
+        f"| end to end, {count} photos, tasks of {args.batch_size} "
+        f"(best of {args.runs}) | {e2e:.1f} |"
+    )
+    print(f"\nend to end / raw at its best batch ({best_batch}): {e2e / raw[best_batch]:.1%}")
+    hours = FULL_REINDEX / e2e / 3600
+    print(
+        f"full reindex of {FULL_REINDEX:.0e} photos at {e2e:.1f} images/s per worker: "
+        f"{hours:,.0f} worker-hours; {hours / 48:,.0f} such workers finish in 48 h"
+    )
+
+
+if __name__ == "__main__":
+    main()
