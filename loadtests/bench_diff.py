@@ -1,6 +1,6 @@
 """Benchmark the nightly sync's diff: a 100,000-photo folder with 1% changed, against Qdrant Edge.
 
-    python loadtests/bench_diff.py [--photos 100000] [--changed 0.01]
+    python -m loadtests.bench_diff [--photos 100000] [--changed 0.01]
 
 Prints the time of each step (list the folder, read the indexed versions, compare) and how
 many photos the plan would embed; no thresholds (machines are noisy).

@@ -1,6 +1,6 @@
 """Benchmark indexing end to end (read + decode + Triton + upsert) against the raw image encoder.
 
-    python loadtests/bench_indexer.py [--arch ViT-B-32] [--repository DIR] [--photos 384]
+    python -m loadtests.bench_indexer [--arch ViT-B-32] [--repository DIR] [--photos 384]
 
 Real JPEGs of 1280x960 (1.2 megapixels) made from scikit-image's photographs; a real
 `photosearch worker` process, Redis, Triton and the embedded Qdrant Edge store. Prints
