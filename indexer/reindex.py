@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import random
 
-from redis.lock import Lock
-
 from indexer.catalog import Catalog
 from indexer.jobs import JobState
 from indexer.runtime import Runtime
-from indexer.sync import Batch, IndexerError, plan_into
+from indexer.sync import Batch, IndexerError, alias_lock, plan_into
 from photosearch.vectorstore import (
     LIVE_ALIAS,
     PREVIOUS_ALIAS,
@@ -17,11 +15,6 @@ from photosearch.vectorstore import (
     collection_name,
     model_version_of,
 )
-
-
-def _alias_lock(rt: Runtime) -> Lock:
-    lock: Lock = rt.redis.lock(f"{rt.settings.redis.prefix}:lock:aliases", timeout=3600)
-    return lock
 
 
 def start_reindex(rt: Runtime, job_id: str, model_version: int, source_uri: str) -> list[Batch]:
@@ -83,7 +76,7 @@ def finalize(rt: Runtime, job_id: str) -> list[Batch]:
         return []
     rt.jobs.update(job_id, state=JobState.FINALIZING)
     collection = job.collection
-    with _alias_lock(rt):
+    with alias_lock(rt):
         batches, _, catalog = plan_into(rt, job_id, job.source, collection, f"c{job.rounds + 1}")
         rt.jobs.add(job_id, rounds=1)
         if batches:
@@ -104,7 +97,7 @@ def finalize(rt: Runtime, job_id: str) -> list[Batch]:
 
 def rollback(rt: Runtime) -> str:
     """Swap the live and previous collections: searches go back to the model before."""
-    with _alias_lock(rt):
+    with alias_lock(rt):
         aliases = rt.store.aliases()
         previous, live = aliases.get(PREVIOUS_ALIAS), aliases.get(LIVE_ALIAS)
         if previous is None:
@@ -118,7 +111,7 @@ def rollback(rt: Runtime) -> str:
 
 def drop(rt: Runtime, collection: str) -> str:
     """Delete a collection for good; never the live one."""
-    with _alias_lock(rt):
+    with alias_lock(rt):
         aliases = rt.store.aliases()
         if aliases.get(LIVE_ALIAS) == collection:
             raise IndexerError(f"{collection} is live; switch or roll back first")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from redis.lock import Lock
+
 from indexer.catalog import Catalog, Photo, read_catalog
 from indexer.diff import SyncPlan, plan_sync
 from indexer.jobs import JobState
@@ -26,9 +28,15 @@ class Batch:
     photos: list[Photo]
 
 
+def alias_lock(rt: Runtime) -> Lock:
+    """Serializes every change of the aliases: the first collection, switch, rollback, drop."""
+    lock: Lock = rt.redis.lock(f"{rt.settings.redis.prefix}:lock:aliases", timeout=3600)
+    return lock
+
+
 def live_collection(rt: Runtime, job_id: str) -> str:
     """The collection searches read; the first sync creates it with the configured version."""
-    with rt.redis.lock(f"{rt.settings.redis.prefix}:lock:aliases", timeout=120):
+    with alias_lock(rt):
         try:
             return rt.store.resolve(LIVE_ALIAS)
         except CollectionNotFound:

@@ -20,6 +20,9 @@ PREVIOUS_ALIAS = "photos-previous"
 KEYWORD_FIELDS = ("photo_id", "tags", "photographer", "license")
 DATETIME_FIELDS = ("created_at",)
 INTEGER_FIELDS = ("model_version",)
+# What versions() reads of each point, and how many points a page holds.
+VERSION_FIELDS = ["photo_id", "content_version", "meta_hash"]
+SCROLL_PAGE = 1000
 
 _NAMESPACE = uuid.UUID("5f0c6c1e-3f4e-4c3a-9a59-7d1e8b0c2a41")
 _COLLECTION = re.compile(r"^photos-m(?P<version>\d+)-(?P<tag>[a-z0-9]+)$")

@@ -20,7 +20,9 @@ from photosearch.vectorstore.base import (
     DATETIME_FIELDS,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
+    SCROLL_PAGE,
     VECTOR_NAME,
+    VERSION_FIELDS,
     CollectionInfo,
     CollectionNotFound,
     Hit,
@@ -33,8 +35,6 @@ from photosearch.vectorstore.base import (
     point_id,
 )
 
-_SCROLL_PAGE = 1000
-_VERSION_FIELDS = ["photo_id", "content_version", "meta_hash"]
 # Qdrant's server default (KB of vectors): below it a segment is scanned, not searched by graph.
 _FULL_SCAN_THRESHOLD_KB = 10_000
 
@@ -352,8 +352,8 @@ class EdgeStore:
         while True:
             request = qe.ScrollRequest(
                 offset=offset,
-                limit=_SCROLL_PAGE,
-                with_payload=qe.PayloadSelector.Include(_VERSION_FIELDS),
+                limit=SCROLL_PAGE,
+                with_payload=qe.PayloadSelector.Include(VERSION_FIELDS),
                 with_vector=False,
             )
             # One page per lock hold: the caller may keep the generator suspended for long.

@@ -19,7 +19,9 @@ from photosearch.vectorstore.base import (
     DATETIME_FIELDS,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
+    SCROLL_PAGE,
     VECTOR_NAME,
+    VERSION_FIELDS,
     CollectionInfo,
     CollectionNotFound,
     Hit,
@@ -31,9 +33,6 @@ from photosearch.vectorstore.base import (
     model_version_of,
     point_id,
 )
-
-_SCROLL_PAGE = 1000
-_VERSION_FIELDS = ["photo_id", "content_version", "meta_hash"]
 
 
 def _is_local(client: QdrantClient) -> bool:
@@ -251,9 +250,9 @@ class QdrantStore:
             with self._op(collection):
                 records, next_offset = self._client.scroll(
                     collection,
-                    limit=_SCROLL_PAGE,
+                    limit=SCROLL_PAGE,
                     offset=offset,
-                    with_payload=qm.PayloadSelectorInclude(include=_VERSION_FIELDS),
+                    with_payload=qm.PayloadSelectorInclude(include=VERSION_FIELDS),
                     with_vectors=False,
                 )
             for record in records:
