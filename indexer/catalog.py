@@ -7,7 +7,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from indexer.metadata import PhotoMetadata, parse_manifest
-from indexer.sources import Source, is_photo
+from photosearch.sources import Source, is_photo
 
 
 @dataclass(frozen=True)

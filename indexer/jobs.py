@@ -30,6 +30,7 @@ _MAX_PROBLEMS = 1000
 class JobKind(StrEnum):
     SYNC = "sync"
     REINDEX = "reindex"
+    ROLLBACK = "rollback"
 
 
 class JobState(StrEnum):

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from concurrent.futures import Executor
 
 from indexer.catalog import Photo
-from indexer.sources import Source
 from photosearch.embedding.arrays import Pixels
 from photosearch.embedding.errors import InvalidImage
 from photosearch.embedding.images import ImageLimits, prepare_image
 from photosearch.embedding.manifest import ImagePreprocessing
+from photosearch.sources import Source
 
 
 def read_photo(

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 from indexer.catalog import Catalog
 from indexer.jobs import JobState
 from indexer.runtime import Runtime
 from indexer.sync import Batch, IndexerError, alias_lock, plan_into
+from photosearch.embedding.arrays import Embeddings
+from photosearch.querycache import prewarm
 from photosearch.vectorstore import (
     LIVE_ALIAS,
     PREVIOUS_ALIAS,
@@ -89,10 +92,40 @@ def finalize(rt: Runtime, job_id: str) -> list[Batch]:
             return batches
         verify(rt, collection, catalog)
         rt.store.optimize(collection)
+        warmed = warm_cache(rt, job_id, model_version_of(collection))
         live = rt.store.aliases().get(LIVE_ALIAS)
         rt.store.set_aliases({LIVE_ALIAS: collection, PREVIOUS_ALIAS: live})
-    rt.jobs.finish(job_id, JobState.DONE, f"{LIVE_ALIAS} switched from {live} to {collection}")
+    rt.jobs.finish(
+        job_id,
+        JobState.DONE,
+        f"{LIVE_ALIAS} switched from {live} to {collection}; {warmed} popular queries pre-warmed",
+    )
     return []
+
+
+def warm_cache(rt: Runtime, job_id: str, model_version: int) -> int:
+    """Embed the popular recent queries with the new version, so the switch is no miss storm.
+
+    A failure here costs latency after the switch, not correctness: it is noted, not fatal.
+    """
+    api = rt.settings.api
+
+    def embed(texts: Sequence[str]) -> Embeddings:
+        return rt.run(rt.embedder.encode_texts(texts, model_version=model_version, timeout_s=120))
+
+    try:
+        return prewarm(
+            rt.redis,
+            rt.settings.redis.prefix,
+            model_version,
+            embed,
+            days=api.popular_days,
+            n=api.prewarm_queries,
+            ttl_s=api.cache_ttl_s,
+        )
+    except Exception as exc:  # Redis or Triton: the switch goes on with a cold cache
+        rt.jobs.note_problems(job_id, [f"cache pre-warm skipped: {type(exc).__name__}: {exc}"])
+        return 0
 
 
 def rollback(rt: Runtime) -> str:

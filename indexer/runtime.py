@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 from redis import Redis
 
 from indexer.jobs import Jobs
-from indexer.sources import Source, open_source
 from photosearch.embedding.client import EmbeddingClient
 from photosearch.settings import Settings
+from photosearch.sources import Source, open_source
 from photosearch.vectorstore import VectorStore, open_store
 
 T = TypeVar("T")

@@ -215,6 +215,19 @@ def rollback() -> str:
     return reindexing.rollback(runtime())
 
 
+@app.task(name="indexer.rollback_job", base=JobTask, ignore_result=True)
+def rollback_job(job_id: str) -> None:
+    """A rollback asked through the API: its outcome goes into its job record, not a result."""
+    rt = runtime()
+    rt.jobs.start(job_id, state=JobState.RUNNING)
+    try:
+        message = reindexing.rollback(rt)
+    except IndexerError as exc:
+        rt.jobs.finish(job_id, JobState.FAILED, str(exc))
+        return
+    rt.jobs.finish(job_id, JobState.DONE, message)
+
+
 @app.task(name="indexer.drop")
 def drop(collection: str) -> str:
     """Delete a collection that is not live."""

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from indexer.catalog import Photo
-from indexer.sources import Source
 from photosearch.embedding.arrays import Embeddings
+from photosearch.sources import Source
 from photosearch.vectorstore import PhotoPoint, VectorStore
 
 _EMPTY_METADATA: dict[str, Any] = {

@@ -17,8 +17,8 @@ import numpy as np
 
 from indexer.catalog import read_catalog
 from indexer.diff import plan_sync
-from indexer.sources import LocalSource
 from photosearch.settings import Settings
+from photosearch.sources import LocalSource
 from photosearch.vectorstore import PhotoPoint, VectorStore, collection_name, open_store
 
 REPEATS = 3

@@ -6,11 +6,13 @@ import typer
 
 from indexer.cli import beat_command, index_app, worker_command
 from model.cli import model_app, triton_app
+from query_api.cli import api_app
 
 app = typer.Typer(no_args_is_help=True, help="PhotoSearch: CLIP search over PhotoStock's photos.")
 app.add_typer(model_app, name="model")
 app.add_typer(triton_app, name="triton")
 app.add_typer(index_app, name="index")
+app.add_typer(api_app, name="api")
 app.command("worker")(worker_command)
 app.command("beat")(beat_command)
 

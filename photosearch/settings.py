@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -141,6 +142,61 @@ class IndexerSettings(BaseModel):
     job_ttl_days: int = Field(30, ge=1, description="How long job records are kept.")
 
 
+class ApiKey(BaseModel):
+    """One caller of the API: a name for the metrics, the SHA-256 of its key, its scopes."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="hex SHA-256 of the key")
+    scopes: tuple[Literal["search", "admin"], ...] = ("search",)
+
+
+class ApiSettings(BaseModel):
+    """The query API: access, limits on input, the query cache and the deadlines it keeps."""
+
+    host: str = Field("127.0.0.1", description="Address `photosearch api` listens on.")
+    port: int = Field(8000, ge=1, le=65535, description="Port of the API and the search page.")
+    keys: tuple[ApiKey, ...] = Field(
+        (),
+        description='Callers as JSON: [{"name": "app", "sha256": "<hex>", "scopes": '
+        '["search"]}]; `photosearch api key NAME` makes one.',
+    )
+    anonymous_search: bool = Field(
+        False, description="Let callers without a key search (the public page)."
+    )
+    cache_ttl_s: int = Field(
+        7 * 86400, ge=1, description="How long a query embedding stays in the Redis cache."
+    )
+    popular_days: int = Field(
+        7, ge=1, le=90, description="Days of queries counted for the pre-warm before a switch."
+    )
+    prewarm_queries: int = Field(
+        1000, ge=0, description="Most popular recent queries embedded before a reindex switches."
+    )
+    max_upload_bytes: int = Field(
+        10 * 1024 * 1024, ge=1, description="Largest image accepted by image search."
+    )
+    max_upload_pixels: int = Field(
+        40_000_000, ge=1, description="Most pixels of an image accepted by image search."
+    )
+    embed_timeout_s: float = Field(
+        1.0, gt=0, description="Deadline of the text or image embedding of one request."
+    )
+    search_timeout_s: float = Field(2.0, gt=0, description="Deadline of one vector search.")
+    redis_timeout_s: float = Field(
+        0.05, gt=0, description="Deadline of one cache call; past it the cache is bypassed."
+    )
+    redis_retry_s: float = Field(
+        2.0, ge=0, description="After a cache failure, bypass Redis this long before trying."
+    )
+    retry_after_s: int = Field(5, ge=1, description="Retry-After of a 503 answer.")
+    store_threads: int = Field(8, ge=1, description="Threads for blocking vector-store calls.")
+    thumbnail_size: int = Field(320, ge=32, le=1024, description="Longest side of a thumbnail.")
+    thumbnail_ttl_s: int = Field(86400, ge=1, description="How long thumbnails stay in Redis.")
+    admin_wait_s: float = Field(
+        10.0, gt=0, description="How long an admin rollback waits for the worker's answer."
+    )
+
+
 class Settings(BaseSettings):
     """Everything PhotoSearch reads from its environment."""
 
@@ -156,6 +212,7 @@ class Settings(BaseSettings):
     redis: RedisSettings = RedisSettings()
     s3: S3Settings = S3Settings()
     indexer: IndexerSettings = IndexerSettings()
+    api: ApiSettings = ApiSettings()
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:

@@ -16,11 +16,11 @@ from redis import Redis
 
 from indexer.app import app, configure
 from indexer.jobs import JobKind, Jobs
-from indexer.sources import LocalSource
 from model.triton_server import TritonServer
 from photosearch.embedding.arrays import Embeddings
 from photosearch.embedding.client import EmbeddingClient
 from photosearch.settings import Settings
+from photosearch.sources import LocalSource
 from photosearch.vectorstore import LIVE_ALIAS, VectorStore, open_store
 from tests.images import broken_files, encode, png_header_only
 from tests.indexing import (

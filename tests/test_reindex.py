@@ -22,10 +22,10 @@ from indexer.app import app, configure, control_queue, embed_queue
 from indexer.host import worker_thread
 from indexer.jobs import FINISHED, JobKind, Jobs, JobState
 from indexer.runtime import Runtime
-from indexer.sources import LocalSource
 from indexer.tasks import reindex, sync
 from model.export import export_model
 from model.triton_server import TritonServer
+from photosearch.sources import LocalSource
 from photosearch.vectorstore import (
     LIVE_ALIAS,
     PREVIOUS_ALIAS,

@@ -17,8 +17,8 @@ from moto.server import ThreadedMotoServer
 from indexer.catalog import Catalog, Photo, read_catalog
 from indexer.diff import plan_sync
 from indexer.metadata import parse_manifest
-from indexer.sources import LocalSource, S3Source, Source, SourceError, open_source
 from photosearch.settings import S3Settings
+from photosearch.sources import LocalSource, S3Source, Source, SourceError, open_source
 from photosearch.vectorstore.base import IndexedVersion
 from tests.conftest import free_ports
 from tests.indexing import write_manifest, write_photo

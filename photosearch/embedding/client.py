@@ -81,7 +81,12 @@ class EmbeddingClient:
         self._tokenizers: dict[int, ClipTokenizer] = {}
 
     @classmethod
-    def from_settings(cls, settings: Settings, executor: Executor | None = None) -> EmbeddingClient:
+    def from_settings(
+        cls,
+        settings: Settings,
+        executor: Executor | None = None,
+        image_limits: ImageLimits | None = None,
+    ) -> EmbeddingClient:
         """A client configured by the PHOTOSEARCH_TRITON__* and PHOTOSEARCH_MODEL__* settings."""
         return cls(
             settings.triton.url,
@@ -91,7 +96,8 @@ class EmbeddingClient:
             retries=settings.triton.retries,
             retry_backoff_s=settings.triton.retry_backoff_s,
             pad_multiple=settings.model.text_pad_multiple,
-            image_limits=ImageLimits(settings.images.max_pixels, settings.images.max_bytes),
+            image_limits=image_limits
+            or ImageLimits(settings.images.max_pixels, settings.images.max_bytes),
             executor=executor,
         )
 

@@ -1,4 +1,7 @@
-"""Photo sources: a local folder tree or S3-compatible object storage, listed with versions."""
+"""Photo sources: a local folder tree or S3-compatible object storage, listed with versions.
+
+The indexer lists and reads them; the query API reads one photo back by its stored URI.
+"""
 
 from __future__ import annotations
 
@@ -138,4 +141,14 @@ def open_source(uri: str, s3: S3Settings) -> Source:
         if not parsed.netloc:
             raise SourceError(f"{uri}: no bucket")
         return S3Source(parsed.netloc, parsed.path, s3)
+    raise SourceError(f"{uri}: unsupported scheme {parsed.scheme!r} (file://, s3://)")
+
+
+def read_uri(uri: str, s3: S3Settings) -> bytes:
+    """The bytes of one stored photo by the `source_uri` its point carries."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path)).read_bytes()
+    if parsed.scheme == "s3" and parsed.netloc:
+        return S3Source(parsed.netloc, "", s3).read(parsed.path.lstrip("/"))
     raise SourceError(f"{uri}: unsupported scheme {parsed.scheme!r} (file://, s3://)")

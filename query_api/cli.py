@@ -1,0 +1,56 @@
+"""`photosearch api serve` and `photosearch api key`."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from photosearch.settings import get_settings
+
+api_app = typer.Typer(help="The query API and the search page.")
+
+
+@api_app.command("serve")
+def serve_command(
+    host: Annotated[str | None, typer.Option(help="[default: PHOTOSEARCH_API__HOST]")] = None,
+    port: Annotated[int | None, typer.Option(help="[default: PHOTOSEARCH_API__PORT]")] = None,
+    log_level: Annotated[str, typer.Option()] = "info",
+) -> None:
+    """Serve the API and the page (one process; run replicas behind a load balancer)."""
+    import uvicorn
+
+    from query_api.app import create_app
+
+    settings = get_settings()
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.api.host,
+        port=port or settings.api.port,
+        log_level=log_level,
+        # Behind a load balancer: trust its X-Forwarded-* only from loopback by default.
+        proxy_headers=True,
+        timeout_graceful_shutdown=10,
+    )
+
+
+@api_app.command("key")
+def key_command(
+    name: Annotated[str, typer.Argument(help="Who gets the key (shown in the metrics).")],
+    scope: Annotated[
+        list[str] | None, typer.Option("--scope", help="search and/or admin [default: search]")
+    ] = None,
+) -> None:
+    """Make a key: give the key to the caller, put the JSON line in PHOTOSEARCH_API__KEYS."""
+    from photosearch.settings import ApiKey
+    from query_api.auth import hash_key, new_key
+
+    scopes = tuple(scope or ["search"])
+    for s in scopes:
+        if s not in ("search", "admin"):
+            raise typer.BadParameter(f"unknown scope {s!r}: search or admin")
+    key = new_key()
+    entry = ApiKey(name=name, sha256=hash_key(key), scopes=scopes)
+    typer.echo(f"key (shown once): {key}")
+    typer.echo(f"config entry:     {json.dumps(entry.model_dump(mode='json'))}")

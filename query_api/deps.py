@@ -1,0 +1,65 @@
+"""The dependencies routes declare: the replica's services and the authenticated caller."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from query_api.auth import Caller, presented_key
+from query_api.errors import ApiError
+from query_api.services import Services
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def _caller(
+    request: Request,
+    services: ServicesDep,
+    x_api_key: Annotated[str | None, Header(description="An API key.")] = None,
+    authorization: Annotated[str | None, Header(description="Bearer <API key>.")] = None,
+) -> Caller:
+    caller = services.keys.identify(presented_key(x_api_key, authorization))
+    if caller is None:
+        services.metrics.requests_by_key.labels("invalid").inc()
+        raise ApiError(
+            401, "unknown API key", headers={"WWW-Authenticate": 'Bearer realm="photosearch"'}
+        )
+    services.metrics.requests_by_key.labels(caller.name).inc()
+    request.state.caller = caller
+    return caller
+
+
+def _require(scope: str) -> object:
+    def check(caller: Annotated[Caller, Depends(_caller)]) -> Caller:
+        if scope in caller.scopes:
+            return caller
+        if not caller.scopes and caller.name == "anonymous":
+            raise ApiError(
+                401,
+                "an API key is required (X-API-Key or Authorization: Bearer)",
+                headers={"WWW-Authenticate": 'Bearer realm="photosearch"'},
+            )
+        if caller.name == "anonymous":
+            raise ApiError(401, f"an API key with the {scope!r} scope is required")
+        raise ApiError(403, f"the key {caller.name!r} lacks the {scope!r} scope")
+
+    return check
+
+
+SearchCaller = Annotated[Caller, Depends(_require("search"))]
+AdminCaller = Annotated[Caller, Depends(_require("admin"))]
+
+
+def root_path(request: Request) -> str:
+    """The prefix a proxy mounted the API under, for the URLs in answers."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+RootPath = Annotated[str, Depends(root_path)]

@@ -1,0 +1,136 @@
+"""Every failure becomes a JSON answer with a code and a message; dependencies map to 503."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from photosearch.embedding.errors import (
+    ImageTooLarge,
+    InvalidImage,
+    ModelVersionUnavailable,
+    TritonTimeout,
+    TritonUnavailable,
+)
+
+log = logging.getLogger(__name__)
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    503: "unavailable",
+}
+
+
+class ApiError(Exception):
+    """An answer other than 2xx, raised anywhere in a request."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code or _HTTP_CODES.get(status, "error")
+        self.headers = headers or {}
+
+
+class Unavailable(ApiError):
+    """A dependency (Triton, the vector store) failed or missed its deadline: try again soon."""
+
+    def __init__(self, dependency: str, message: str, retry_after_s: int) -> None:
+        super().__init__(
+            503,
+            message,
+            code=f"{dependency}_unavailable",
+            headers={"Retry-After": str(retry_after_s)},
+        )
+        self.dependency = dependency
+
+
+def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None) -> Any:
+    body: dict[str, Any] = {"error": code, "message": message}
+    if details is not None:
+        body["details"] = details
+    return body
+
+
+def _validation_message(errors: list[dict[str, Any]]) -> str:
+    parts = []
+    for error in errors[:5]:
+        where = ".".join(str(p) for p in error.get("loc", ()) if p not in ("body", "query"))
+        parts.append(f"{where or 'request'}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def install_handlers(app: FastAPI, retry_after_s: int) -> None:
+    """Register the handlers that turn exceptions into JSON answers."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(
+            error_body(exc.code, exc.message), status_code=exc.status, headers=exc.headers
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg")), "type": e.get("type")}
+            for e in exc.errors()
+        ]
+        return JSONResponse(
+            error_body("invalid_request", _validation_message(errors), errors), status_code=422
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "error")
+        return JSONResponse(
+            error_body(code, str(exc.detail)),
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(ImageTooLarge)
+    async def _too_large(request: Request, exc: ImageTooLarge) -> JSONResponse:
+        return JSONResponse(error_body("too_large", str(exc)), status_code=413)
+
+    @app.exception_handler(InvalidImage)
+    async def _bad_image(request: Request, exc: InvalidImage) -> JSONResponse:
+        return JSONResponse(error_body("invalid_image", str(exc)), status_code=422)
+
+    @app.exception_handler(TritonUnavailable)
+    @app.exception_handler(TritonTimeout)
+    @app.exception_handler(ModelVersionUnavailable)
+    async def _triton(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("triton: %s", exc)
+        return JSONResponse(
+            error_body("triton_unavailable", f"the embedding model is unavailable: {exc}"),
+            status_code=503,
+            headers={"Retry-After": str(retry_after_s)},
+        )
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        # A bug, not bad input: log the traceback, tell the caller nothing internal.
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse(
+            error_body("internal", "internal error; it has been logged"), status_code=500
+        )

@@ -1,0 +1,116 @@
+"""Prometheus metrics of the API, and the ASGI middleware that times every request by route."""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# Latency buckets from 1 ms: the cached path answers in a few ms, the budget is 100 ms.
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """One registry per app, so several apps (tests) can live in one process."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.request_seconds = Histogram(
+            "photosearch_http_request_duration_seconds",
+            "HTTP request latency by route template, method and status.",
+            ["route", "method", "status"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter(
+            "photosearch_http_errors_total",
+            "Answers with status >= 400, by route and error code.",
+            ["route", "status"],
+            registry=r,
+        )
+        self.cache = Counter(
+            "photosearch_query_cache_total",
+            "Query-embedding cache lookups: hit, miss, or bypass (Redis unavailable).",
+            ["result"],
+            registry=r,
+        )
+        self.cache_errors = Counter(
+            "photosearch_query_cache_errors_total",
+            "Redis calls that failed or missed their deadline.",
+            ["operation"],
+            registry=r,
+        )
+        self.triton_seconds = Histogram(
+            "photosearch_triton_request_duration_seconds",
+            "Embedding calls to Triton (tokenizing or decoding included), by model.",
+            ["model"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.triton_errors = Counter(
+            "photosearch_triton_errors_total",
+            "Embedding calls that failed, by model and kind.",
+            ["model", "kind"],
+            registry=r,
+        )
+        self.search_seconds = Histogram(
+            "photosearch_vector_search_duration_seconds",
+            "Vector-store searches, by kind of query.",
+            ["kind"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.store_errors = Counter(
+            "photosearch_vector_store_errors_total",
+            "Vector-store calls that failed or missed their deadline.",
+            ["operation"],
+            registry=r,
+        )
+        self.requests_by_key = Counter(
+            "photosearch_requests_by_key_total",
+            "Requests per API key name ('anonymous' without a key, 'invalid' when refused).",
+            ["key"],
+            registry=r,
+        )
+
+
+def _route_of(scope: Scope) -> str:
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    if path:
+        return str(path)
+    # Unmatched paths are one label, or a scanner could create a series per URL.
+    return "unmatched"
+
+
+class MetricsMiddleware:
+    """Times each HTTP request and counts error answers, labelled by the route template."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = _route_of(scope)
+            self.metrics.request_seconds.labels(route, scope["method"], str(status)).observe(
+                time.perf_counter() - start
+            )
+            if status >= 400:
+                self.metrics.errors.labels(route, str(status)).inc()

@@ -1,0 +1,154 @@
+"""Admin (a key with the admin scope): start a sync, a reindex or a rollback; read jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Any
+from urllib.parse import urlparse
+
+from fastapi import APIRouter, Query, Response
+from starlette.concurrency import run_in_threadpool
+
+from indexer.jobs import FINISHED, JobKind, JobState, JobStatus
+from photosearch.embedding.errors import ModelVersionUnavailable
+from query_api.deps import AdminCaller, ServicesDep
+from query_api.errors import ApiError
+from query_api.schemas import (
+    ErrorResponse,
+    Job,
+    JobAccepted,
+    ReindexRequest,
+    RollbackResponse,
+    SyncRequest,
+)
+from query_api.services import Services
+
+router = APIRouter(prefix="/v1/admin", tags=["admin"])
+
+ERRORS: dict[int | str, dict[str, object]] = {
+    code: {"model": ErrorResponse} for code in (401, 403, 404, 409, 422, 503)
+}
+
+
+def _source(services: Services, asked: str | None) -> str:
+    uri = asked or services.jobs.recall("source") or services.settings.indexer.source
+    if uri is None:
+        raise ApiError(422, "no source: give `source`, or set PHOTOSEARCH_INDEXER__SOURCE")
+    if urlparse(uri).scheme not in ("", "file", "s3"):
+        raise ApiError(422, f"source {uri!r}: use a folder, file:///dir or s3://bucket/prefix")
+    return uri
+
+
+def _job(services: Services, job: JobStatus) -> Job:
+    data: dict[str, Any] = job.to_dict()
+    return Job(**data, problems=services.jobs.problems(job.id)[:100])
+
+
+def _accepted(job_id: str, kind: str) -> JobAccepted:
+    return JobAccepted(job_id=job_id, kind=kind, status_url=f"/v1/admin/jobs/{job_id}")
+
+
+@router.post("/sync", status_code=202, response_model=JobAccepted, responses=ERRORS)
+async def start_sync(body: SyncRequest, services: ServicesDep, caller: AdminCaller) -> JobAccepted:
+    """Index what is new or changed in the source now (the nightly job, on demand)."""
+    from indexer.tasks import sync
+
+    def send() -> str:
+        uri = _source(services, body.source)
+        job_id = services.jobs.create(JobKind.SYNC, source=uri)
+        sync.delay(job_id, uri)
+        return job_id
+
+    return _accepted(await run_in_threadpool(send), JobKind.SYNC)
+
+
+@router.post("/reindex", status_code=202, response_model=JobAccepted, responses=ERRORS)
+async def start_reindex(
+    body: ReindexRequest, services: ServicesDep, caller: AdminCaller
+) -> JobAccepted:
+    """Rebuild the index with another model version beside the live one, then switch."""
+    from indexer.tasks import reindex
+
+    try:
+        services.embedder.manifest(body.model_version)
+    except ModelVersionUnavailable:
+        raise ApiError(
+            422, f"model version {body.model_version} is not exported to the repository"
+        ) from None
+
+    def send() -> str:
+        uri = _source(services, body.source)
+        job_id = services.jobs.create(JobKind.REINDEX, source=uri, model_version=body.model_version)
+        reindex.delay(job_id, body.model_version, uri)
+        return job_id
+
+    return _accepted(await run_in_threadpool(send), JobKind.REINDEX)
+
+
+@router.post("/rollback", response_model=RollbackResponse, responses=ERRORS)
+async def rollback(
+    services: ServicesDep, caller: AdminCaller, response: Response
+) -> RollbackResponse:
+    """Point searches back at the previous collection; waits briefly for the worker's answer."""
+    from indexer.tasks import rollback_job
+
+    def send() -> str:
+        job_id = services.jobs.create(JobKind.ROLLBACK)
+        rollback_job.delay(job_id)
+        return job_id
+
+    job_id = await run_in_threadpool(send)
+    deadline = time.monotonic() + services.settings.api.admin_wait_s
+    while True:
+        job = await run_in_threadpool(services.jobs.get, job_id)
+        if job is not None and job.state in FINISHED:
+            break
+        if time.monotonic() > deadline:
+            response.status_code = 202
+            state = job.state if job is not None else JobState.QUEUED
+            return RollbackResponse(
+                job_id=job_id, state=state, message="no worker has answered yet: see the job"
+            )
+        await asyncio.sleep(0.05)
+    if job.state == JobState.FAILED:
+        raise ApiError(409, f"rollback refused: {job.message}")
+    return RollbackResponse(job_id=job_id, state="done", message=job.message)
+
+
+@router.get("/jobs", response_model=list[Job], responses=ERRORS)
+async def jobs(
+    services: ServicesDep,
+    caller: AdminCaller,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> list[Job]:
+    """Recent jobs, newest first, with counts, rate and ETA."""
+
+    def read() -> list[Job]:
+        return [_job(services, job) for job in services.jobs.recent(limit)]
+
+    return await run_in_threadpool(read)
+
+
+@router.get("/jobs/{job_id}", response_model=Job, responses=ERRORS)
+async def job(job_id: str, services: ServicesDep, caller: AdminCaller) -> Job:
+    """One job, with the reasons of its skipped and failed photos."""
+    found = await run_in_threadpool(services.jobs.get, job_id)
+    if found is None:
+        raise ApiError(404, f"no job {job_id!r}")
+    return await run_in_threadpool(_job, services, found)
+
+
+@router.get("/collections", responses=ERRORS)
+async def collections(services: ServicesDep, caller: AdminCaller) -> list[dict[str, Any]]:
+    """Every collection with its model version, size and aliases."""
+    found = await services.in_store("collections", services.store.collections)
+    return [
+        {
+            "name": c.name,
+            "model_version": c.model_version,
+            "points": c.points,
+            "aliases": list(c.aliases),
+        }
+        for c in found
+    ]

@@ -1,0 +1,69 @@
+"""Liveness, readiness (which dependency failed) and the Prometheus metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from photosearch.vectorstore import model_version_of
+from query_api.deps import ServicesDep
+from query_api.errors import Unavailable
+
+router = APIRouter(tags=["health"])
+
+_CHECK_TIMEOUT_S = 2.0
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    """The process answers (liveness)."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(services: ServicesDep) -> JSONResponse:
+    """Ready when the live collection and its model version in Triton answer.
+
+    Redis is reported but does not make the replica unready: searches go on without the
+    cache, and pulling every replica out of the load balancer would turn a slower service
+    into no service.
+    """
+    checks: dict[str, Any] = {}
+    version: int | None = None
+    try:
+        collection = await services.live_collection()
+        version = model_version_of(collection)
+        checks["vector_store"] = {"ok": True, "collection": collection}
+    except Unavailable as exc:
+        checks["vector_store"] = {"ok": False, "error": exc.message}
+
+    async def triton() -> dict[str, Any]:
+        if version is None:
+            return {"ok": False, "error": "no model version to check: no live collection"}
+        try:
+            ready = await asyncio.wait_for(services.embedder.is_ready(version), _CHECK_TIMEOUT_S)
+        except TimeoutError:
+            return {"ok": False, "error": f"Triton did not answer within {_CHECK_TIMEOUT_S} s"}
+        if not ready:
+            return {"ok": False, "error": f"model version {version} is not ready in Triton"}
+        return {"ok": True, "model_version": version}
+
+    async def redis() -> dict[str, Any]:
+        if await services.cache.ping():
+            return {"ok": True}
+        return {"ok": False, "error": "Redis unreachable: the query cache is bypassed"}
+
+    checks["triton"], checks["redis"] = await asyncio.gather(triton(), redis())
+    ready = checks["vector_store"]["ok"] and checks["triton"]["ok"]
+    status = "ready" if ready and checks["redis"]["ok"] else "degraded" if ready else "not ready"
+    return JSONResponse({"status": status, "checks": checks}, status_code=200 if ready else 503)
+
+
+@router.get("/metrics")
+async def metrics(services: ServicesDep) -> Response:
+    """Prometheus exposition."""
+    return Response(generate_latest(services.metrics.registry), media_type=CONTENT_TYPE_LATEST)

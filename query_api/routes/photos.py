@@ -1,0 +1,110 @@
+"""One photo: its metadata, "more like this", its original and its thumbnail."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response
+
+from photosearch.vectorstore import CollectionNotFound, StoredPhoto
+from query_api.deps import RootPath, SearchCaller, ServicesDep
+from query_api.errors import ApiError
+from query_api.photos import (
+    etag_of,
+    make_thumbnail,
+    media_type,
+    read_original,
+    thumbnail_key,
+)
+from query_api.schemas import ErrorResponse, Page, Photo, SearchResponse
+from query_api.search import similar_search, stored_photo
+from query_api.services import Services
+
+router = APIRouter(prefix="/v1/photos", tags=["photos"])
+
+ERRORS: dict[int | str, dict[str, object]] = {
+    code: {"model": ErrorResponse} for code in (401, 403, 404, 422, 503)
+}
+# Photos change only with their content version, which the ETag carries.
+_CACHE = "public, max-age=86400"
+
+
+async def _record(services: Services, photo_id: str) -> StoredPhoto:
+    collection = await services.live_collection()
+    try:
+        found = await services.in_store(
+            "retrieve", lambda: services.store.retrieve(collection, [photo_id])
+        )
+    except CollectionNotFound:
+        found = []
+    if not found:
+        raise ApiError(404, f"no photo {photo_id!r} in the index")
+    return found[0]
+
+
+@router.get("/{photo_id:path}/similar", response_model=SearchResponse, responses=ERRORS)
+async def similar(
+    photo_id: str,
+    page: Annotated[Page, Query()],
+    services: ServicesDep,
+    caller: SearchCaller,
+    root: RootPath,
+) -> SearchResponse:
+    """More like this: neighbours of the photo's stored vector, never the photo itself."""
+    return await similar_search(services, root, photo_id, page)
+
+
+@router.get("/{photo_id:path}/image", responses=ERRORS)
+async def image(
+    photo_id: str,
+    services: ServicesDep,
+    caller: SearchCaller,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """The original file of the photo."""
+    record = await _record(services, photo_id)
+    etag = etag_of(record, "original")
+    headers = {"ETag": etag, "Cache-Control": _CACHE}
+    if if_none_match == etag:
+        return Response(status_code=304, headers=headers)
+    data = await asyncio.get_running_loop().run_in_executor(
+        services.store_pool, read_original, services, record
+    )
+    return Response(data, media_type=media_type(record), headers=headers)
+
+
+@router.get("/{photo_id:path}/thumbnail", responses=ERRORS)
+async def thumbnail(
+    photo_id: str,
+    services: ServicesDep,
+    caller: SearchCaller,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """A JPEG thumbnail for result grids, kept in Redis for a day."""
+    record = await _record(services, photo_id)
+    size = services.settings.api.thumbnail_size
+    etag = etag_of(record, f"thumb{size}")
+    headers = {"ETag": etag, "Cache-Control": _CACHE}
+    if if_none_match == etag:
+        return Response(status_code=304, headers=headers)
+    key = thumbnail_key(services, etag)
+    data = await services.cache.get_bytes(key)
+    if data is None:
+
+        def build() -> bytes:
+            return make_thumbnail(
+                read_original(services, record), size, services.settings.images.max_pixels
+            )
+
+        data = await asyncio.get_running_loop().run_in_executor(services.store_pool, build)
+        await services.cache.put_bytes(key, data, services.settings.api.thumbnail_ttl_s)
+    return Response(data, media_type="image/jpeg", headers=headers)
+
+
+@router.get("/{photo_id:path}", response_model=Photo, responses=ERRORS)
+async def photo(
+    photo_id: str, services: ServicesDep, caller: SearchCaller, root: RootPath
+) -> Photo:
+    """A photo's metadata."""
+    return stored_photo(root, await _record(services, photo_id))

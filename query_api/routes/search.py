@@ -1,0 +1,53 @@
+"""Search by text (GET or POST) and by an uploaded image."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, File, Query, UploadFile
+
+from query_api.deps import RootPath, SearchCaller, ServicesDep
+from query_api.errors import ApiError
+from query_api.schemas import ErrorResponse, Page, SearchResponse, TextSearch
+from query_api.search import image_search, text_search
+
+router = APIRouter(prefix="/v1/search", tags=["search"])
+
+ERRORS: dict[int | str, dict[str, object]] = {
+    code: {"model": ErrorResponse} for code in (401, 403, 413, 422, 503)
+}
+
+
+@router.get("", response_model=SearchResponse, responses=ERRORS)
+async def search_get(
+    query: Annotated[TextSearch, Query()],
+    services: ServicesDep,
+    caller: SearchCaller,
+    root: RootPath,
+) -> SearchResponse:
+    """Photos that match a description; repeat `tags_any` / `tags_all` for several tags."""
+    return await text_search(services, root, query)
+
+
+@router.post("", response_model=SearchResponse, responses=ERRORS)
+async def search_post(
+    query: TextSearch, services: ServicesDep, caller: SearchCaller, root: RootPath
+) -> SearchResponse:
+    """The same search with a JSON body (long filter lists)."""
+    return await text_search(services, root, query)
+
+
+@router.post("/image", response_model=SearchResponse, responses=ERRORS)
+async def search_image(
+    file: Annotated[UploadFile, File(description="A JPEG, PNG, WebP, GIF or TIFF image.")],
+    page: Annotated[Page, Query()],
+    services: ServicesDep,
+    caller: SearchCaller,
+    root: RootPath,
+) -> SearchResponse:
+    """Photos that look like an uploaded image."""
+    limit = services.settings.api.max_upload_bytes
+    data = await file.read(limit + 1)
+    if len(data) > limit:
+        raise ApiError(413, f"the image is larger than the limit of {limit} bytes")
+    return await image_search(services, root, data, page)

@@ -1,0 +1,178 @@
+"""What the API accepts and answers: search parameters, filters, results, errors, admin jobs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from photosearch.vectorstore import SearchFilter
+
+MAX_QUERY_CHARS = 500
+MAX_LIMIT = 100
+MAX_OFFSET = 10_000
+MAX_TAGS = 20
+MAX_EXCLUDED = 100
+
+
+class Filters(BaseModel):
+    """Metadata filters; every given condition must hold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tags_any: list[str] = Field(
+        default_factory=list, max_length=MAX_TAGS, description="At least one of these tags."
+    )
+    tags_all: list[str] = Field(
+        default_factory=list, max_length=MAX_TAGS, description="Every one of these tags."
+    )
+    photographer: str | None = Field(None, max_length=200)
+    license: str | None = Field(None, max_length=200)
+    created_from: datetime | None = Field(None, description="created_at >= this (ISO 8601).")
+    created_to: datetime | None = Field(None, description="created_at <= this (ISO 8601).")
+    score_threshold: float | None = Field(
+        None, ge=-1.0, le=1.0, description="Leave out results with a lower cosine score."
+    )
+
+    @field_validator("tags_any", "tags_all")
+    @classmethod
+    def _tags_not_blank(cls, tags: list[str]) -> list[str]:
+        for tag in tags:
+            if not tag.strip() or len(tag) > 100:
+                raise ValueError("a tag must be 1 to 100 characters, not blank")
+        return tags
+
+    @model_validator(mode="after")
+    def _range_in_order(self) -> Filters:
+        if self.created_from and self.created_to:
+            a, b = self.created_from, self.created_to
+            if (a.tzinfo is None) != (b.tzinfo is None):
+                raise ValueError("created_from and created_to: give both with a time zone or none")
+            if a > b:
+                raise ValueError("created_from is after created_to")
+        return self
+
+    def to_store(self, exclude_ids: tuple[str, ...] = ()) -> SearchFilter:
+        return SearchFilter(
+            tags_any=tuple(self.tags_any),
+            tags_all=tuple(self.tags_all),
+            photographer=self.photographer,
+            license=self.license,
+            created_from=self.created_from,
+            created_to=self.created_to,
+            exclude_ids=exclude_ids,
+        )
+
+
+class Page(Filters):
+    """How many results, from where, and the filters."""
+
+    limit: int = Field(20, ge=1, le=MAX_LIMIT, description="Results per page.")
+    offset: int = Field(0, ge=0, le=MAX_OFFSET, description="Results to skip (pagination).")
+
+
+class TextSearch(Page):
+    """A text query with its page and filters (GET query string or POST JSON body)."""
+
+    q: str = Field(
+        min_length=1, max_length=MAX_QUERY_CHARS, description="What the photo shows, in words."
+    )
+
+    @field_validator("q")
+    @classmethod
+    def _not_blank(cls, q: str) -> str:
+        if not q.strip():
+            raise ValueError("the query is blank")
+        if any(ord(c) < 32 and c not in "\t\n\r" for c in q):
+            raise ValueError("the query holds control characters")
+        return q
+
+
+class PhotoMetadata(BaseModel):
+    title: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    photographer: str | None = None
+    license: str | None = None
+    created_at: str | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class Photo(BaseModel):
+    """A stored photo: its identity, metadata and where the page gets its pixels."""
+
+    id: str
+    metadata: PhotoMetadata
+    model_version: int | None = None
+    indexed_at: str | None = None
+    image_url: str
+    thumbnail_url: str
+
+
+class Result(Photo):
+    score: float = Field(description="Cosine similarity to the query, -1..1.")
+
+
+class SearchResponse(BaseModel):
+    results: list[Result]
+    model_version: int = Field(description="The model version that embedded the query.")
+    collection: str = Field(description="The collection searched (built with model_version).")
+    cached: bool = Field(description="The query embedding came from the cache.")
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="Offset of the next page; null on the last.")
+    took_ms: float
+
+
+class ErrorResponse(BaseModel):
+    """Every 4xx and 5xx answer."""
+
+    error: str = Field(description="A stable code: invalid_request, unauthorized, ...")
+    message: str = Field(description="What was wrong, for a person.")
+    details: list[dict[str, Any]] | None = None
+
+
+class SyncRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    source: str | None = Field(
+        None, max_length=2000, description="file:///dir or s3://bucket/prefix; default: the last."
+    )
+
+
+class ReindexRequest(SyncRequest):
+    model_version: int = Field(ge=1, description="The exported model version to rebuild with.")
+
+
+class JobAccepted(BaseModel):
+    job_id: str
+    kind: str
+    status_url: str
+
+
+class RollbackResponse(BaseModel):
+    job_id: str
+    state: Literal["done", "failed", "queued", "running"]
+    message: str
+
+
+class Job(BaseModel):
+    id: str
+    kind: str
+    state: str
+    source: str
+    collection: str
+    model_version: int
+    total: int
+    done: int
+    failed: int
+    skipped: int
+    deleted: int
+    updated: int
+    unchanged: int
+    images_per_s: float
+    eta_s: float | None
+    created_at: float
+    started_at: float
+    finished_at: float
+    message: str
+    problems: list[str] = Field(default_factory=list)

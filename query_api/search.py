@@ -1,0 +1,197 @@
+"""The path of one query: normalize -> cache -> Triton (on a miss) -> vector search -> results.
+
+The model version that embeds a query is read from the name of the collection it searches,
+resolved once per request, so a query never meets vectors of another model, also while a
+reindex switches the live alias.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import quote
+
+from photosearch.embedding.arrays import Embeddings
+from photosearch.embedding.errors import EmbeddingError
+from photosearch.querycache import normalize_query
+from photosearch.vectorstore import CollectionNotFound, Hit, StoredPhoto, model_version_of
+from query_api.errors import ApiError, Unavailable
+from query_api.schemas import (
+    MAX_OFFSET,
+    Page,
+    Photo,
+    PhotoMetadata,
+    Result,
+    SearchResponse,
+    TextSearch,
+)
+from query_api.services import Services
+
+_METADATA = tuple(PhotoMetadata.model_fields)
+
+
+def photo_urls(root: str, photo_id: str) -> dict[str, str]:
+    base = f"{root}/v1/photos/{quote(photo_id, safe='/')}"
+    return {"image_url": f"{base}/image", "thumbnail_url": f"{base}/thumbnail"}
+
+
+def to_photo(root: str, photo_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    metadata = {name: payload.get(name) for name in _METADATA if payload.get(name) is not None}
+    return {
+        "id": photo_id,
+        "metadata": PhotoMetadata(**metadata),
+        "model_version": payload.get("model_version"),
+        "indexed_at": payload.get("indexed_at"),
+        **photo_urls(root, photo_id),
+    }
+
+
+def stored_photo(root: str, record: StoredPhoto) -> Photo:
+    return Photo(**to_photo(root, record.photo_id, record.payload))
+
+
+async def _timed_embed(
+    svc: Services, model: str, call: Callable[[], Awaitable[Embeddings]]
+) -> Embeddings:
+    start = time.perf_counter()
+    try:
+        return await call()
+    except EmbeddingError as exc:
+        svc.metrics.triton_errors.labels(model, type(exc).__name__).inc()
+        raise
+    finally:
+        svc.metrics.triton_seconds.labels(model).observe(time.perf_counter() - start)
+
+
+async def embed_query(svc: Services, normalized: str, version: int) -> tuple[Embeddings, bool]:
+    """The query's embedding at this model version and whether it came from the cache."""
+    vector, outcome = await svc.cache.get(version, normalized)
+    svc.metrics.cache.labels(outcome).inc()
+    if vector is not None:
+        return vector, True
+    key = (version, normalized)
+    shared = svc.inflight.get(key)
+    if shared is not None:  # the same query is already being embedded: wait for that call
+        return await asyncio.shield(shared), False
+    future: asyncio.Future[Embeddings] = asyncio.get_running_loop().create_future()
+    svc.inflight[key] = future
+    try:
+        embeddings = await _timed_embed(
+            svc,
+            "text",
+            lambda: svc.embedder.encode_texts(
+                [normalized], model_version=version, timeout_s=svc.settings.api.embed_timeout_s
+            ),
+        )
+        vector = embeddings[0]
+        future.set_result(vector)
+    except BaseException as exc:
+        future.set_exception(exc)
+        future.exception()  # retrieved here, so a future nobody else awaited does not warn
+        raise
+    finally:
+        del svc.inflight[key]
+    await svc.cache.put(version, normalized, vector)
+    return vector, False
+
+
+async def _search(
+    svc: Services, kind: str, collection: str, vector: Embeddings, page: Page, exclude: str = ""
+) -> list[Hit]:
+    exclude_ids = (exclude,) if exclude else ()
+    return await svc.in_store(
+        f"search:{kind}",
+        lambda: svc.store.search(
+            collection,
+            vector,
+            limit=page.limit,
+            offset=page.offset,
+            filter=page.to_store(exclude_ids),
+            score_threshold=page.score_threshold,
+        ),
+    )
+
+
+def _response(
+    root: str, hits: list[Hit], collection: str, cached: bool, page: Page, start: float
+) -> SearchResponse:
+    results = [Result(score=hit.score, **to_photo(root, hit.photo_id, hit.payload)) for hit in hits]
+    more = len(hits) == page.limit and page.offset + page.limit <= MAX_OFFSET
+    return SearchResponse(
+        results=results,
+        model_version=model_version_of(collection),
+        collection=collection,
+        cached=cached,
+        limit=page.limit,
+        offset=page.offset,
+        next_offset=page.offset + page.limit if more else None,
+        took_ms=round((time.perf_counter() - start) * 1000, 2),
+    )
+
+
+async def _with_live_collection(
+    svc: Services, run: Callable[[str], Awaitable[tuple[list[Hit], bool]]]
+) -> tuple[list[Hit], bool, str]:
+    """Resolve the live collection and run; once more if it was dropped in between."""
+    for attempt in (1, 2):
+        collection = await svc.live_collection()
+        try:
+            hits, cached = await run(collection)
+            return hits, cached, collection
+        except CollectionNotFound:
+            if attempt == 2:
+                raise Unavailable(
+                    "vector_store",
+                    f"{collection} disappeared during the search",
+                    svc.settings.api.retry_after_s,
+                ) from None
+    raise AssertionError("unreachable")
+
+
+async def text_search(svc: Services, root: str, query: TextSearch) -> SearchResponse:
+    start = time.perf_counter()
+    normalized = normalize_query(query.q)
+
+    async def run(collection: str) -> tuple[list[Hit], bool]:
+        vector, cached = await embed_query(svc, normalized, model_version_of(collection))
+        return await _search(svc, "text", collection, vector, query), cached
+
+    hits, cached, collection = await _with_live_collection(svc, run)
+    await svc.cache.count(normalized)
+    return _response(root, hits, collection, cached, query, start)
+
+
+async def image_search(svc: Services, root: str, data: bytes, page: Page) -> SearchResponse:
+    start = time.perf_counter()
+
+    async def run(collection: str) -> tuple[list[Hit], bool]:
+        version = model_version_of(collection)
+        vectors = await _timed_embed(
+            svc,
+            "image",
+            lambda: svc.embedder.encode_image_bytes(
+                [data], model_version=version, timeout_s=svc.settings.api.embed_timeout_s * 5
+            ),
+        )
+        return await _search(svc, "image", collection, vectors[0], page), False
+
+    hits, cached, collection = await _with_live_collection(svc, run)
+    return _response(root, hits, collection, cached, page, start)
+
+
+async def similar_search(svc: Services, root: str, photo_id: str, page: Page) -> SearchResponse:
+    """More like this: the stored vector of a photo, not a new embedding; never itself."""
+    start = time.perf_counter()
+
+    async def run(collection: str) -> tuple[list[Hit], bool]:
+        found = await svc.in_store(
+            "retrieve", lambda: svc.store.retrieve(collection, [photo_id], with_vectors=True)
+        )
+        if not found or found[0].vector is None:
+            raise ApiError(404, f"no photo {photo_id!r} in the index")
+        return await _search(svc, "similar", collection, found[0].vector, page, photo_id), False
+
+    hits, cached, collection = await _with_live_collection(svc, run)
+    return _response(root, hits, collection, cached, page, start)

@@ -1,0 +1,141 @@
+"""The clients a replica holds (created in the lifespan), with the deadlines every call keeps."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from redis import Redis
+from redis.asyncio import Redis as AsyncRedis
+
+from indexer.jobs import Jobs
+from photosearch.embedding.arrays import Embeddings
+from photosearch.embedding.client import EmbeddingClient
+from photosearch.embedding.images import ImageLimits
+from photosearch.querycache import QueryCache
+from photosearch.settings import Settings
+from photosearch.vectorstore import (
+    LIVE_ALIAS,
+    CollectionNotFound,
+    StoreError,
+    VectorStore,
+    open_store,
+)
+from query_api.auth import KeyRing
+from query_api.errors import Unavailable
+from query_api.metrics import Metrics
+
+T = TypeVar("T")
+
+
+@dataclass
+class Services:
+    """Everything a request needs; one per app, on `app.state.services`."""
+
+    settings: Settings
+    store: VectorStore
+    embedder: EmbeddingClient
+    redis: AsyncRedis
+    cache: QueryCache
+    jobs: Jobs
+    metrics: Metrics
+    keys: KeyRing
+    store_pool: ThreadPoolExecutor
+    own_store: bool
+    # In-flight text embeddings: concurrent misses of one query share one Triton call.
+    inflight: dict[tuple[int, str], asyncio.Future[Embeddings]] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, settings: Settings, store: VectorStore | None, metrics: Metrics) -> Services:
+        api = settings.api
+        redis = AsyncRedis.from_url(
+            settings.redis.url,
+            socket_timeout=api.redis_timeout_s,
+            socket_connect_timeout=api.redis_timeout_s,
+        )
+        cache = QueryCache(
+            redis,
+            settings.redis.prefix,
+            ttl_s=api.cache_ttl_s,
+            timeout_s=api.redis_timeout_s,
+            retry_s=api.redis_retry_s,
+            popular_days=api.popular_days,
+            on_error=lambda op: metrics.cache_errors.labels(op).inc(),
+        )
+        embedder = EmbeddingClient.from_settings(
+            settings, image_limits=ImageLimits(api.max_upload_pixels, api.max_upload_bytes)
+        )
+        # Admin calls are rare and blocking: a plain client, used from the thread pool.
+        jobs = Jobs(
+            Redis.from_url(settings.redis.url, socket_timeout=5, socket_connect_timeout=5),
+            settings.redis.prefix,
+            settings.indexer.job_ttl_days,
+        )
+        return cls(
+            settings=settings,
+            store=store if store is not None else open_store(settings),
+            embedder=embedder,
+            redis=redis,
+            cache=cache,
+            jobs=jobs,
+            metrics=metrics,
+            keys=KeyRing(api.keys, api.anonymous_search),
+            store_pool=ThreadPoolExecutor(api.store_threads, thread_name_prefix="store"),
+            own_store=store is None,
+        )
+
+    async def close(self) -> None:
+        await self.embedder.close()
+        await self.redis.aclose()
+        self.jobs.redis.close()
+        self.store_pool.shutdown(wait=True, cancel_futures=True)
+        if self.own_store:
+            self.store.close()
+
+    async def in_store(self, operation: str, call: Callable[[], T]) -> T:
+        """A blocking store call on the store's threads, with the search deadline.
+
+        CollectionNotFound passes through (the caller decides); other store failures and a
+        missed deadline become 503 with Retry-After.
+        """
+        loop = asyncio.get_running_loop()
+        timeout = self.settings.api.search_timeout_s
+        start = time.perf_counter()
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(self.store_pool, call), timeout)
+        except CollectionNotFound:
+            raise
+        except TimeoutError:
+            self.metrics.store_errors.labels(operation).inc()
+            raise Unavailable(
+                "vector_store",
+                f"the vector store did not answer {operation} within {timeout:.3g} s",
+                self.settings.api.retry_after_s,
+            ) from None
+        except (StoreError, OSError) as exc:
+            self.metrics.store_errors.labels(operation).inc()
+            raise Unavailable(
+                "vector_store",
+                f"the vector store failed ({operation}): {exc}",
+                self.settings.api.retry_after_s,
+            ) from None
+        finally:
+            if operation.startswith("search"):
+                self.metrics.search_seconds.labels(operation.removeprefix("search:")).observe(
+                    time.perf_counter() - start
+                )
+
+    async def live_collection(self) -> str:
+        """The collection searches read now; its name carries the model version to embed with."""
+        try:
+            return await self.in_store("resolve", lambda: self.store.resolve(LIVE_ALIAS))
+        except CollectionNotFound:
+            raise Unavailable(
+                "vector_store",
+                "nothing is indexed yet: there is no live collection (run a sync)",
+                self.settings.api.retry_after_s,
+            ) from None
