@@ -72,9 +72,15 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
     return body
 
 
+_NOT_AN_OBJECT = ("model_attributes_type", "dict_type", "model_type")
+
+
 def _validation_message(errors: list[dict[str, Any]]) -> str:
     parts = []
     for error in errors[:5]:
+        if list(error.get("loc", ())) == ["body"] and error.get("type") in _NOT_AN_OBJECT:
+            parts.append("the body must be a JSON object, sent as Content-Type: application/json")
+            continue
         where = ".".join(str(p) for p in error.get("loc", ()) if p not in ("body", "query"))
         parts.append(f"{where or 'request'}: {error.get('msg', 'invalid')}")
     return "; ".join(parts)
