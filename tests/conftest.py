@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -87,6 +88,18 @@ def triton(repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     server = TritonServer(repository, triton_ports(), tmp_path_factory.mktemp("triton"))
     with server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def two_versions(
+    repository: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, TritonServer]]:
+    """A repository with version 1 and a version 2 of other weights, served by Triton."""
+    repo = tmp_path_factory.mktemp("reindex") / "models"
+    shutil.copytree(repository, repo)
+    export_model(str(TINY_CONFIG), "none", repo)
+    with TritonServer(repo, triton_ports(), tmp_path_factory.mktemp("triton")) as server:
+        yield repo, server
 
 
 @pytest.fixture

@@ -150,3 +150,11 @@ def wait_job(
             log = worker.tail() if worker else ""
             raise AssertionError(f"job {job_id} not finished in {timeout_s}s: {job}\n{log}")
         time.sleep(0.05)
+
+
+def wait_idle(jobs: Jobs, timeout_s: float = 120) -> None:
+    """Until every job (the follow-up sync after a switch too) has finished."""
+    deadline = time.monotonic() + timeout_s
+    while any(job.state not in FINISHED for job in jobs.recent(50)):
+        assert time.monotonic() < deadline, jobs.recent(50)
+        time.sleep(0.05)

@@ -7,23 +7,19 @@ searches; every task still travels through the real Redis queue.
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import pytest
 from redis import Redis
 
 from indexer import reindex as reindexing
 from indexer.app import app, configure, control_queue, embed_queue
 from indexer.host import worker_thread
-from indexer.jobs import FINISHED, JobKind, Jobs, JobState
+from indexer.jobs import JobKind, Jobs, JobState
 from indexer.runtime import Runtime
 from indexer.tasks import reindex, sync
-from model.export import export_model
 from model.triton_server import TritonServer
 from photosearch.sources import LocalSource
 from photosearch.vectorstore import (
@@ -33,21 +29,8 @@ from photosearch.vectorstore import (
     model_version_of,
     open_store,
 )
-from tests.conftest import TINY_CONFIG, triton_ports
 from tests.images import encode
-from tests.indexing import photo_folder, settings_for, variant, wait_job, write_photo
-
-
-@pytest.fixture(scope="module")
-def two_versions(
-    repository: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Path, TritonServer]]:
-    """A repository with version 1 and a version 2 of other weights, served by Triton."""
-    repo = tmp_path_factory.mktemp("reindex") / "models"
-    shutil.copytree(repository, repo)
-    export_model(str(TINY_CONFIG), "none", repo)
-    with TritonServer(repo, triton_ports(), tmp_path_factory.mktemp("triton")) as server:
-        yield repo, server
+from tests.indexing import photo_folder, settings_for, variant, wait_idle, wait_job, write_photo
 
 
 class SearchLoop(threading.Thread):
@@ -77,14 +60,6 @@ class SearchLoop(threading.Thread):
             except Exception as exc:
                 self.failures.append(f"{type(exc).__name__}: {exc}")
             time.sleep(0.01)
-
-
-def wait_idle(jobs: Jobs, timeout_s: float = 120) -> None:
-    """Until every job (the follow-up sync after a switch too) has finished."""
-    deadline = time.monotonic() + timeout_s
-    while any(job.state not in FINISHED for job in jobs.recent(50)):
-        assert time.monotonic() < deadline, jobs.recent(50)
-        time.sleep(0.05)
 
 
 def test_reindex_switches_with_no_failed_search_and_rollback_returns(
