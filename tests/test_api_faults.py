@@ -171,3 +171,23 @@ def test_triton_stopped_cached_queries_answer_others_503_then_recovery(
     finally:
         triton.stop()
         store.close()
+
+
+def test_vector_store_unreachable_is_a_503_and_readyz_names_it(
+    triton: TritonServer, repository: Path, tmp_path: Path
+) -> None:
+    """qdrant-client against a server address where nothing listens: the server is down."""
+    dead = f"http://127.0.0.1:{free_ports(1)[0]}"
+    settings = api_settings(tmp_path / "data", triton.url, repository)
+    settings.qdrant.url = dead
+    settings.qdrant.timeout_s = 1
+    with serving(settings) as api:
+        status, body, seconds = search(api.url, "a lighthouse")
+        assert status == 503, body
+        assert body["error"] == "vector_store_unavailable"
+        assert body["_headers"]["retry-after"] == str(settings.api.retry_after_s)
+        assert seconds < settings.api.search_timeout_s + 2
+        ready = httpx.get(api.url + "/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["checks"]["vector_store"]["ok"] is False
+        assert metric(api.url, "photosearch_vector_store_errors_total") >= 1

@@ -71,5 +71,12 @@ def open_store(settings: Settings) -> VectorStore:
     if q.url == ":memory:":
         client = QdrantClient(location=":memory:")
     else:
-        client = QdrantClient(url=q.url, api_key=q.api_key, timeout=max(1, math.ceil(q.timeout_s)))
+        # No version check at construction: it runs on a thread and only warns, and a replica
+        # must start (and report itself not ready) while the server is down.
+        client = QdrantClient(
+            url=q.url,
+            api_key=q.api_key,
+            timeout=max(1, math.ceil(q.timeout_s)),
+            check_compatibility=False,
+        )
     return QdrantStore(client, settings=q)
