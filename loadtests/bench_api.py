@@ -1,0 +1,384 @@
+"""Benchmark the query API end to end: cached and uncached text searches at fixed arrival rates.
+
+    python -m loadtests.bench_api [--photos 100000] [--seconds 20] [--rates 5,10,20,...]
+
+What it measures, against the issue's targets (ViT-B-32 with random weights, 100,000 photos in
+the embedded Qdrant Edge store, this machine):
+
+- cached searches (the query embedding is in Redis) at 100 requests/s: p99 (target <= 10 ms);
+- uncached searches (every query new): p99 at each rate of --rates, and the highest rate held
+  at p99 <= 100 ms without errors (the design's peak is 100/s);
+- uncached p50 at a low rate (--low-rate, the design's average) against the raw text encoder
+  (onnxruntime, batch 1) plus the raw vector search (Edge, in-process): target <= 1.2x.
+
+The real `photosearch api serve` runs in its own process beside a real Triton; this process
+only sends requests, OPEN LOOP: each request leaves at its scheduled time whether or not the
+earlier ones have answered, and its latency counts from that scheduled time, so queueing shows.
+The exported model (--repository) and the built store (--data-dir) are kept between runs;
+building 100,000 points with HNSW takes minutes. Prints Markdown tables; no thresholds are
+enforced (machines are noisy): the summary only says which targets the figures meet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import random
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlencode
+
+import onnxruntime as ort
+
+from loadtests.api_setup import (
+    LIMIT,
+    ROOT,
+    Raw,
+    api_process,
+    default_repository,
+    delete_prefix,
+    ensure_model,
+    ensure_store,
+    raw_search,
+    raw_text,
+    text_queue_delay_ms,
+    text_threads,
+)
+from loadtests.openloop import HttpPool, Phase, Probe, one_request
+from loadtests.vocabulary import Queries
+from model.triton_server import TritonServer
+from photosearch.embedding.manifest import load_manifest
+from photosearch.settings import Settings
+from tests.conftest import free_ports, triton_ports
+
+CACHED_RATE = 100.0  # requests/s of the cached target
+CACHED_P99_MS = 10.0
+UNCACHED_P99_MS = 100.0
+DESIGN_PEAK = 100.0  # requests/s
+RATIO_TARGET = 1.2  # uncached p50 / (raw text encoder + raw vector search)
+PAUSE_S = 1.0  # between phases, so one phase's tail does not fall into the next
+CONNECTIONS = 256  # most requests in flight; more wait for a connection (and that counts)
+
+
+def search_target(query: str) -> str:
+    return "/v1/search?" + urlencode({"q": query, "limit": LIMIT})
+
+
+async def run_phase(
+    pool: HttpPool, probe: Probe, name: str, rate: float, queries: list[str], expect_cached: bool
+) -> Phase:
+    """Send one search per query at `rate`/s on a fixed schedule (open loop); wait for all."""
+    await pool.refill(min(32, len(queries)))
+    targets = [search_target(q) for q in queries]
+    before = await probe.snapshot()
+    loop = asyncio.get_running_loop()
+    start = loop.time() + 0.05
+    tasks = []
+    for i, target in enumerate(targets):
+        at = start + i / rate
+        delay = at - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one_request(pool, target, at)))
+    outcomes = list(await asyncio.gather(*tasks))
+    phase = Phase(
+        name, rate, expect_cached, outcomes, Probe.breakdown(before, await probe.snapshot())
+    )
+    print(f"  {row(phase)}", flush=True)
+    for error in sorted({o.error for o in outcomes if o.error})[:3]:
+        print(f"    error: {error}", flush=True)
+    await asyncio.sleep(PAUSE_S)
+    return phase
+
+
+PHASE_HEADER = (
+    "| phase | rate /s | requests | errors | cache flag wrong | achieved /s "
+    "| p50 ms | p90 ms | p99 ms | max ms | server p50 ms | send lag p99 ms |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def row(p: Phase) -> str:
+    return (
+        f"| {p.name} | {p.rate:g} | {len(p.outcomes)} | {p.errors} | {p.wrong_cache} "
+        f"| {p.achieved:.1f} | {p.ms(50):.1f} | {p.ms(90):.1f} | {p.ms(99):.1f} | {p.ms(100):.1f} "
+        f"| {p.server_p50_ms():.1f} | {p.lag_p99_ms():.1f} |"
+    )
+
+
+BREAKDOWN_HEADER = (
+    "| phase | rate /s | API: text embedding (tokenize + Triton call) | Triton: request "
+    "| Triton: queue | Triton: compute | Triton: mean batch | API: vector search |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def breakdown_row(p: Phase) -> str:
+    b = p.breakdown
+    return (
+        f"| {p.name} | {p.rate:g} | {b['api_embed_ms']:.1f} | {b['triton_request_ms']:.1f} "
+        f"| {b['triton_queue_ms']:.1f} | {b['triton_infer_ms']:.1f} | {b['batch']:.2f} "
+        f"| {b['api_search_ms']:.2f} |"
+    )
+
+
+@dataclass
+class LoadResults:
+    warmup: Phase
+    cached: Phase
+    low: Phase
+    steps: list[Phase]
+
+
+async def load(
+    url: str, triton_metrics: str, args: argparse.Namespace, queries: Queries
+) -> LoadResults:
+    host, _, port = url.removeprefix("http://").partition(":")
+    pool = HttpPool(host, int(port), CONNECTIONS)
+    probe = Probe(f"{url}/metrics", triton_metrics)
+    try:
+        print("warm-up: 30 uncached searches at 10/s ...", flush=True)
+        warmup = await run_phase(pool, probe, "warm-up", 10, queries.take(30), expect_cached=False)
+
+        popular = queries.take(args.cached_queries)
+        print(f"pre-warming {len(popular)} cached queries ...", flush=True)
+        for query in popular:
+            status, body = await pool.get(search_target(query))
+            if status != 200:
+                raise RuntimeError(f"pre-warm search failed: {status} {body[:300]!r}")
+        r = random.Random(1)
+        draws = [r.choice(popular) for _ in range(round(CACHED_RATE * args.seconds))]
+        print(f"cached, {CACHED_RATE:g}/s for {args.seconds:g} s ...", flush=True)
+        cached = await run_phase(pool, probe, "cached", CACHED_RATE, draws, expect_cached=True)
+
+        count = max(1, round(args.low_rate * args.seconds))
+        print(f"uncached, {args.low_rate:g}/s for {args.seconds:g} s ...", flush=True)
+        low = await run_phase(
+            pool, probe, "uncached (low)", args.low_rate, queries.take(count), expect_cached=False
+        )
+
+        steps: list[Phase] = []
+        failed_in_a_row = 0
+        for rate in args.rates:
+            print(f"uncached, {rate:g}/s for {args.seconds:g} s ...", flush=True)
+            queries_now = queries.take(max(1, round(rate * args.seconds)))
+            phase = await run_phase(pool, probe, "uncached", rate, queries_now, expect_cached=False)
+            steps.append(phase)
+            failed_in_a_row = 0 if phase.holds(UNCACHED_P99_MS) else failed_in_a_row + 1
+            if failed_in_a_row == 2 and not args.all_rates:
+                print("  two rates in a row missed the target: stopping the steps", flush=True)
+                break
+        return LoadResults(warmup, cached, low, steps)
+    finally:
+        pool.close()
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def report(
+    args: argparse.Namespace,
+    settings: Settings,
+    version: int,
+    raw: Raw,
+    results: LoadResults,
+    repo: Path,
+    load_before: float,
+) -> str:
+    manifest = load_manifest(repo, version)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    ).stdout.strip()
+    q = settings.qdrant
+    threads = text_threads(repo)
+    phases = [results.warmup, results.cached, results.low, *results.steps]
+    command = shlex.join(["python", "-m", "loadtests.bench_api", *sys.argv[1:]])
+    lines = [
+        "",
+        f"{manifest.arch} ({manifest.weights} weights), {args.photos} photos in Qdrant Edge "
+        f"(HNSW m={q.hnsw_m} ef_construct={q.hnsw_ef_construct} ef={q.hnsw_ef}, "
+        f"int8 quantization {'on' if q.quantization else 'off'}), "
+        f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
+        f"onnxruntime {ort.__version__}, commit {commit or '?'}, "
+        f"{datetime.now().strftime('%Y-%m-%d %H:%M')}",
+        f"command: {command}",
+        f"load average before the run: {load_before:.2f} (other work on the machine skews "
+        "every figure)",
+        f"Triton text model: queue delay {text_queue_delay_ms(repo):g} ms, onnxruntime threads "
+        f"{threads or 'default (all cores)'}; queries padded to a multiple of "
+        f"{settings.model.text_pad_multiple} tokens",
+        "",
+        "| raw, in this process (median) | ms |",
+        "|---|---:|",
+        f"| tokenize one query (ClipTokenizer), {args.text_runs} queries | {raw.tokenize_ms:.2f} |",
+        f"| text encoder (onnxruntime, batch 1), {args.text_runs} queries | {raw.text_ms:.2f} |",
+        f"| vector search (Edge, limit {LIMIT}), {args.search_runs} query embeddings "
+        f"| {raw.search_ms:.2f} |",
+        f"| text encoder + vector search | {raw.text_ms + raw.search_ms:.2f} |",
+        "",
+        "Through the API (latency from each request's scheduled send time; open loop):",
+        "",
+        PHASE_HEADER,
+        *(row(p) for p in phases),
+        "",
+        "send lag: how late this process sent a request (it shares the cores with the API and "
+        "Triton); it is part of the latency. cache flag wrong: answers whose `cached` was not "
+        "the phase's.",
+        "",
+        "Where the time went (means per search in ms, from the API's and Triton's /metrics; "
+        "'server' above is the API's took_ms):",
+        "",
+        BREAKDOWN_HEADER,
+        *(breakdown_row(p) for p in phases),
+    ]
+
+    cached = results.cached
+    held = [p.rate for p in results.steps if p.holds(UNCACHED_P99_MS)]
+    best = max(held) if held else None
+    base = raw.text_ms + raw.search_ms
+    ratio = results.low.ms(50) / base
+
+    def verdict(ok: bool) -> str:
+        return "yes" if ok else "**no**"
+
+    lines += [
+        "",
+        "| target | measured | met |",
+        "|---|---:|:---:|",
+        f"| cached p99 <= {CACHED_P99_MS:g} ms at {CACHED_RATE:g}/s "
+        f"| {cached.ms(99):.1f} ms ({cached.errors} errors, {cached.wrong_cache} not cached) "
+        f"| {verdict(cached.holds(CACHED_P99_MS))} |",
+        f"| uncached: highest rate at p99 <= {UNCACHED_P99_MS:g} ms, no errors or cached "
+        f"(design peak {DESIGN_PEAK:g}/s; tried {', '.join(f'{p.rate:g}' for p in results.steps)})"
+        f" | {f'{best:g}/s' if best is not None else 'none'} "
+        f"| {verdict(best is not None and best >= DESIGN_PEAK)} |",
+        f"| uncached p50 at {args.low_rate:g}/s <= {RATIO_TARGET:g} x (raw text {raw.text_ms:.1f}"
+        f" + raw search {raw.search_ms:.1f} ms) | {results.low.ms(50):.1f} ms = {ratio:.2f}x "
+        f"| {verdict(ratio <= RATIO_TARGET)} |",
+        "",
+        f"uncached p50 / (tokenize + raw text + raw search): "
+        f"{results.low.ms(50) / (base + raw.tokenize_ms):.2f}x; the Triton text queue delay "
+        f"({text_queue_delay_ms(repo):g} ms) is part of every uncached search at a low rate.",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--arch", default="ViT-B-32", help="exported when --repository is empty")
+    parser.add_argument(
+        "--repository",
+        type=Path,
+        default=default_repository(),
+        help="model repository, exported once and reused (default: var/bench-api/models)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=ROOT / "var" / "bench-api" / "data",
+        help="where the bench store is built once and reused (default: var/bench-api/data)",
+    )
+    parser.add_argument("--photos", type=int, default=100_000)
+    parser.add_argument("--clusters", type=int, default=1000, help="centres of the vectors")
+    parser.add_argument("--rebuild", action="store_true", help="build the store again")
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of each phase")
+    parser.add_argument(
+        "--rates",
+        type=lambda s: [float(x) for x in s.split(",")],
+        default=[5.0, 10.0, 20.0, 30.0, 40.0, 60.0, 80.0, 100.0],
+        help="uncached rates, requests/s (default: 5,10,20,30,40,60,80,100)",
+    )
+    parser.add_argument(
+        "--all-rates",
+        action="store_true",
+        help="keep stepping after two rates in a row missed the p99 target",
+    )
+    parser.add_argument("--low-rate", type=float, default=2.0, help="uncached p50 rate /s")
+    parser.add_argument("--cached-queries", type=int, default=200, help="the cached set")
+    parser.add_argument("--text-runs", type=int, default=50, help="raw text encoder queries")
+    parser.add_argument("--search-runs", type=int, default=200, help="raw search queries")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
+    parser.add_argument(
+        "--api-log-level", default="info", help="the API's (info, as served: with an access log)"
+    )
+    args = parser.parse_args()
+
+    repo = args.repository.resolve()
+    data_dir = args.data_dir.resolve()
+    prefix = f"bench-api-{os.getpid()}-{int(time.time())}"
+    # The API process and this one read the same settings: the environment plus these.
+    overrides = {
+        "PHOTOSEARCH_DATA_DIR": str(data_dir),
+        "PHOTOSEARCH_MODEL__REPOSITORY": str(repo),
+        "PHOTOSEARCH_REDIS__URL": args.redis_url,
+        "PHOTOSEARCH_REDIS__PREFIX": prefix,
+        "PHOTOSEARCH_API__ANONYMOUS_SEARCH": "true",
+    }
+    for name in ("PHOTOSEARCH_QDRANT__URL", "PHOTOSEARCH_QDRANT__PATH"):
+        if os.environ.pop(name, None) is not None:
+            print(f"note: {name} ignored: this benchmark uses the embedded store in --data-dir")
+    os.environ.update(overrides)
+    settings = Settings()
+
+    load_before = os.getloadavg()[0]
+    version = ensure_model(repo, args.arch)
+    dim = load_manifest(repo, version).embedding_dim
+    queries = Queries(seed=0)  # the same queries every run; the cache prefix is new each run
+    store, collection = ensure_store(
+        settings, version, dim, args.photos, args.clusters, args.rebuild
+    )
+    try:
+        print("raw text encoder and vector search ...", flush=True)
+        raw = raw_text(
+            repo,
+            version,
+            queries.take(args.text_runs),
+            queries.take(args.search_runs),
+            settings.model.text_pad_multiple,
+        )
+        raw.search_ms = raw_search(store, collection, raw.vectors)
+        raw.vectors = []
+    finally:
+        store.close()  # the API process owns the store from here on
+    print(
+        f"  tokenize {raw.tokenize_ms:.2f} ms, text encoder {raw.text_ms:.2f} ms, "
+        f"search {raw.search_ms:.2f} ms",
+        flush=True,
+    )
+
+    with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp:
+        work = Path(tmp)
+        try:
+            with TritonServer(repo, triton_ports(), work / "triton") as triton:
+                env = {**os.environ, "PHOTOSEARCH_TRITON__URL": triton.url}
+                (port,) = free_ports(1)
+                print("starting the API ...", flush=True)
+                with api_process(env, port, work / "api.log", args.api_log_level) as url:
+                    metrics = f"http://127.0.0.1:{triton.ports.metrics}/metrics"
+                    results = asyncio.run(load(url, metrics, args, queries))
+                log = (work / "api.log").read_text(errors="replace").splitlines()
+                problems = [line for line in log if "ERROR" in line or "Traceback" in line]
+        finally:
+            removed = delete_prefix(args.redis_url, prefix)
+            print(f"deleted {removed} Redis keys of {prefix}", flush=True)
+    if problems:
+        print(f"\nthe API logged {len(problems)} errors, the last ones:", *problems[-5:], sep="\n")
+    print(report(args, settings, version, raw, results, repo, load_before))
+
+
+if __name__ == "__main__":
+    main()

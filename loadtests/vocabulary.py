@@ -1,0 +1,103 @@
+"""Stock-photo vocabulary: unique search queries and the payloads of the bench store's photos."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+# Stock-photo searches: 3-7 words drawn from these, each query unique within a run.
+ADJECTIVES = [
+    "red", "blue", "golden", "old", "young", "happy", "smiling", "busy", "quiet", "snowy",
+    "rainy", "foggy", "colorful", "vintage", "modern", "tiny", "giant", "wild", "sleepy",
+    "wet", "bright", "dark", "empty", "crowded", "fresh", "wooden", "rusty", "green",
+    "autumn", "summer",
+]  # fmt: skip
+SUBJECTS = [
+    "cat", "dog", "golden retriever puppy", "bicycle", "coffee cup", "woman", "man",
+    "child", "family", "business team", "laptop", "mountain lake", "city skyline", "forest",
+    "beach", "sailboat", "train", "horse", "bird", "flower field", "bridge", "lighthouse",
+    "street market", "vegetables", "wedding couple", "runner", "chef", "tractor",
+    "hot air balloon", "waterfall", "desert road", "old car", "fox", "surfer", "skier",
+    "library", "farmer", "castle", "kitchen", "concert crowd",
+]  # fmt: skip
+ACTIONS = [
+    "running", "sleeping", "walking", "laughing", "reading", "cooking", "jumping",
+    "swimming", "working", "playing", "waiting", "dancing", "flying", "resting", "eating",
+]  # fmt: skip
+PLACES = [
+    "on the beach", "in the snow", "in a park", "against a brick wall", "in tokyo",
+    "in new york", "at the office", "on a wooden desk", "by the sea", "in the mountains",
+    "in a forest", "on a farm", "in the rain", "at the market", "in paris", "on a rooftop",
+    "in the desert", "by a river", "in a kitchen", "at the station", "under a bridge",
+    "in a field", "on the street", "at home", "in the garden", "over the ocean",
+    "in a cafe", "in the city", "near a lake", "on a boat",
+]  # fmt: skip
+TIMES = [
+    "at sunset", "at dawn", "at night", "in winter", "in autumn", "in spring", "at noon",
+    "close-up", "aerial view", "black and white", "in fog", "at golden hour",
+    "long exposure", "from above", "in the evening",
+]  # fmt: skip
+TEMPLATES = [
+    "{adj} {subject} {place}",
+    "{subject} {action} {place}",
+    "{adj} {subject} {place} {time}",
+    "{subject} {place} {time}",
+    "{adj} {subject} {action} {place}",
+    "{subject} {action} {time}",
+]
+TAGS = sorted({w for s in SUBJECTS for w in s.split()} | set(ADJECTIVES) | set(ACTIONS))
+FIRST_NAMES = ["Ana", "Ben", "Chloe", "David", "Emma", "Felix", "Grace", "Hugo", "Iris", "Jonas"]
+LAST_NAMES = ["Smith", "Garcia", "Kim", "Müller", "Rossi", "Dubois", "Tanaka", "Silva", "Novak"]
+LICENSES = ["standard", "extended", "editorial"]
+
+
+class Queries:
+    """Unique queries: no text comes out twice in one run (the normalized form, as cached)."""
+
+    def __init__(self, seed: int) -> None:
+        self._rng = random.Random(seed)
+        self._seen: set[str] = set()
+        self._counter = 0
+
+    def next(self) -> str:
+        r = self._rng
+        for _ in range(50):
+            text = r.choice(TEMPLATES).format(
+                adj=r.choice(ADJECTIVES),
+                subject=r.choice(SUBJECTS),
+                action=r.choice(ACTIONS),
+                place=r.choice(PLACES),
+                time=r.choice(TIMES),
+            )
+            if text not in self._seen:
+                break
+        else:  # the combinations are running out: a counter keeps it unique
+            self._counter += 1
+            text = f"{text} {self._counter}"
+        self._seen.add(text)
+        return text
+
+    def take(self, count: int) -> list[str]:
+        return [self.next() for _ in range(count)]
+
+
+def photo_payload(r: random.Random, i: int, version: int, now: str) -> tuple[str, dict[str, Any]]:
+    """A photo's identity and the payload the indexer would write for it."""
+    key = f"{i // 1000:03d}/IMG_{i:07d}.jpg"
+    created = datetime(2005, 1, 1, tzinfo=UTC) + timedelta(seconds=r.randrange(20 * 365 * 86400))
+    subject = r.choice(SUBJECTS)
+    return key, {
+        "title": f"{r.choice(ADJECTIVES).capitalize()} {subject} {r.choice(PLACES)}",
+        "tags": sorted({*subject.split(), *r.sample(TAGS, r.randint(2, 7))}),
+        "photographer": f"{r.choice(FIRST_NAMES)} {r.choice(LAST_NAMES)}",
+        "license": r.choice(LICENSES),
+        "created_at": created.isoformat(),
+        "extra": {},
+        "photo_id": key,
+        "source_uri": f"s3://photostock-originals/{key}",
+        "content_version": f"{r.getrandbits(128):032x}",
+        "meta_hash": f"{r.getrandbits(64):016x}",
+        "model_version": version,
+        "indexed_at": now,
+    }
