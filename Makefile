@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PHOTOSEARCH := $(BIN)/photosearch
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup browser run test lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -30,7 +30,16 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+# The search page is tested in Debian's Chromium (driven by Playwright; never `playwright
+# install`, which downloads). Installed from the Debian registry when the machine lacks it.
+browser:
+	@test -x /usr/bin/chromium || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $$SUDO apt-get install -y -qq --no-install-recommends chromium \
+	  || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium; }; }
+
+test: lint browser
 	$(BIN)/pytest
 
 bench: setup

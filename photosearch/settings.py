@@ -183,7 +183,7 @@ class ApiSettings(BaseModel):
     )
     search_timeout_s: float = Field(2.0, gt=0, description="Deadline of one vector search.")
     redis_timeout_s: float = Field(
-        0.05, gt=0, description="Deadline of one cache call; past it the cache is bypassed."
+        0.25, gt=0, description="Deadline of one cache call; past it the cache is bypassed."
     )
     redis_retry_s: float = Field(
         2.0, ge=0, description="After a cache failure, bypass Redis this long before trying."

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from photosearch.settings import Settings, get_settings
@@ -21,6 +23,15 @@ from query_api.services import Services
 STATIC = Path(__file__).parent / "static"
 # Multipart framing around an upload: boundaries and part headers.
 _MULTIPART_SLACK = 64 * 1024
+
+
+class _Static(StaticFiles):
+    """The page's scripts and styles: revalidated on each load, so a deploy is seen at once."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers["Cache-Control"] = "no-cache"
+        return response
 
 
 class BodyLimit:
@@ -96,7 +107,7 @@ def create_app(settings: Settings | None = None, *, store: VectorStore | None = 
         app.include_router(router)
     app.add_middleware(BodyLimit, max_bytes=settings.api.max_upload_bytes + _MULTIPART_SLACK)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
-    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.mount("/static", _Static(directory=STATIC), name="static")
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:

@@ -106,7 +106,7 @@ async def _search(
         lambda: svc.store.search(
             collection,
             vector,
-            limit=page.limit,
+            limit=page.limit + 1,  # one more tells whether a next page exists
             offset=page.offset,
             filter=page.to_store(exclude_ids),
             score_threshold=page.score_threshold,
@@ -117,8 +117,11 @@ async def _search(
 def _response(
     root: str, hits: list[Hit], collection: str, cached: bool, page: Page, start: float
 ) -> SearchResponse:
-    results = [Result(score=hit.score, **to_photo(root, hit.photo_id, hit.payload)) for hit in hits]
-    more = len(hits) == page.limit and page.offset + page.limit <= MAX_OFFSET
+    results = [
+        Result(score=hit.score, **to_photo(root, hit.photo_id, hit.payload))
+        for hit in hits[: page.limit]
+    ]
+    more = len(hits) > page.limit and page.offset + page.limit <= MAX_OFFSET
     return SearchResponse(
         results=results,
         model_version=model_version_of(collection),

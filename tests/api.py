@@ -45,7 +45,8 @@ def api_settings(
         model={"repository": repository},
         redis={"url": redis_url, "prefix": f"pstest-{uuid.uuid4().hex[:8]}"},
         indexer={"batch_size": 4, "retry_backoff_max_s": 2, "max_retries": 3},
-        api={"keys": KEYS, **api},
+        # A generous cache deadline: a loaded CI machine must not turn a hit into a bypass.
+        api={"keys": KEYS, "redis_timeout_s": 2.0, **api},
     )
 
 

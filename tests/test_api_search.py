@@ -194,6 +194,14 @@ def test_filters_select_by_metadata_and_pages_tile_the_ranking(api: Api) -> None
         pages += [r["id"] for r in body["results"]]
         offset = body["next_offset"]
     assert pages == everything and len(pages) == 25
+    offsets: list[int] = []
+    offset = 0
+    while offset is not None:  # 25 = 5 x 5: the fifth page is the last, no empty sixth
+        body = api.search("a city at night", limit=5, offset=offset)
+        assert len(body["results"]) == 5
+        offsets.append(offset)
+        offset = body["next_offset"]
+    assert offsets == [0, 5, 10, 15, 20]
 
     ranked = api.search("a city at night", limit=25)["results"]
     threshold = (ranked[5]["score"] + ranked[6]["score"]) / 2
@@ -372,6 +380,9 @@ def test_openapi_documents_every_endpoint_and_health_answers(api: Api) -> None:
     params = {p["name"] for p in paths["/v1/search"]["get"]["parameters"]}
     assert {"q", "limit", "offset", "tags_any", "photographer", "score_threshold"} <= params
     assert httpx.get(api.url + "/healthz").json() == {"status": "ok"}
+    page = httpx.get(api.url + "/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert httpx.get(api.url + "/static/app.js").headers["cache-control"] == "no-cache"
     ready = httpx.get(api.url + "/readyz")
     assert ready.status_code == 200 and ready.json()["status"] == "ready"
     api.search("a fresh query for the metrics")

@@ -1,0 +1,317 @@
+"""The search page in the machine's Chromium, against the real API, Triton, Redis and store.
+
+Every check compares what the page shows with what the JSON API answers for the same
+search. Playwright drives Debian's /usr/bin/chromium (never a browser of `playwright install`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from redis import Redis
+
+from model.triton_server import TritonServer
+from photosearch.settings import Settings
+from photosearch.vectorstore import VectorStore, open_store
+from tests.api import SEARCH_KEY, Indexed, api_settings, index_photos, serving
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+]
+WAIT_MS = 15_000
+# The grid counts the searches it started and is aria-busy while one runs.
+SETTLED = """n => {
+  const grid = document.querySelector('[data-testid=results]');
+  return Number(grid.dataset.requests || 0) > n && !grid.hasAttribute('aria-busy');
+}"""
+
+
+@dataclass
+class Site:
+    url: str
+    settings: Settings
+    store: VectorStore
+    indexed: Indexed
+
+    def api(self, path: str, **params: Any) -> dict[str, Any]:
+        response = httpx.get(self.url + path, params=params)
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+
+def drop_keys(settings: Settings) -> None:
+    redis = Redis.from_url(settings.redis.url)
+    keys = list(redis.scan_iter(f"{settings.redis.prefix}*"))
+    if keys:
+        redis.delete(*keys)
+
+
+@pytest.fixture(scope="module")
+def site(
+    triton: TritonServer, repository: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Site]:
+    """12 real-photo variants behind the API with anonymous search on, as the public page runs."""
+    tmp = tmp_path_factory.mktemp("page")
+    # A generous cache deadline: the test asserts on `cached`, and this machine may be busy.
+    settings = api_settings(
+        tmp / "data", triton.url, repository, anonymous_search=True, redis_timeout_s=2.0
+    )
+    store = open_store(settings)
+    try:
+        indexed = index_photos(store, settings, tmp / "photos", 12)
+        with serving(settings, store) as server:
+            yield Site(server.url, settings, store, indexed)
+    finally:
+        store.close()
+        drop_keys(settings)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh context (no stored API key) that fails the test on an uncaught script error."""
+    context = browser.new_context()
+    context.set_default_timeout(WAIT_MS)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        yield tab
+        assert errors == []
+    finally:
+        context.close()
+
+
+def started(page: Page) -> int:
+    return int(page.get_by_test_id("results").get_attribute("data-requests") or 0)
+
+
+def settle(page: Page, before: int) -> None:
+    """Until a search started after `before` has been answered and shown."""
+    page.wait_for_function(SETTLED, arg=before, timeout=WAIT_MS)
+
+
+def search(page: Page, q: str) -> None:
+    before = started(page)
+    box = page.get_by_test_id("search-input")
+    box.fill(q)
+    box.press("Enter")
+    settle(page, before)
+
+
+def cards(page: Page) -> list[tuple[str, str]]:
+    """(id, shown score) of every result card, in order."""
+    found: list[list[str]] = page.eval_on_selector_all(
+        "[data-testid=result]",
+        "els => els.map(e => [e.dataset.id, e.querySelector('[data-testid=result-score]')"
+        ".textContent])",
+    )
+    return [(i, s) for i, s in found]
+
+
+def ids_of(body: dict[str, Any]) -> list[str]:
+    return [r["id"] for r in body["results"]]
+
+
+def shown(body: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(r["id"], f"{r['score']:.2f}") for r in body["results"]]
+
+
+def thumbnails_loaded(page: Page) -> None:
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=result] img')]"
+        ".every(i => i.complete && i.naturalWidth > 0)",
+        timeout=WAIT_MS,
+    )
+
+
+def open_filters(page: Page) -> None:
+    page.get_by_test_id("filters").locator("summary").click()
+
+
+def test_text_search_shows_the_api_results_with_loaded_thumbnails(site: Site, page: Page) -> None:
+    """Query + Enter: the cards are the API's answer; thumbnails load; the cache is reported."""
+    page.goto(site.url)
+    expect(page).to_have_title("PhotoSearch")
+    query = "a cat sitting on a sofa"
+    search(page, query)
+    status = page.get_by_test_id("status")
+    expect(status).to_contain_text("query embedding not cached")
+
+    body = site.api("/v1/search", q=query, limit=20)
+    assert len(body["results"]) == 12 and body["next_offset"] is None
+    assert cards(page) == shown(body)
+    expect(status).to_contain_text("12 results")
+    expect(status).to_contain_text("model version 1")
+    expect(page.get_by_test_id("results-heading")).to_have_text(f"Results for “{query}”")
+    expect(page.get_by_test_id("more-results")).to_be_hidden()
+
+    images = page.locator("[data-testid=result] img")
+    expect(images).to_have_count(12)
+    thumbnails_loaded(page)
+    first = body["results"][0]
+    assert images.first.get_attribute("alt") == first["metadata"]["title"]
+    assert images.first.get_attribute("src") == first["thumbnail_url"]
+
+    search(page, query)  # the same query again: its embedding now comes from Redis
+    expect(status).to_contain_text("query embedding cached")
+    assert cards(page) == shown(body)
+
+
+def test_filters_narrow_the_results_as_the_api_does(site: Site, page: Page) -> None:
+    """Photographer, tags (repeated tags_any), whole-day dates and a minimum score."""
+    page.goto(site.url)
+    open_filters(page)
+    query = "a photo"
+    page.get_by_label("Photographer").fill("ana")
+    search(page, query)
+    body = site.api("/v1/search", q=query, limit=20, photographer="ana")
+    assert cards(page) == shown(body)
+    ana = {p for p, meta in site.indexed.payloads.items() if meta["photographer"] == "ana"}
+    assert set(ids_of(body)) == ana and len(ana) == 4
+
+    page.get_by_label("Photographer").fill("")
+    page.get_by_label("Tags (comma-separated)").fill("cat, night")
+    search(page, query)
+    body = site.api("/v1/search", q=query, limit=20, tags_any=["cat", "night"])
+    assert cards(page) == shown(body)
+    tagged = {
+        p for p, meta in site.indexed.payloads.items() if {"cat", "night"} & set(meta["tags"])
+    }
+    assert set(ids_of(body)) == tagged and 0 < len(tagged) < 12
+
+    # Photo i was created on 2024-01-01 + 10 i days: 01-11 .. 02-10 holds photos 1 to 4.
+    page.get_by_label("Tags (comma-separated)").fill("")
+    page.get_by_label("Created from").fill("2024-01-11")
+    page.get_by_label("Created to").fill("2024-02-10")
+    search(page, query)
+    assert {i for i, _ in cards(page)} == {f"photo{i:03d}.jpg" for i in range(1, 5)}
+
+    page.get_by_label("Created from").fill("")
+    page.get_by_label("Created to").fill("")
+    everything = site.api("/v1/search", q=query, limit=20)
+    threshold = round(everything["results"][5]["score"], 4)
+    page.get_by_label("Minimum score").fill(str(threshold))
+    search(page, query)
+    body = site.api("/v1/search", q=query, limit=20, score_threshold=threshold)
+    assert cards(page) == shown(body)
+    assert 0 < len(body["results"]) < 12
+    assert all(r["score"] >= threshold for r in body["results"])
+
+
+def test_keyboard_only_more_like_this_and_more_results(site: Site, page: Page) -> None:
+    """/ focuses the box; Enter searches; Tab reaches a card; Enter shows its neighbours."""
+    page.goto(site.url)
+    open_filters(page)
+    page.get_by_label("Per page").select_option("10")
+    page.get_by_role("heading", name="PhotoSearch").click()  # focus leaves the form
+
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.dataset.testid") == "search-input"
+    query = "a rocket on its launch pad"
+    before = started(page)
+    page.keyboard.type(query)
+    page.keyboard.press("Enter")
+    settle(page, before)
+    body = site.api("/v1/search", q=query, limit=10)
+    assert cards(page) == shown(body)
+
+    for _ in range(30):  # the form's controls first, then the grid
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.dataset.testid") == "result":
+            break
+    focused = page.evaluate("document.activeElement.dataset.id")
+    first = body["results"][0]
+    assert focused == first["id"]
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline not in ("", "none")
+
+    before = started(page)
+    page.keyboard.press("Enter")
+    settle(page, before)
+    similar = site.api(f"/v1/photos/{first['id']}/similar", limit=10)
+    assert cards(page) == shown(similar)
+    assert len(similar["results"]) == 10 and first["id"] not in ids_of(similar)
+    heading = page.get_by_test_id("results-heading")
+    expect(heading).to_have_text(f"More like {first['metadata']['title']}")
+    expect(heading).to_be_focused()
+
+    more = page.get_by_test_id("more-results")
+    expect(more).to_be_visible()
+    before = started(page)
+    more.click()
+    settle(page, before)
+    rest = site.api(f"/v1/photos/{first['id']}/similar", limit=10, offset=10)
+    assert cards(page) == shown(similar) + shown(rest)
+    assert len(cards(page)) == 11  # every other photo, once
+    expect(more).to_be_hidden()
+    expect(page.get_by_test_id("status")).to_contain_text("11 results")
+
+
+def test_image_upload_finds_that_photo_first(site: Site, page: Page) -> None:
+    """Search by image: an indexed photo's own file comes back first, as the API answers."""
+    page.goto(site.url)
+    photo_id = site.indexed.ids[5]
+    path = site.indexed.files[photo_id]
+    before = started(page)
+    page.get_by_label("Search by image").set_input_files(path)
+    settle(page, before)
+    found = cards(page)
+    assert found[0][0] == photo_id
+    response = httpx.post(
+        site.url + "/v1/search/image", params={"limit": 20}, files={"file": path.read_bytes()}
+    )
+    assert response.status_code == 200, response.text
+    assert found == shown(response.json())
+    expect(page.get_by_test_id("results-heading")).to_have_text(f"Photos like {path.name}")
+
+
+def test_without_anonymous_search_the_page_shows_the_401_then_works_with_a_key(
+    site: Site, page: Page, tmp_path: Path
+) -> None:
+    """The API's 401 message in the status line; the stored API key is sent and kept."""
+    settings = api_settings(tmp_path / "data", site.settings.triton.url, site.settings.repository)
+    assert not settings.api.anonymous_search
+    try:
+        with serving(settings, site.store) as closed:
+            page.goto(closed.url)
+            search(page, "a cup of coffee")
+            status = page.get_by_test_id("status")
+            expect(status).to_have_text(
+                "an API key is required (X-API-Key or Authorization: Bearer)"
+            )
+            expect(status).to_have_class("error")
+            assert cards(page) == []
+
+            page.locator("details.key summary").click()
+            page.get_by_label("API key").fill(SEARCH_KEY)
+            search(page, "a cup of coffee")
+            expect(status).not_to_have_class("error")
+            assert len(cards(page)) == 12
+            thumbnails_loaded(page)  # fetched with the key: an <img> alone would get a 401
+
+            page.reload()
+            expect(page.get_by_label("API key")).to_have_value(SEARCH_KEY)
+    finally:
+        drop_keys(settings)
