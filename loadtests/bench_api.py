@@ -313,6 +313,12 @@ def main() -> None:
     parser.add_argument("--search-runs", type=int, default=200, help="raw search queries")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
     parser.add_argument(
+        "--text-delay-us",
+        type=int,
+        default=None,
+        help="rewrite the repository's text queue delay first [default: keep the exported one]",
+    )
+    parser.add_argument(
         "--api-log-level", default="info", help="the API's (info, as served: with an access log)"
     )
     args = parser.parse_args()
@@ -336,6 +342,11 @@ def main() -> None:
 
     load_before = os.getloadavg()[0]
     version = ensure_model(repo, args.arch)
+    if args.text_delay_us is not None:
+        from model.repository import write_configs
+        from model.triton_config import BatchingOptions
+
+        write_configs(repo, "cpu", BatchingOptions(text_queue_delay_us=args.text_delay_us))
     dim = load_manifest(repo, version).embedding_dim
     queries = Queries(seed=0)  # the same queries every run; the cache prefix is new each run
     store, collection = ensure_store(

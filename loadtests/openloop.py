@@ -44,7 +44,8 @@ class HttpPool:
     async def get(self, target: str) -> tuple[int, bytes]:
         async with self._slots:
             for attempt in (1, 2):
-                reused = bool(self._idle)
+                # The retry takes a new connection: other idle ones may be just as stale.
+                reused = bool(self._idle) and attempt == 1
                 conn = self._idle.pop() if reused else await self._open()
                 try:
                     status, body, keep = await self._exchange(conn, target)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
@@ -48,6 +48,8 @@ class Services:
     own_store: bool
     # In-flight text embeddings: concurrent misses of one query share one Triton call.
     inflight: dict[tuple[int, str], asyncio.Future[Embeddings]] = field(default_factory=dict)
+    # Query counts, written after the answer leaves; held here so none is garbage-collected.
+    background: set[asyncio.Task[None]] = field(default_factory=set)
 
     @classmethod
     def open(cls, settings: Settings, store: VectorStore | None, metrics: Metrics) -> Services:
@@ -88,7 +90,15 @@ class Services:
             own_store=store is None,
         )
 
+    def later(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run a Redis write off the answer's path; it keeps its own deadline, never raises."""
+        task = asyncio.get_running_loop().create_task(work)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
     async def close(self) -> None:
+        if self.background:
+            await asyncio.wait(self.background, timeout=1.0)
         await self.embedder.close()
         await self.redis.aclose()
         self.jobs.redis.close()
