@@ -119,9 +119,22 @@ def _call(task: Any, *args: Any) -> Any:
 @index_app.command("rollback")
 def rollback_command() -> None:
     """Searches go back to the previous collection (and model version) at once."""
-    from indexer.tasks import rollback
+    from indexer.jobs import FINISHED, JobKind, JobState
+    from indexer.tasks import rollback_job
 
-    typer.echo(_call(rollback))
+    # A job record, not a task result: the API asks the same way, and a worker embedded in
+    # another process (the API's) answers it like any other.
+    jobs = _jobs()
+    job_id = jobs.create(JobKind.ROLLBACK)
+    rollback_job.delay(job_id)
+    job = jobs.wait(job_id, timeout_s=60)
+    if job is None or job.state not in FINISHED:
+        typer.echo("no worker answered within 60 s: is `photosearch worker` running?", err=True)
+        raise typer.Exit(2)
+    if job.state == JobState.FAILED:
+        typer.echo(f"refused: {job.message}", err=True)
+        raise typer.Exit(1)
+    typer.echo(job.message)
 
 
 @index_app.command("drop")

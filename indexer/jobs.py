@@ -153,6 +153,15 @@ class Jobs:
         known = JobStatus.__dataclass_fields__
         return JobStatus(**{k: v for k, v in data.items() if k in known})
 
+    def wait(self, job_id: str, timeout_s: float, poll_s: float = 0.05) -> JobStatus | None:
+        """The job once it has finished, or its latest record when timeout_s passes first."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.get(job_id)
+            if (job is not None and job.state in FINISHED) or time.monotonic() >= deadline:
+                return job
+            time.sleep(poll_s)
+
     def recent(self, limit: int = 20) -> list[JobStatus]:
         ids: list[bytes] = self.redis.zrevrange(self._key("jobs"), 0, limit - 1)  # type: ignore[assignment]
         return [job for job in (self.get(i.decode()) for i in ids) if job is not None]

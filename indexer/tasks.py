@@ -209,15 +209,9 @@ def optimize(collection: str) -> None:
     runtime().store.optimize(collection)
 
 
-@app.task(name="indexer.rollback")
-def rollback() -> str:
-    """Point searches back at the previous collection."""
-    return reindexing.rollback(runtime())
-
-
 @app.task(name="indexer.rollback_job", base=JobTask, ignore_result=True)
 def rollback_job(job_id: str) -> None:
-    """A rollback asked through the API: its outcome goes into its job record, not a result."""
+    """Point searches back at the previous collection; the outcome goes into the job record."""
     rt = runtime()
     rt.jobs.start(job_id, state=JobState.RUNNING)
     try:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Annotated, Any
 from urllib.parse import urlparse
 
@@ -99,18 +97,13 @@ async def rollback(
         return job_id
 
     job_id = await run_in_threadpool(send)
-    deadline = time.monotonic() + services.settings.api.admin_wait_s
-    while True:
-        job = await run_in_threadpool(services.jobs.get, job_id)
-        if job is not None and job.state in FINISHED:
-            break
-        if time.monotonic() > deadline:
-            response.status_code = 202
-            state = job.state if job is not None else JobState.QUEUED
-            return RollbackResponse(
-                job_id=job_id, state=state, message="no worker has answered yet: see the job"
-            )
-        await asyncio.sleep(0.05)
+    job = await run_in_threadpool(services.jobs.wait, job_id, services.settings.api.admin_wait_s)
+    if job is None or job.state not in FINISHED:
+        response.status_code = 202
+        state = job.state if job is not None else JobState.QUEUED
+        return RollbackResponse(
+            job_id=job_id, state=state, message="no worker has answered yet: see the job"
+        )
     if job.state == JobState.FAILED:
         raise ApiError(409, f"rollback refused: {job.message}")
     return RollbackResponse(job_id=job_id, state="done", message=job.message)
