@@ -10,8 +10,11 @@ from query_api.auth import Caller, presented_key
 from query_api.errors import ApiError
 from query_api.services import Services
 
+# Dependencies are `async def`: FastAPI runs a plain `def` one on a worker thread, a hop per
+# dependency per request that costs more than these few dictionary lookups.
 
-def get_services(request: Request) -> Services:
+
+async def get_services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
 
@@ -19,7 +22,7 @@ def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def _caller(
+async def _caller(
     request: Request,
     services: ServicesDep,
     x_api_key: Annotated[str | None, Header(description="An API key.")] = None,
@@ -37,7 +40,7 @@ def _caller(
 
 
 def _require(scope: str) -> object:
-    def check(caller: Annotated[Caller, Depends(_caller)]) -> Caller:
+    async def check(caller: Annotated[Caller, Depends(_caller)]) -> Caller:
         if scope in caller.scopes:
             return caller
         if not caller.scopes and caller.name == "anonymous":
@@ -57,7 +60,7 @@ SearchCaller = Annotated[Caller, Depends(_require("search"))]
 AdminCaller = Annotated[Caller, Depends(_require("admin"))]
 
 
-def root_path(request: Request) -> str:
+async def root_path(request: Request) -> str:
     """The prefix a proxy mounted the API under, for the URLs in answers."""
     return str(request.scope.get("root_path", "")).rstrip("/")
 
