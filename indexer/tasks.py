@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from typing import Any
 
 from celery import Task
@@ -231,12 +232,4 @@ def drop(collection: str) -> str:
 @app.task(name="indexer.collections")
 def collections() -> list[dict[str, Any]]:
     """The collections and their aliases, as the store owner sees them."""
-    return [
-        {
-            "name": c.name,
-            "model_version": c.model_version,
-            "points": c.points,
-            "aliases": list(c.aliases),
-        }
-        for c in reindexing.collections(runtime())
-    ]
+    return [asdict(c) for c in reindexing.collections(runtime())]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from photosearch.embedding.manifest import TEXT_MODEL
+from tests.api import sample as metric
 
 REQUEST_TIMEOUT_S = 10.0
 
@@ -127,16 +128,6 @@ def fetch_text(url: str) -> str:
             return str(response.read().decode())
     except (urllib.error.URLError, OSError):
         return ""
-
-
-def metric(text: str, name: str, **labels: str) -> float:
-    """A Prometheus sample summed over the series whose labels include `labels`."""
-    wanted = [f'{k}="{v}"' for k, v in labels.items()]
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith((name + "{", name + " ")) and all(w in line for w in wanted):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 @dataclass(frozen=True)

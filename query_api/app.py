@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -62,8 +63,6 @@ class BodyLimit:
         await self.app(scope, counted, send)
 
     async def _too_large(self, send: Send) -> None:
-        import json
-
         body = json.dumps(
             error_body("too_large", f"the request body is larger than {self.max_bytes} bytes")
         ).encode()

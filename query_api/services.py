@@ -119,19 +119,15 @@ class Services:
             return await asyncio.wait_for(loop.run_in_executor(self.store_pool, call), timeout)
         except CollectionNotFound:
             raise
-        except TimeoutError:
+        except (TimeoutError, StoreError, OSError) as exc:
             self.metrics.store_errors.labels(operation).inc()
+            reason = (
+                f"did not answer {operation} within {timeout:.3g} s"
+                if isinstance(exc, TimeoutError)
+                else f"failed ({operation}): {exc}"
+            )
             raise Unavailable(
-                "vector_store",
-                f"the vector store did not answer {operation} within {timeout:.3g} s",
-                self.settings.api.retry_after_s,
-            ) from None
-        except (StoreError, OSError) as exc:
-            self.metrics.store_errors.labels(operation).inc()
-            raise Unavailable(
-                "vector_store",
-                f"the vector store failed ({operation}): {exc}",
-                self.settings.api.retry_after_s,
+                "vector_store", f"the vector store {reason}", self.settings.api.retry_after_s
             ) from None
         finally:
             if operation.startswith("search"):

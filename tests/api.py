@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 
 from photosearch.embedding.client import EmbeddingClient
@@ -117,6 +118,21 @@ async def embed_images(settings: Settings, data: list[bytes], version: int) -> A
 async def embed_texts(settings: Settings, texts: list[str], version: int) -> Any:
     async with EmbeddingClient(settings.triton.url, settings.repository) as client:
         return await client.encode_texts(texts, model_version=version)
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """A Prometheus sample summed over the series whose labels include `labels`."""
+    wanted = [f'{k}="{v}"' for k, v in labels.items()]
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith((name + "{", name + " ")) and all(w in line for w in wanted):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def metric(url: str, name: str, **labels: str) -> float:
+    """The same, read from the app's /metrics."""
+    return sample(httpx.get(url + "/metrics").text, name, **labels)
 
 
 class ApiServer:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from PIL import Image
+from redis import Redis
 
 from indexer.jobs import FINISHED, Jobs, JobStatus
 from photosearch.settings import Settings
@@ -63,6 +64,15 @@ def settings_for(data_dir: Path, triton_url: str, repository: Path, **indexer: o
         redis={"url": REDIS_URL, "prefix": f"pstest-{uuid.uuid4().hex[:8]}"},
         indexer={"batch_size": 4, "retry_backoff_max_s": 2, "max_retries": 3, **indexer},
     )
+
+
+def drop_keys(settings: Settings) -> None:
+    """Delete every Redis key of one test's prefix (jobs, cache, queues)."""
+    redis = Redis.from_url(settings.redis.url)
+    keys = list(redis.scan_iter(f"{settings.redis.prefix}*"))
+    if keys:
+        redis.delete(*keys)
+    redis.close()
 
 
 def env_of(settings: Settings, extra: Mapping[str, str] | None = None) -> dict[str, str]:

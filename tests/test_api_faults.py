@@ -17,7 +17,7 @@ import pytest
 
 from model.triton_server import TritonServer
 from photosearch.vectorstore import open_store
-from tests.api import SEARCH_KEY, api_settings, index_photos, serving
+from tests.api import SEARCH_KEY, api_settings, index_photos, metric, serving
 from tests.conftest import free_ports, triton_ports
 
 SEARCH = {"X-API-Key": SEARCH_KEY}
@@ -91,13 +91,6 @@ def search(url: str, q: str) -> tuple[int, dict[str, Any], float]:
     )
 
 
-def metric(url: str, line_start: str) -> float:
-    for line in httpx.get(url + "/metrics").text.splitlines():
-        if line.startswith(line_start):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 def test_redis_stopped_mid_test_searches_still_answer_and_the_cache_returns(
     triton: TritonServer, repository: Path, tmp_path: Path, private_redis: RedisProcess
 ) -> None:
@@ -121,7 +114,7 @@ def test_redis_stopped_mid_test_searches_still_answer_and_the_cache_returns(
                 answered.append(seconds)
             # Bypassed, not waited on: connection refused, then no Redis call for redis_retry_s.
             assert max(answered) < 5
-            assert metric(api.url, 'photosearch_query_cache_total{result="bypass"}') >= 4
+            assert metric(api.url, "photosearch_query_cache_total", result="bypass") >= 4
             ready = httpx.get(api.url + "/readyz")
             assert ready.status_code == 200 and ready.json()["status"] == "degraded"
             assert ready.json()["checks"]["redis"]["ok"] is False

@@ -27,7 +27,7 @@ from model.triton_server import TritonServer
 from photosearch.settings import Settings
 from photosearch.vectorstore import LIVE_ALIAS, VectorStore, model_version_of, open_store
 from tests.api import ADMIN_KEY, SEARCH_KEY, api_settings, embed_texts, serving
-from tests.indexing import photo_folder, wait_idle
+from tests.indexing import drop_keys, photo_folder, wait_idle
 
 ADMIN = {"X-API-Key": ADMIN_KEY}
 SEARCH = {"X-API-Key": SEARCH_KEY}
@@ -82,10 +82,7 @@ def embedded(
     finally:
         runtime.close()
         store.close()
-        redis = Redis.from_url(settings.redis.url)
-        keys = list(redis.scan_iter(f"{settings.redis.prefix}*"))
-        if keys:
-            redis.delete(*keys)
+        drop_keys(settings)
 
 
 def test_reindex_through_the_api_keeps_query_and_collection_versions_equal_and_prewarms(

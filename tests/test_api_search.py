@@ -28,9 +28,11 @@ from tests.api import (
     api_settings,
     embed_texts,
     index_photos,
+    metric,
     serving,
 )
 from tests.images import encode
+from tests.indexing import drop_keys
 
 PLANTED = "planted/red-bicycle.jpg"
 PLANTED_QUERY = "a red bicycle against a brick wall"
@@ -83,10 +85,7 @@ def api(
             )
     finally:
         store.close()
-        redis = Redis.from_url(settings.redis.url)
-        keys = list(redis.scan_iter(f"{settings.redis.prefix}*"))
-        if keys:
-            redis.delete(*keys)
+        drop_keys(settings)
 
 
 def brute_force(api: Api, vector: Any, ids: list[str] | None = None) -> list[tuple[str, float]]:
@@ -96,18 +95,9 @@ def brute_force(api: Api, vector: Any, ids: list[str] | None = None) -> list[tup
     return sorted(scores, key=lambda s: -s[1])
 
 
-def metric(api: Api, name: str, **labels: str) -> float:
-    text = httpx.get(api.url + "/metrics").text
-    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    for line in text.splitlines():
-        if line.startswith(f"{name}{{{wanted}}}") or (not labels and line.startswith(name + " ")):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 def test_text_search_ranks_by_the_query_embedding_and_caches_it_until_the_ttl(api: Api) -> None:
-    misses = metric(api, "photosearch_query_cache_total", result="miss")
-    hits = metric(api, "photosearch_query_cache_total", result="hit")
+    misses = metric(api.url, "photosearch_query_cache_total", result="miss")
+    hits = metric(api.url, "photosearch_query_cache_total", result="hit")
     first = api.search("  A RED bicycle   against a brick wall ", limit=10)
 
     assert first["results"][0]["id"] == PLANTED
@@ -123,8 +113,8 @@ def test_text_search_ranks_by_the_query_embedding_and_caches_it_until_the_ttl(ap
     again = api.search(PLANTED_QUERY, limit=10)  # the same normalized query
     assert again["cached"] is True
     assert [r["id"] for r in again["results"]] == [r["id"] for r in first["results"]]
-    assert metric(api, "photosearch_query_cache_total", result="miss") == misses + 1
-    assert metric(api, "photosearch_query_cache_total", result="hit") == hits + 1
+    assert metric(api.url, "photosearch_query_cache_total", result="miss") == misses + 1
+    assert metric(api.url, "photosearch_query_cache_total", result="hit") == hits + 1
 
     time.sleep(api.settings.api.cache_ttl_s + 0.5)
     assert api.search(PLANTED_QUERY, limit=10)["cached"] is False
@@ -246,11 +236,11 @@ def test_api_keys_scopes_and_counts_per_key(api: Api) -> None:
     assert api.get("/v1/admin/jobs", headers=ADMIN).status_code == 200
     assert api.get("/v1/admin/jobs", headers={}).status_code == 401
 
-    before = metric(api, "photosearch_requests_by_key_total", key="ops-admin")
+    before = metric(api.url, "photosearch_requests_by_key_total", key="ops-admin")
     for _ in range(3):
         assert api.get("/v1/search?q=cat", headers=ADMIN).is_success
-    assert metric(api, "photosearch_requests_by_key_total", key="ops-admin") == before + 3
-    assert metric(api, "photosearch_requests_by_key_total", key="invalid") >= 1
+    assert metric(api.url, "photosearch_requests_by_key_total", key="ops-admin") == before + 3
+    assert metric(api.url, "photosearch_requests_by_key_total", key="invalid") >= 1
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from photosearch.vectorstore import LIVE_ALIAS, VectorStore, open_store
 from tests.images import broken_files, encode, png_header_only
 from tests.indexing import (
     WorkerProcess,
+    drop_keys,
     env_of,
     photo_folder,
     settings_for,
@@ -40,10 +41,7 @@ def settings(tmp_path: Path, triton: TritonServer, repository: Path) -> Iterator
     settings = settings_for(tmp_path / "data", triton.url, repository, visibility_timeout_s=3)
     configure(app, settings)
     yield settings
-    redis = Redis.from_url(settings.redis.url)
-    keys = list(redis.scan_iter(f"{settings.redis.prefix}*"))
-    if keys:
-        redis.delete(*keys)
+    drop_keys(settings)
 
 
 @pytest.fixture

@@ -14,12 +14,12 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
-from redis import Redis
 
 from model.triton_server import TritonServer
 from photosearch.settings import Settings
 from photosearch.vectorstore import VectorStore, open_store
 from tests.api import SEARCH_KEY, Indexed, api_settings, index_photos, serving
+from tests.indexing import drop_keys
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -49,13 +49,6 @@ class Site:
         assert response.status_code == 200, response.text
         body: dict[str, Any] = response.json()
         return body
-
-
-def drop_keys(settings: Settings) -> None:
-    redis = Redis.from_url(settings.redis.url)
-    keys = list(redis.scan_iter(f"{settings.redis.prefix}*"))
-    if keys:
-        redis.delete(*keys)
 
 
 @pytest.fixture(scope="module")

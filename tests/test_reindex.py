@@ -30,7 +30,15 @@ from photosearch.vectorstore import (
     open_store,
 )
 from tests.images import encode
-from tests.indexing import photo_folder, settings_for, variant, wait_idle, wait_job, write_photo
+from tests.indexing import (
+    drop_keys,
+    photo_folder,
+    settings_for,
+    variant,
+    wait_idle,
+    wait_job,
+    write_photo,
+)
 
 
 class SearchLoop(threading.Thread):
@@ -126,7 +134,4 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
     finally:
         runtime.close()
         store.close()
-        redis = Redis.from_url(settings.redis.url)
-        keys = list(redis.scan_iter(f"{settings.redis.prefix}*"))
-        if keys:
-            redis.delete(*keys)
+        drop_keys(settings)

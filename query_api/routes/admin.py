@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any
 from urllib.parse import urlparse
 
@@ -136,12 +137,4 @@ async def job(job_id: str, services: ServicesDep, caller: AdminCaller) -> Job:
 async def collections(services: ServicesDep, caller: AdminCaller) -> list[dict[str, Any]]:
     """Every collection with its model version, size and aliases."""
     found = await services.in_store("collections", services.store.collections)
-    return [
-        {
-            "name": c.name,
-            "model_version": c.model_version,
-            "points": c.points,
-            "aliases": list(c.aliases),
-        }
-        for c in found
-    ]
+    return [asdict(c) for c in found]

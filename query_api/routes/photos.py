@@ -43,6 +43,12 @@ async def _record(services: Services, photo_id: str) -> StoredPhoto:
     return found[0]
 
 
+def _validators(record: StoredPhoto, variant: str) -> tuple[dict[str, str], str]:
+    """The caching headers of one rendition of a photo, and its ETag for If-None-Match."""
+    etag = etag_of(record, variant)
+    return {"ETag": etag, "Cache-Control": _CACHE}, etag
+
+
 @router.get("/{photo_id:path}/similar", response_model=SearchResponse, responses=ERRORS)
 async def similar(
     photo_id: str,
@@ -64,8 +70,7 @@ async def image(
 ) -> Response:
     """The original file of the photo."""
     record = await _record(services, photo_id)
-    etag = etag_of(record, "original")
-    headers = {"ETag": etag, "Cache-Control": _CACHE}
+    headers, etag = _validators(record, "original")
     if if_none_match == etag:
         return Response(status_code=304, headers=headers)
     data = await asyncio.get_running_loop().run_in_executor(
@@ -84,8 +89,7 @@ async def thumbnail(
     """A JPEG thumbnail for result grids, kept in Redis for a day."""
     record = await _record(services, photo_id)
     size = services.settings.api.thumbnail_size
-    etag = etag_of(record, f"thumb{size}")
-    headers = {"ETag": etag, "Cache-Control": _CACHE}
+    headers, etag = _validators(record, f"thumb{size}")
     if if_none_match == etag:
         return Response(status_code=304, headers=headers)
     key = thumbnail_key(services, etag)
