@@ -6,6 +6,7 @@ import typer
 
 from indexer.cli import beat_command, index_app, worker_command
 from model.cli import model_app, triton_app
+from photosearch.settings_doc import settings_table
 from query_api.cli import api_app
 
 app = typer.Typer(no_args_is_help=True, help="PhotoSearch: CLIP search over PhotoStock's photos.")
@@ -15,6 +16,12 @@ app.add_typer(index_app, name="index")
 app.add_typer(api_app, name="api")
 app.command("worker")(worker_command)
 app.command("beat")(beat_command)
+
+
+@app.command("settings")
+def settings_command() -> None:
+    """Print every PHOTOSEARCH_* setting, its default and meaning: README.md's Markdown table."""
+    typer.echo(settings_table())
 
 
 def main() -> None:
