@@ -12,7 +12,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0 torchvision==0.28.0
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[embedded,export,dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[embedded,export,dev,demo]'
 	touch $@
 
 # Export ViT-B-32 once (pretrained where a network exists, random weights where not), then
