@@ -72,6 +72,12 @@ def load_clip(arch: str, pretrained: str) -> LoadedClip:
                 f"--pretrained {pretrained!r} is neither a file nor a tag of {name} "
                 f"(tags: {open_clip.list_pretrained_tags_by_model(name)})"
             )
+    if checkpoint is None:
+        # Random weights, but the same ones on every machine and every export: two exports
+        # of one architecture embed alike, and tests see one model, not a new draw each run.
+        import torch
+
+        torch.manual_seed(0)
     try:
         clip, _, _ = open_clip.create_model_and_transforms(name, pretrained=checkpoint)
     except RuntimeError as exc:

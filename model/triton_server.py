@@ -12,6 +12,7 @@ import sysconfig
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -67,8 +68,12 @@ class TritonInstall:
             link = target / name
             link.unlink(missing_ok=True)
             link.symlink_to(self.python_backend / name)
+        # The backend looks for the stub beside itself. Copied under another name and renamed
+        # into place: stubs of a killed server may still be running the old file.
         stub = target / "triton_python_backend_stub"
-        shutil.copy2(self.stub, stub)  # the backend looks for the stub beside itself
+        partial = target / f".stub-{os.getpid()}"
+        shutil.copy2(self.stub, partial)
+        os.replace(partial, stub)
         return under
 
     def environment(self) -> dict[str, str]:
@@ -98,6 +103,7 @@ class TritonServer:
         *,
         startup_timeout_s: float = 120.0,
         log_path: Path | None = None,
+        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         self.repository = repository.resolve()
         self.ports = ports
@@ -105,6 +111,8 @@ class TritonServer:
         self.startup_timeout_s = startup_timeout_s
         self.log_path = log_path or work_dir / "tritonserver.log"
         self.process: subprocess.Popen[bytes] | None = None
+        # A supervisor's hook, e.g. to have the kernel stop Triton when the supervisor dies.
+        self.preexec_fn = preexec_fn
 
     def command(self, install: TritonInstall, backends: Path) -> list[str]:
         models = [
@@ -146,6 +154,7 @@ class TritonServer:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=self.preexec_fn,
         )
         log.close()
         self.wait_ready()
