@@ -12,7 +12,10 @@ from celery import Celery
 from celery.worker import WorkController
 from celery.worker import state as worker_state
 
+from indexer.app import control_queue, embed_queue
 from indexer.runtime import Runtime, install_runtime
+from photosearch.settings import Settings
+from photosearch.vectorstore import VectorStore
 
 
 class _Worker(WorkController):
@@ -72,3 +75,22 @@ def worker_thread(
         install_runtime(previous)
         if thread.is_alive():
             raise RuntimeError("the embedded Celery worker did not stop in time")
+
+
+@contextmanager
+def embedded_worker(
+    app: Celery, settings: Settings, store: VectorStore
+) -> Iterator[WorkController]:
+    """The worker of `photosearch up`'s API process: all queues, over the store it owns."""
+    runtime = Runtime(settings, store=store)
+    try:
+        with worker_thread(
+            app,
+            runtime,
+            queues=[control_queue(settings), embed_queue(settings)],
+            concurrency=settings.indexer.concurrency,
+            loglevel="INFO",
+        ) as worker:
+            yield worker
+    finally:
+        runtime.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +76,18 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-def create_app(settings: Settings | None = None, *, store: VectorStore | None = None) -> FastAPI:
-    """The API; `store` lets a process that already owns the embedded store share it."""
+def create_app(
+    settings: Settings | None = None,
+    *,
+    store: VectorStore | None = None,
+    embedded_worker: bool = False,
+) -> FastAPI:
+    """The API; `store` lets a process that already owns the embedded store share it.
+
+    `embedded_worker` runs a Celery worker on this process's threads, over this process's
+    store: Qdrant Edge admits one owner, so in `photosearch up`'s embedded mode the API process
+    indexes too, still fed by the real Redis queue.
+    """
     settings = settings or get_settings()
     metrics = Metrics()
 
@@ -91,7 +101,13 @@ def create_app(settings: Settings | None = None, *, store: VectorStore | None = 
         services = Services.open(settings, store, metrics)
         app.state.services = services
         try:
-            yield
+            # The worker stops (finishing its tasks) before the store it writes is closed.
+            with ExitStack() as worker:
+                if embedded_worker:
+                    from indexer.host import embedded_worker as start_worker
+
+                    worker.enter_context(start_worker(celery_app, settings, services.store))
+                yield
         finally:
             await services.close()
 

@@ -17,6 +17,13 @@ def serve_command(
     host: Annotated[str | None, typer.Option(help="[default: PHOTOSEARCH_API__HOST]")] = None,
     port: Annotated[int | None, typer.Option(help="[default: PHOTOSEARCH_API__PORT]")] = None,
     log_level: Annotated[str, typer.Option()] = "info",
+    embedded_worker: Annotated[
+        bool,
+        typer.Option(
+            "--embedded-worker",
+            help="Also run the Celery worker in this process (it owns the embedded store).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the API and the page (one process; run replicas behind a load balancer)."""
     import uvicorn
@@ -25,7 +32,7 @@ def serve_command(
 
     settings = get_settings()
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, embedded_worker=embedded_worker),
         host=host or settings.api.host,
         port=port or settings.api.port,
         log_level=log_level,
