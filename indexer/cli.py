@@ -35,14 +35,13 @@ def _describe(job: Any) -> str:
     )
 
 
-def _follow(job_id: str) -> None:
-    """Show a progress bar until the job finishes; exit 1 when it failed."""
-    from indexer.jobs import FINISHED, JobState
+def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
+    """Show a progress bar until the job finishes, then its counts and problems; the job."""
+    from indexer.jobs import FINISHED
 
-    jobs = _jobs()
     job = jobs.get(job_id)
     shown = 0
-    with typer.progressbar(length=max(job.total, 1), label=f"job {job_id}") as bar:
+    with typer.progressbar(length=max(job.total, 1), label=label or f"job {job_id}") as bar:
         while True:
             job = jobs.get(job_id)
             if job.total != bar.length and job.total:
@@ -55,7 +54,14 @@ def _follow(job_id: str) -> None:
     typer.echo(_describe(job))
     for line in jobs.problems(job_id)[:20]:
         typer.echo(f"    skipped/failed: {line}")
-    if job.state == JobState.FAILED:
+    return job
+
+
+def _follow(job_id: str) -> None:
+    """Follow a job; exit 1 when it failed."""
+    from indexer.jobs import JobState
+
+    if follow(_jobs(), job_id).state == JobState.FAILED:
         raise typer.Exit(1)
 
 

@@ -7,6 +7,7 @@ import typer
 from indexer.cli import beat_command, index_app, worker_command
 from model.cli import model_app, triton_app
 from photosearch.settings_doc import settings_table
+from photosearch.up.cli import up_command
 from query_api.cli import api_app
 
 app = typer.Typer(no_args_is_help=True, help="PhotoSearch: CLIP search over PhotoStock's photos.")
@@ -14,6 +15,7 @@ app.add_typer(model_app, name="model")
 app.add_typer(triton_app, name="triton")
 app.add_typer(index_app, name="index")
 app.add_typer(api_app, name="api")
+app.command("up")(up_command)
 app.command("worker")(worker_command)
 app.command("beat")(beat_command)
 

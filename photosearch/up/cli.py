@@ -1,0 +1,58 @@
+"""`photosearch up`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from photosearch.up.bootstrap import DEFAULT_ARCH
+
+
+def up_command(
+    port: Annotated[
+        int | None, typer.Option(help="API and page port [default: PHOTOSEARCH_API__PORT, 8000].")
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option(help="Listen address [default: PHOTOSEARCH_API__HOST].")
+    ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="Models, index, Redis data, logs [default: PHOTOSEARCH_DATA_DIR]."),
+    ] = None,
+    photos: Annotated[
+        Path | None,
+        typer.Option(help="Index this folder (photos.jsonl/csv beside them for metadata)."),
+    ] = None,
+    pretrained: Annotated[
+        str | None,
+        typer.Option(
+            help="A local open_clip checkpoint (or a pretrained tag) to export "
+            "[default: laion2b_s34b_b79k, random weights where it cannot be downloaded]."
+        ),
+    ] = None,
+    arch: Annotated[str, typer.Option(help="open_clip architecture of a new export.")] = (
+        DEFAULT_ARCH
+    ),
+    redis_port: Annotated[
+        int | None, typer.Option(help="Port of the Redis it starts [default: 6379 if free].")
+    ] = None,
+) -> None:
+    """Run everything on this machine: Redis, Triton, the API and page, the indexer, beat.
+
+    The first start exports the model and indexes demo photos (or --photos); later starts
+    reuse the data and index only what changed. Ctrl-C stops everything.
+    """
+    from photosearch.up.supervisor import Supervisor, UpOptions
+
+    options = UpOptions(
+        data_dir=data_dir,
+        host=host,
+        port=port,
+        photos=photos,
+        pretrained=pretrained,
+        arch=arch,
+        redis_port=redis_port,
+    )
+    raise typer.Exit(Supervisor(options).run())

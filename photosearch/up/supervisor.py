@@ -1,0 +1,364 @@
+"""`photosearch up`: every part of PhotoSearch on one machine, started in order and supervised.
+
+Embedded mode (no Qdrant URL): Redis, Triton, the API with the Celery worker on its threads
+(Qdrant Edge admits one owning process), and beat. With a Qdrant server the worker is a
+process of its own, as in production. A child that dies is started again with a backoff;
+SIGINT/SIGTERM stop the children in reverse order, and a second one kills what is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from model.triton_server import Ports, TritonServer
+from photosearch.settings import Settings, get_settings
+from photosearch.up.bootstrap import (
+    RANDOM_WEIGHTS_WARNING,
+    BootstrapError,
+    ModelChoice,
+    ensure_model,
+    photos_source,
+)
+from photosearch.up.probes import choose_port, http_ok, readyz, single_owner
+from photosearch.up.processes import (
+    Child,
+    ChildError,
+    TritonChild,
+    kill_session,
+    log_tail,
+    port_free,
+    redis_binary,
+    redis_command,
+)
+
+# A child that stayed up this long has its restart backoff reset.
+STABLE_S = 60.0
+MAX_BACKOFF_S = 30.0
+
+
+class Stopping(BaseException):
+    """The first SIGINT/SIGTERM: unwind from wherever the supervisor is, then stop in order."""
+
+
+class Hurry(BaseException):
+    """A second signal while stopping: kill what is left."""
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    data_dir: Path | None = None
+    host: str | None = None
+    port: int | None = None
+    photos: Path | None = None
+    pretrained: str | None = None
+    arch: str = "ViT-B-32"
+    redis_port: int | None = None
+
+
+@dataclass
+class _Restarts:
+    failures: int = 0
+    next_at: float = 0.0
+    started_at: float = field(default_factory=time.monotonic)
+
+
+def _say(line: str) -> None:
+    print(f"[up] {line}", flush=True)
+
+
+class Supervisor:
+    def __init__(self, options: UpOptions, say: Callable[[str], None] = _say) -> None:
+        self.options = options
+        self.say = say
+        self.children: list[Child] = []  # started, in order
+        self.restarts: dict[str, _Restarts] = {}
+        self.stopping = False
+        self.env: dict[str, str] = {}
+        self.base_url = ""
+        self.data_dir = Path()
+
+    # -- the whole life ------------------------------------------------------------------
+    def run(self) -> int:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._on_signal)
+        code = 0
+        if self.options.data_dir is not None:
+            os.environ["PHOTOSEARCH_DATA_DIR"] = str(self.options.data_dir.resolve())
+        self.data_dir = Settings().data_dir
+        try:
+            with single_owner(self.data_dir):
+                try:
+                    self._start(self._configure())
+                    self._watch()
+                except Stopping:
+                    self.say("stopping")
+                except (ChildError, BootstrapError) as exc:
+                    self.say(f"cannot start: {exc}")
+                    code = 1
+                finally:
+                    self._shutdown()
+        except Stopping:
+            pass
+        except BootstrapError as exc:
+            self.say(f"cannot start: {exc}")
+            code = 1
+        return code
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if not self.stopping:
+            self.stopping = True
+            raise Stopping(signal.Signals(signum).name)
+        raise Hurry
+
+    # -- settings ------------------------------------------------------------------------
+    def _configure(self) -> Settings:
+        """Decide what runs embedded, and put the addresses in the environment the children
+        inherit, so every process reads one settings tree."""
+        opts = self.options
+        given = Settings()
+        env = {"PHOTOSEARCH_DATA_DIR": str(given.data_dir)}
+        if "url" not in given.redis.model_fields_set:
+            port = opts.redis_port or choose_port(6379, "Redis", self.say)
+            env["PHOTOSEARCH_REDIS__URL"] = f"redis://127.0.0.1:{port}/0"
+        if "url" not in given.triton.model_fields_set:
+            t = given.triton
+            say = self.say
+            grpc = choose_port(t.grpc_port, "Triton gRPC", say)
+            env["PHOTOSEARCH_TRITON__GRPC_PORT"] = str(grpc)
+            env["PHOTOSEARCH_TRITON__HTTP_PORT"] = str(choose_port(t.http_port, "Triton HTTP", say))
+            metrics = choose_port(t.metrics_port, "Triton metrics", say)
+            env["PHOTOSEARCH_TRITON__METRICS_PORT"] = str(metrics)
+            env["PHOTOSEARCH_TRITON__URL"] = f"127.0.0.1:{grpc}"
+        # The page is for people without a key; a deployment decides this for itself.
+        if "PHOTOSEARCH_API__ANONYMOUS_SEARCH" not in os.environ:
+            env["PHOTOSEARCH_API__ANONYMOUS_SEARCH"] = "true"
+        host = opts.host or given.api.host
+        port = opts.port or given.api.port
+        if not port_free(port, "0.0.0.0" if host == "0.0.0.0" else host):
+            raise BootstrapError(f"port {port} is taken: pass --port")
+        env["PHOTOSEARCH_API__HOST"], env["PHOTOSEARCH_API__PORT"] = host, str(port)
+        self.base_url = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}"
+        self.env = env
+        os.environ.update(env)
+        get_settings.cache_clear()
+        return get_settings()
+
+    # -- starting ------------------------------------------------------------------------
+    def _spawn(self, child: Child) -> Child:
+        self.children.append(child)
+        self.restarts[child.name] = _Restarts()
+        self.say(f"starting {child.name}")
+        child.start()
+        self._write_state()
+        return child
+
+    def _run_to_end(self, child: Child) -> int:
+        self.children.append(child)
+        try:
+            child.spawn()
+            assert child.process is not None
+            return child.process.wait()
+        finally:
+            self.children.remove(child)
+
+    def _start(self, settings: Settings) -> None:
+        logs = settings.data_dir / "logs"
+        python = [sys.executable, "-m", "photosearch"]
+        model: ModelChoice | None = None
+        if "PHOTOSEARCH_TRITON__URL" in self.env:
+            model = ensure_model(
+                settings.repository,
+                logs,
+                arch=self.options.arch,
+                pretrained=self.options.pretrained,
+                say=self.say,
+                run=self._run_to_end,
+            )
+            m = model.manifest
+            self.say(f"model version {m.version}: {m.arch}, weights {m.weights}")
+            if m.random_weights:
+                self.say(RANDOM_WEIGHTS_WARNING)
+        if "PHOTOSEARCH_REDIS__URL" in self.env:
+            from redis import Redis
+            from redis.exceptions import RedisError
+
+            def redis_ready() -> bool:
+                try:
+                    return bool(Redis.from_url(settings.redis.url, socket_timeout=1).ping())
+                except (RedisError, OSError):
+                    return False
+
+            port = int(self.env["PHOTOSEARCH_REDIS__URL"].rsplit(":", 1)[1].split("/")[0])
+            folder = settings.data_dir / "redis"
+            folder.mkdir(parents=True, exist_ok=True)
+            self._spawn(
+                Child(
+                    "redis",
+                    redis_command(redis_binary(), port, folder),
+                    logs / "redis.log",
+                    ready=redis_ready,
+                )
+            )
+        if model is not None:
+            t = settings.triton
+            ports = Ports(http=t.http_port, grpc=t.grpc_port, metrics=t.metrics_port)
+            server = TritonServer(
+                settings.repository,
+                ports,
+                settings.data_dir / "triton",
+                startup_timeout_s=t.startup_timeout_s,
+                log_path=logs / "triton.log",
+            )
+            self._spawn(TritonChild(server))
+        source = self._source(settings)
+        os.environ["PHOTOSEARCH_INDEXER__SOURCE"] = self.env["PHOTOSEARCH_INDEXER__SOURCE"] = source
+        embedded = settings.qdrant.url is None
+        api = [*python, "api", "serve", *(["--embedded-worker"] if embedded else [])]
+        self._spawn(
+            Child(
+                "api",
+                api,
+                logs / "api.log",
+                ready=lambda: http_ok(f"{self.base_url}/healthz"),
+                startup_timeout_s=120,
+                # uvicorn's 10 s of grace, then the worker finishes the tasks it holds.
+                stop_timeout_s=90,
+            )
+        )
+        if not embedded:
+            self._spawn(
+                Child("worker", [*python, "worker"], logs / "worker.log", stop_timeout_s=90)
+            )
+        self._spawn(Child("beat", [*python, "beat"], logs / "beat.log"))
+        threading.Thread(
+            target=self._index, args=(settings, model, source), name="index", daemon=True
+        ).start()
+
+    def _source(self, settings: Settings) -> str:
+        from redis import Redis
+
+        from indexer.jobs import Jobs
+
+        jobs = Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+        try:
+            remembered = jobs.recall("source")
+        finally:
+            jobs.redis.close()
+        return photos_source(
+            self.options.photos,
+            remembered,
+            settings.indexer.source,
+            settings.data_dir / "demo-photos",
+            self.say,
+        )
+
+    def _index(self, settings: Settings, model: ModelChoice | None, source: str) -> None:
+        """Sync the photos (only what changed), or reindex into a newly exported model; then
+        say where the page is. On a thread: the main thread keeps watching the children."""
+        try:
+            from redis import Redis
+
+            from indexer.app import app, configure
+            from indexer.cli import follow
+            from indexer.jobs import JobKind, Jobs, JobState
+
+            configure(app, settings)
+            from indexer.tasks import reindex, sync
+
+            jobs = Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+            live = ((readyz(self.base_url) or {}).get("checks") or {}).get("vector_store", {})
+            if model is not None and model.exported and live.get("ok"):
+                version = model.manifest.version
+                job_id = jobs.create(JobKind.REINDEX, source=source, model_version=version)
+                reindex.delay(job_id, version, source)
+                label = f"reindexing {source} with model version {version}"
+            else:
+                job_id = jobs.create(JobKind.SYNC, source=source)
+                sync.delay(job_id, source)
+                label = f"indexing {source}"
+            self.say(f"{label} (job {job_id})")
+            job = follow(jobs, job_id, label="indexing")
+            if job.state == JobState.FAILED:
+                self.say(f"indexing failed: {job.message}; the API serves what was indexed")
+            deadline = time.monotonic() + 120
+            while (body := readyz(self.base_url)) is None or body.get("status") == "not ready":
+                if time.monotonic() > deadline:
+                    self.say(f"the API is not ready: {body}")
+                    return
+                time.sleep(0.5)
+            self.say(f"PhotoSearch is up: {self.base_url}/  (Ctrl-C stops everything)")
+            self.say(
+                f"other shells: set -a; . {self.data_dir / 'up.env'}; photosearch index status"
+            )
+        except Exception as exc:
+            self.say(f"indexing could not be followed: {exc!r}; see {self.data_dir / 'logs'}")
+
+    # -- supervision ---------------------------------------------------------------------
+    def _watch(self) -> None:
+        while True:
+            now = time.monotonic()
+            for child in list(self.children):
+                state = self.restarts[child.name]
+                code = child.exit_code()
+                if code is None:
+                    if state.failures and now - state.started_at > STABLE_S:
+                        state.failures = 0
+                    continue
+                if now >= state.next_at:
+                    self._restart(child, code, state)
+            time.sleep(0.5)
+
+    def _restart(self, child: Child, code: int, state: _Restarts) -> None:
+        state.failures += 1
+        backoff = min(MAX_BACKOFF_S, 2.0 ** (state.failures - 1))
+        self.say(
+            f"{child.name} exited ({code}); starting it again (attempt {state.failures}); "
+            f"{child.log_path}:\n{log_tail(child.log_path, 5)}"
+        )
+        if child.pid is not None:
+            kill_session(child.pid)  # what it left behind (Triton's backend stubs)
+        try:
+            child.start()
+        except (ChildError, OSError) as exc:
+            self.say(f"{child.name} did not start again: {exc}; next try in {backoff:.0f} s")
+            state.next_at = time.monotonic() + backoff
+            return
+        state.started_at = time.monotonic()
+        self.say(f"{child.name} is back")
+        self._write_state()
+
+    # -- stopping ------------------------------------------------------------------------
+    def _shutdown(self) -> None:
+        self.stopping = True
+        try:
+            for child in reversed(list(self.children)):
+                self.say(f"stopping {child.name}")
+                child.stop()
+        except Hurry:
+            self.say("killing what is left")
+            for child in self.children:
+                child.kill()
+        (self.data_dir / "up.json").unlink(missing_ok=True)
+        self.say("stopped")
+
+    def _write_state(self) -> None:
+        """up.json for tools and tests; up.env for a shell running `photosearch index ...`."""
+        state = {
+            "pid": os.getpid(),
+            "url": self.base_url,
+            "children": {c.name: c.pid for c in self.children},
+            "env": self.env,
+        }
+        (self.data_dir / "up.json").write_text(json.dumps(state, indent=2))
+        lines = [f"{name}={shlex.quote(value)}" for name, value in sorted(self.env.items())]
+        (self.data_dir / "up.env").write_text("\n".join(lines) + "\n")
