@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
 
 from model.export import export_model
 from model.triton_server import Ports, TritonServer
 from photosearch.embedding.client import EmbeddingClient
 from photosearch.embedding.manifest import ModelManifest
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS
 
 TINY_CONFIG = Path(__file__).parent / "data" / "tiny-clip.json"
 
@@ -106,3 +108,28 @@ def two_versions(
 async def client(triton: TritonServer, repository: Path) -> AsyncIterator[EmbeddingClient]:
     async with EmbeddingClient(triton.url, repository) as embedding_client:
         yield embedding_client
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh context (no stored API key) that fails the test on an uncaught script error."""
+    context = browser.new_context()
+    context.set_default_timeout(WAIT_MS)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        yield tab
+        assert errors == []
+    finally:
+        context.close()

