@@ -18,7 +18,7 @@ from photosearch.settings import Settings, get_settings
 from photosearch.vectorstore import VectorStore
 from query_api.errors import ApiError, error_body, install_handlers
 from query_api.metrics import Metrics, MetricsMiddleware
-from query_api.routes import admin, health, photos, search
+from query_api.routes import admin, health, model, photos, search
 from query_api.services import Services
 
 STATIC = Path(__file__).parent / "static"
@@ -118,7 +118,7 @@ def create_app(
         lifespan=lifespan,
     )
     install_handlers(app, settings.api.retry_after_s)
-    for router in (search.router, photos.router, admin.router, health.router):
+    for router in (search.router, model.router, photos.router, admin.router, health.router):
         app.include_router(router)
     app.add_middleware(BodyLimit, max_bytes=settings.api.max_upload_bytes + _MULTIPART_SLACK)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -176,3 +176,16 @@ class Job(BaseModel):
     finished_at: float
     message: str
     problems: list[str] = Field(default_factory=list)
+
+
+class ModelResponse(BaseModel):
+    """The model behind the live collection: what queries are embedded with now."""
+
+    model_version: int
+    collection: str
+    arch: str
+    weights: str = Field(description="The pretrained tag, a checkpoint's file name, or 'random'.")
+    random_weights: bool = Field(
+        description="Random weights: text search is meaningless; image similarity still works."
+    )
+    embedding_dim: int

@@ -354,6 +354,7 @@ def test_openapi_documents_every_endpoint_and_health_answers(api: Api) -> None:
     for path in (
         "/v1/search",
         "/v1/search/image",
+        "/v1/model",
         "/v1/photos/{photo_id}",
         "/v1/photos/{photo_id}/similar",
         "/v1/photos/{photo_id}/thumbnail",
@@ -388,6 +389,20 @@ def test_openapi_documents_every_endpoint_and_health_answers(api: Api) -> None:
     ):
         assert name in text, name
     assert 'route="/v1/search"' in text
+
+
+def test_model_names_the_live_version_and_its_weights_without_a_server_path(api: Api) -> None:
+    response = api.get("/v1/model")
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "model_version": 1,
+        "collection": api.indexed.collection,
+        "arch": "tiny-clip.json",
+        "weights": "tiny-clip.pt",
+        "random_weights": False,
+        "embedding_dim": 32,
+    }
+    assert httpx.get(api.url + "/v1/model").status_code == 401  # a search key is needed
 
 
 def redis_count(redis: Redis, api: Api, query: str) -> float:

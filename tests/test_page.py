@@ -85,6 +85,7 @@ def test_text_search_shows_the_api_results_with_loaded_thumbnails(site: Site, pa
     expect(status).to_contain_text("model version 1")
     expect(page.get_by_test_id("results-heading")).to_have_text(f"Results for “{query}”")
     expect(page.get_by_test_id("more-results")).to_be_hidden()
+    expect(page.get_by_test_id("model-notice")).to_be_hidden()  # the checkpoint's weights
 
     images = page.locator("[data-testid=result] img")
     expect(images).to_have_count(12)

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from PIL import Image
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 from redis import Redis
 from redis.exceptions import RedisError
 
@@ -104,7 +104,14 @@ def test_more_like_this_never_returns_the_photo_itself(up: Up) -> None:
 
 
 def test_the_page_loads_and_searches_in_chromium(up: Up, page: Page) -> None:
+    model = up.get("/v1/model")
     page.goto(up.url + "/")
+    notice = page.get_by_test_id("model-notice")
+    if model["random_weights"]:
+        expect(notice).to_be_visible()
+        expect(notice).to_contain_text("random weights: text search returns meaningless results")
+    else:
+        expect(notice).to_be_hidden()
     assert page.title() != ""
     search(page, "a rocket at night")
     expected = up.get("/v1/search", q="a rocket at night", limit=24)

@@ -239,8 +239,34 @@
     if (current && current.nextOffset !== null) show(current, true);
   });
 
+  // A model with random weights (no pretrained ones on this machine) ranks text at random:
+  // say so before anyone trusts the results.
+  const notice = $("model-notice");
+  async function checkModel() {
+    const headers = { Accept: "application/json" };
+    const key = keyInput.value.trim();
+    if (key) headers["X-API-Key"] = key;
+    try {
+      const response = await fetch("v1/model", { headers });
+      if (!response.ok) return;
+      const model = await response.json();
+      notice.hidden = !model.random_weights;
+      notice.textContent = model.random_weights
+        ? `This demo's model (${model.arch}, version ${model.model_version}) has random ` +
+          "weights: text search returns meaningless results. Searching by an image and " +
+          "\u201cmore like this\u201d still work."
+        : "";
+    } catch {
+      // The status line reports an unreachable service when a search is made.
+    }
+  }
+
   keyInput.value = storedKey();
-  keyInput.addEventListener("change", () => storeKey(keyInput.value.trim()));
+  keyInput.addEventListener("change", () => {
+    storeKey(keyInput.value.trim());
+    checkModel();
+  });
+  checkModel();
 
   // "/" anywhere but in a field moves to the search box.
   document.addEventListener("keydown", (event) => {
