@@ -197,6 +197,23 @@ class ApiSettings(BaseModel):
     )
 
 
+class UpSettings(BaseModel):
+    """`photosearch up`: how it watches the processes it started."""
+
+    probe_interval_s: float = Field(
+        5.0, gt=0, description="How often a running child's health is probed."
+    )
+    liveness_failures: int = Field(
+        6, ge=1, description="Failed probes in a row after which a hung child is restarted."
+    )
+    max_backoff_s: float = Field(
+        30.0, gt=0, description="Longest wait between two restarts of a child that keeps dying."
+    )
+    stable_s: float = Field(
+        60.0, gt=0, description="A child up this long has its restart backoff reset."
+    )
+
+
 class Settings(BaseSettings):
     """Everything PhotoSearch reads from its environment."""
 
@@ -213,6 +230,7 @@ class Settings(BaseSettings):
     s3: S3Settings = S3Settings()
     indexer: IndexerSettings = IndexerSettings()
     api: ApiSettings = ApiSettings()
+    up: UpSettings = UpSettings()
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:

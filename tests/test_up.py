@@ -38,7 +38,11 @@ CAT = "skimage-chelsea"
 @pytest.fixture(scope="module")
 def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
     api, redis = free_ports(2)
-    env = newcomer_env()
+    # Probed each second, so that a hung child is found within the test's patience.
+    env = newcomer_env() | {
+        "PHOTOSEARCH_UP__PROBE_INTERVAL_S": "1",
+        "PHOTOSEARCH_UP__LIVENESS_FAILURES": "5",
+    }
     system = Up(tmp_path_factory.mktemp("up") / "data", api, redis, env)
     system.start()
     try:
@@ -132,6 +136,19 @@ def test_a_child_that_dies_is_started_again(up: Up, name: str) -> None:
     assert f"{name} exited (-9); starting it again" in up.output()
     body = up.get("/v1/search", q="coffee on a table", limit=3)
     assert len(body["results"]) == 3
+
+
+def test_a_child_that_hangs_is_killed_and_started_again(up: Up) -> None:
+    before = up.state()["children"]["api"]
+    os.kill(before, signal.SIGSTOP)  # alive, but answers nothing
+    wait_until(
+        lambda: up.state()["children"].get("api") not in (None, before) and ready(up),
+        120,
+        f"the hung API was not replaced:\n{up.output()}",
+    )
+    assert "api has not answered 5 probes: killing it" in up.output()
+    assert not alive(before)
+    assert len(up.get("/v1/search", q="a flower", limit=2)["results"]) == 2
 
 
 def test_a_second_up_on_the_same_data_is_refused_and_harms_nothing(up: Up) -> None:

@@ -151,6 +151,10 @@ class Child:
                 )
             time.sleep(0.2)
 
+    def answers(self) -> bool:
+        """The readiness probe as a liveness probe (a child without one always answers)."""
+        return self._ready is None or self._ready()
+
     def exit_code(self) -> int | None:
         """None while it runs (or before it started)."""
         return None if self.process is None else self.process.poll()
@@ -188,7 +192,7 @@ class TritonChild(Child):
     """Triton through `TritonServer`, which knows the wheel's binary and its backends."""
 
     def __init__(self, server: TritonServer) -> None:
-        super().__init__("triton", [], server.log_path)
+        super().__init__("triton", [], server.log_path, ready=server.is_ready)
         self.server = server
 
     def start(self) -> None:

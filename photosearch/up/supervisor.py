@@ -41,10 +41,6 @@ from photosearch.up.processes import (
     redis_command,
 )
 
-# A child that stayed up this long has its restart backoff reset.
-STABLE_S = 60.0
-MAX_BACKOFF_S = 30.0
-
 
 class Stopping(BaseException):
     """The first SIGINT/SIGTERM: unwind from wherever the supervisor is, then stop in order."""
@@ -68,6 +64,7 @@ class UpOptions:
 @dataclass
 class _Restarts:
     failures: int = 0
+    missed: int = 0  # probes in a row that failed
     next_at: float = 0.0
     started_at: float = field(default_factory=time.monotonic)
 
@@ -305,22 +302,41 @@ class Supervisor:
 
     # -- supervision ---------------------------------------------------------------------
     def _watch(self) -> None:
+        """Restart what exited; kill and restart what stopped answering its probe."""
+        up = get_settings().up
+        next_probe = time.monotonic() + up.probe_interval_s
         while True:
             now = time.monotonic()
+            probe = now >= next_probe
+            if probe:
+                next_probe = now + up.probe_interval_s
             for child in list(self.children):
                 state = self.restarts[child.name]
                 code = child.exit_code()
                 if code is None:
-                    if state.failures and now - state.started_at > STABLE_S:
+                    if state.failures and now - state.started_at > up.stable_s:
                         state.failures = 0
+                    if probe:
+                        self._probe(child, state, up.liveness_failures)
                     continue
                 if now >= state.next_at:
                     self._restart(child, code, state)
             time.sleep(0.5)
 
+    def _probe(self, child: Child, state: _Restarts, allowed: int) -> None:
+        if child.answers():
+            state.missed = 0
+            return
+        state.missed += 1
+        if state.missed >= allowed:
+            # Hung, not dead: SIGTERM may never be handled, so no grace.
+            self.say(f"{child.name} has not answered {state.missed} probes: killing it")
+            state.missed = 0
+            child.kill()
+
     def _restart(self, child: Child, code: int, state: _Restarts) -> None:
         state.failures += 1
-        backoff = min(MAX_BACKOFF_S, 2.0 ** (state.failures - 1))
+        backoff = min(get_settings().up.max_backoff_s, 2.0 ** (state.failures - 1))
         self.say(
             f"{child.name} exited ({code}); starting it again (attempt {state.failures}); "
             f"{child.log_path}:\n{log_tail(child.log_path, 5)}"
