@@ -37,7 +37,7 @@ class Up:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> None:
+    def start(self, until: str = "PhotoSearch is up") -> None:
         self.lines = []
         self.process = subprocess.Popen(
             [
@@ -53,7 +53,7 @@ class Up:
         )
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        self.wait_for("PhotoSearch is up", UP_TIMEOUT_S)
+        self.wait_for(until, UP_TIMEOUT_S)
 
     def _read(self) -> None:
         assert self.process is not None and self.process.stdout is not None
