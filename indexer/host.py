@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -16,6 +18,8 @@ from indexer.app import control_queue, embed_queue
 from indexer.runtime import Runtime, install_runtime
 from photosearch.settings import Settings
 from photosearch.vectorstore import VectorStore
+
+log = logging.getLogger(__name__)
 
 
 class _Worker(WorkController):
@@ -81,7 +85,15 @@ def worker_thread(
 def embedded_worker(
     app: Celery, settings: Settings, store: VectorStore
 ) -> Iterator[WorkController]:
-    """The worker of `photosearch up`'s API process: all queues, over the store it owns."""
+    """The worker of `photosearch up`'s API process: all queues, over the store it owns.
+
+    It is the only consumer of its queues (the store admits one owner), so the tasks that a
+    killed predecessor held unacknowledged are its own: they go back on their queues now,
+    not after the visibility timeout (an hour).
+    """
+    restored = restore_orphaned(app, [control_queue(settings), embed_queue(settings)])
+    if restored:
+        log.warning("%d tasks of a worker that died were put back on their queues", restored)
     runtime = Runtime(settings, store=store)
     try:
         with worker_thread(
@@ -94,3 +106,21 @@ def embedded_worker(
             yield worker
     finally:
         runtime.close()
+
+
+def restore_orphaned(app: Celery, queues: list[str]) -> int:
+    """Put the unacknowledged tasks of these queues back at their head; how many there were.
+
+    Only for the sole consumer of the queues: a live worker's tasks would run twice. Tasks of
+    other queues on the same Redis (kombu keeps one unacked registry per database) are left.
+    """
+    restored = 0
+    with app.connection_for_write() as connection:
+        channel: Any = connection.default_channel
+        with channel.conn_or_acquire() as client:
+            for tag, raw in client.hgetall(channel.unacked_key).items():
+                _message, _exchange, routing_key = json.loads(raw)
+                if routing_key in queues:
+                    channel.qos.restore_by_tag(tag, client, leftmost=True)
+                    restored += 1
+    return restored
