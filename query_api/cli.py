@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Annotated
 
 import typer
@@ -10,6 +11,20 @@ import typer
 from photosearch.settings import get_settings
 
 api_app = typer.Typer(help="The query API and the search page.")
+
+
+class _QuietProbes(logging.Filter):
+    """Successful health probes (a supervisor's or a load balancer's, every few seconds) would
+    bury the requests worth reading in the access log."""
+
+    PATHS = ("/healthz", "/readyz")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # uvicorn's access record: (client, method, path, http version, status)
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5:
+            return not (args[2] in self.PATHS and args[4] == 200)
+        return True
 
 
 @api_app.command("serve")
@@ -31,6 +46,7 @@ def serve_command(
     from query_api.app import create_app
 
     settings = get_settings()
+    logging.getLogger("uvicorn.access").addFilter(_QuietProbes())
     uvicorn.run(
         create_app(settings, embedded_worker=embedded_worker),
         host=host or settings.api.host,

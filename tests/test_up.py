@@ -83,6 +83,10 @@ def test_text_search_answers_without_a_key_from_the_demo_photos(up: Up) -> None:
     assert body["model_version"] == 1
     first = body["results"][0]
     assert first["metadata"]["title"] and first["metadata"]["tags"]
+    # The access log keeps the searches, not the supervisor's probes every second.
+    log = (up.data_dir / "logs" / "api.log").read_text()
+    assert '"GET /v1/search?q=a+cat+sleeping+on+a+chair&limit=5 HTTP/1.1" 200' in log
+    assert '"GET /healthz HTTP/1.1" 200' not in log
 
 
 def test_an_altered_copy_of_the_cat_finds_the_cat_first(up: Up) -> None:
