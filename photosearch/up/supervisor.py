@@ -152,6 +152,7 @@ class Supervisor:
 
     # -- starting ------------------------------------------------------------------------
     def _spawn(self, child: Child) -> Child:
+        child.log_max_bytes = get_settings().up.log_max_bytes
         self.children.append(child)
         self.restarts[child.name] = _Restarts()
         self.say(f"starting {child.name}")
@@ -189,9 +190,11 @@ class Supervisor:
             from redis import Redis
             from redis.exceptions import RedisError
 
+            probe = Redis.from_url(settings.redis.url, socket_timeout=1, socket_connect_timeout=1)
+
             def redis_ready() -> bool:
                 try:
-                    return bool(Redis.from_url(settings.redis.url, socket_timeout=1).ping())
+                    return bool(probe.ping())
                 except (RedisError, OSError):
                     return False
 
@@ -201,7 +204,7 @@ class Supervisor:
             self._spawn(
                 Child(
                     "redis",
-                    redis_command(redis_binary(), port, folder),
+                    redis_command(redis_binary(settings.up.redis_server), port, folder),
                     logs / "redis.log",
                     ready=redis_ready,
                 )
