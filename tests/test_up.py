@@ -13,6 +13,7 @@ import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -254,3 +255,29 @@ def test_a_child_s_log_is_rotated_when_it_grew_too_large(tmp_path: Path) -> None
     child.spawn()  # small now: appended, not rotated
     assert child.process.wait(10) == 0
     assert log.read_text() == "new\nnew\n"
+
+
+def test_bad_options_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    def up(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "photosearch", "up", "--data-dir", str(tmp_path), *args],
+            env=newcomer_env() | env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    missing = up("--photos", str(tmp_path / "nowhere"), COLUMNS="400")  # one line
+    assert missing.returncode == 2
+    assert "does not exist" in missing.stderr
+    bad = up(PHOTOSEARCH_API__PORT="eighty")
+    assert bad.returncode == 1
+    assert "cannot start: 1 validation error for Settings\napi.port" in bad.stdout
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = up("--port", str(port))
+    assert busy.returncode == 1
+    assert f"cannot start: port {port} is taken: pass --port" in busy.stdout
+    assert not (tmp_path / "models").exists()  # refused before any export

@@ -23,7 +23,12 @@ def up_command(
     ] = None,
     photos: Annotated[
         Path | None,
-        typer.Option(help="Index this folder (photos.jsonl/csv beside them for metadata)."),
+        typer.Option(
+            help="Index this folder (photos.jsonl/csv beside them for metadata).",
+            exists=True,
+            file_okay=False,
+            resolve_path=True,
+        ),
     ] = None,
     pretrained: Annotated[
         str | None,

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from pydantic import ValidationError
+
 from model.triton_server import Ports, TritonServer
 from photosearch.settings import Settings, get_settings
 from photosearch.up.bootstrap import (
@@ -91,8 +93,8 @@ class Supervisor:
         code = 0
         if self.options.data_dir is not None:
             os.environ["PHOTOSEARCH_DATA_DIR"] = str(self.options.data_dir.resolve())
-        self.data_dir = Settings().data_dir
         try:
+            self.data_dir = Settings().data_dir
             with single_owner(self.data_dir):
                 try:
                     self._start(self._configure())
@@ -106,7 +108,8 @@ class Supervisor:
                     self._shutdown()
         except Stopping:
             pass
-        except BootstrapError as exc:
+        except (BootstrapError, ValidationError, OSError) as exc:
+            # A bad PHOTOSEARCH_* value, a data directory it cannot write: say which.
             self.say(f"cannot start: {exc}")
             code = 1
         return code
