@@ -27,6 +27,7 @@ class _Worker(WorkController):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.ready = threading.Event()
+        self.thread: threading.Thread | None = None  # the thread it consumes on
         super().__init__(*args, **kwargs)
 
     def on_consumer_ready(self, consumer: object) -> None:
@@ -42,7 +43,7 @@ def worker_thread(
     concurrency: int = 2,
     loglevel: str = "WARNING",
     shutdown_timeout_s: float = 60.0,
-) -> Iterator[WorkController]:
+) -> Iterator[_Worker]:
     """Consume the real queues on threads of this process, with this process's runtime.
 
     Qdrant Edge allows one process per store, so in the embedded mode the process that owns
@@ -66,6 +67,7 @@ def worker_thread(
         ready_callback=None,
     )
     thread = threading.Thread(target=worker.start, name="celery-worker", daemon=True)
+    worker.thread = thread
     thread.start()
     if not worker.ready.wait(30):
         raise RuntimeError("the embedded Celery worker did not start within 30 s")
@@ -82,9 +84,7 @@ def worker_thread(
 
 
 @contextmanager
-def embedded_worker(
-    app: Celery, settings: Settings, store: VectorStore
-) -> Iterator[WorkController]:
+def embedded_worker(app: Celery, settings: Settings, store: VectorStore) -> Iterator[_Worker]:
     """The worker of `photosearch up`'s API process: all queues, over the store it owns.
 
     It is the only consumer of its queues (the store admits one owner), so the tasks that a

@@ -103,10 +103,13 @@ def create_app(
         try:
             # The worker stops (finishing its tasks) before the store it writes is closed.
             with ExitStack() as worker:
+                app.state.embedded_worker = None
                 if embedded_worker:
                     from indexer.host import embedded_worker as start_worker
 
-                    worker.enter_context(start_worker(celery_app, settings, services.store))
+                    app.state.embedded_worker = worker.enter_context(
+                        start_worker(celery_app, settings, services.store)
+                    )
                 yield
         finally:
             await services.close()

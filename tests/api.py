@@ -138,11 +138,14 @@ def metric(url: str, name: str, **labels: str) -> float:
 class ApiServer:
     """The real app under uvicorn, on a thread of the test process (which owns the store)."""
 
-    def __init__(self, settings: Settings, store: VectorStore | None = None) -> None:
+    def __init__(
+        self, settings: Settings, store: VectorStore | None = None, embedded_worker: bool = False
+    ) -> None:
         self.port = free_ports(1)[0]
         self.url = f"http://127.0.0.1:{self.port}"
+        self.app = create_app(settings, store=store, embedded_worker=embedded_worker)
         config = uvicorn.Config(
-            create_app(settings, store=store),
+            self.app,
             host="127.0.0.1",
             port=self.port,
             log_level="warning",
@@ -166,6 +169,8 @@ class ApiServer:
 
 
 @contextmanager
-def serving(settings: Settings, store: VectorStore | None = None) -> Iterator[ApiServer]:
-    with ApiServer(settings, store) as server:
+def serving(
+    settings: Settings, store: VectorStore | None = None, *, embedded_worker: bool = False
+) -> Iterator[ApiServer]:
+    with ApiServer(settings, store, embedded_worker) as server:
         yield server

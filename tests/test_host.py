@@ -6,10 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
+from celery.worker import state as worker_state
 from redis import Redis
 
 from indexer.app import app, configure, control_queue, embed_queue
 from indexer.host import restore_orphaned
+from indexer.tasks import collections
+from tests.api import serving
 from tests.indexing import REDIS_URL, drop_keys, settings_for
 
 # A consumer that takes one message without acknowledging it, then dies without closing
@@ -59,4 +63,26 @@ def test_unacked_tasks_of_our_queues_go_back_and_others_stay(tmp_path: Path) -> 
                 redis.zrem("unacked_index", tag)
         redis.delete(other)
         redis.close()
+        drop_keys(settings)
+
+
+def test_the_api_s_embedded_worker_consumes_the_queue_and_its_death_fails_liveness(
+    tmp_path: Path,
+) -> None:
+    settings = settings_for(tmp_path / "data", "127.0.0.1:1", tmp_path / "models")
+    try:
+        with serving(settings, embedded_worker=True) as api:
+            assert httpx.get(api.url + "/healthz").json() == {"status": "ok"}
+            # The API process answers a task from the real Redis queue: nothing is indexed.
+            # (Celery marks a process running a worker as one that must not block on results.)
+            answer = collections.delay().get(timeout=30, disable_sync_subtasks=False)
+            assert answer == []
+            worker = api.app.state.embedded_worker
+            worker_state.should_terminate = 0  # type: ignore[assignment]  # the worker stops
+            worker.thread.join(30)
+            worker_state.should_terminate = None
+            health = httpx.get(api.url + "/healthz")
+            assert health.status_code == 503
+            assert health.json()["error"] == "the embedded indexing worker has stopped"
+    finally:
         drop_keys(settings)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -19,9 +19,18 @@ _CHECK_TIMEOUT_S = 2.0
 
 
 @router.get("/healthz")
-async def healthz() -> dict[str, str]:
-    """The process answers (liveness)."""
-    return {"status": "ok"}
+async def healthz(request: Request) -> JSONResponse:
+    """The process answers (liveness); with an embedded worker, that worker still runs.
+
+    A worker thread that died leaves searches working and indexing silently stopped: failing
+    liveness gets the process restarted, worker and all.
+    """
+    worker = getattr(request.app.state, "embedded_worker", None)
+    if worker is not None and (worker.thread is None or not worker.thread.is_alive()):
+        return JSONResponse(
+            {"status": "failing", "error": "the embedded indexing worker has stopped"}, 503
+        )
+    return JSONResponse({"status": "ok"})
 
 
 @router.get("/readyz")
