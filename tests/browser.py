@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from playwright.sync_api import Page
 
 CHROMIUM = "/usr/bin/chromium"
@@ -45,6 +47,11 @@ def cards(page: Page) -> list[tuple[str, str]]:
         ".textContent])",
     )
     return [(i, s) for i, s in found]
+
+
+def shown(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(id, score) of an API answer as the page should show them: "z" leaves no "-0.00"."""
+    return [(r["id"], f"{r['score']:z.2f}") for r in body["results"]]
 
 
 def thumbnails_loaded(page: Page) -> None:

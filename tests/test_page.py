@@ -19,7 +19,7 @@ from model.triton_server import TritonServer
 from photosearch.settings import Settings
 from photosearch.vectorstore import VectorStore, open_store
 from tests.api import SEARCH_KEY, Indexed, api_settings, index_photos, serving
-from tests.browser import cards, search, settle, started, thumbnails_loaded
+from tests.browser import cards, search, settle, shown, started, thumbnails_loaded
 from tests.indexing import drop_keys
 
 
@@ -59,10 +59,6 @@ def site(
 
 def ids_of(body: dict[str, Any]) -> list[str]:
     return [r["id"] for r in body["results"]]
-
-
-def shown(body: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(r["id"], f"{r['score']:.2f}") for r in body["results"]]
 
 
 def open_filters(page: Page) -> None:

@@ -29,7 +29,7 @@ from redis.exceptions import RedisError
 
 from photosearch.demo import DEMO_PHOTOS
 from photosearch.up.processes import Child, redis_binary, redis_command
-from tests.browser import cards, search, thumbnails_loaded
+from tests.browser import cards, search, shown, thumbnails_loaded
 from tests.conftest import free_ports
 from tests.upprocess import (
     Up,
@@ -131,10 +131,11 @@ def test_the_page_loads_and_searches_in_chromium(up: Up, page: Page) -> None:
     else:
         expect(notice).to_be_hidden()
     assert page.title() != ""
-    search(page, "a rocket at night")
-    expected = up.get("/v1/search", q="a rocket at night", limit=24)
-    assert [i for i, _ in cards(page)] == ids(expected)[: len(cards(page))]
+    # With the seeded random weights some of this query's scores lie just below zero.
+    search(page, "a cat sleeping")
+    expected = up.get("/v1/search", q="a cat sleeping", limit=24)
     assert len(cards(page)) > 0
+    assert cards(page) == shown(expected)[: len(cards(page))]
     thumbnails_loaded(page)
 
 

@@ -115,7 +115,8 @@
 
   function card(result) {
     const title = (result.metadata && result.metadata.title) || result.id;
-    const score = result.score.toFixed(2);
+    // A score just below zero would read "-0.00", which looks like a bug to a visitor.
+    const score = result.score.toFixed(2).replace(/^-(0\.00)$/, "$1");
     const item = document.createElement("li");
     const button = document.createElement("button");
     button.type = "button";
