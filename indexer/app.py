@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from celery import Celery
 from celery.schedules import crontab
+from celery.signals import before_task_publish
 from kombu import Queue
 
 from photosearch.settings import Settings, get_settings
+
+# Celery's messages carry no time of sending; every publisher (API, beat, worker) imports this
+# module, and stamps one, so the age of the oldest waiting task can be read off the queue.
+ENQUEUED_AT = "photosearch_enqueued_at"
+
+
+@before_task_publish.connect
+def _stamp_enqueued_at(headers: dict[str, Any] | None = None, **_: object) -> None:
+    if headers is not None:
+        headers.setdefault(ENQUEUED_AT, time.time())
 
 
 def control_queue(settings: Settings) -> str:

@@ -199,6 +199,10 @@ def worker_command(
 
     settings = get_settings()
     names = queues or f"{control_queue(settings)},{embed_queue(settings)}"
+    if settings.indexer.metrics_port:
+        from indexer.metrics import serve_metrics
+
+        serve_metrics(settings)
     app.worker_main(
         [
             "worker",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
@@ -107,10 +107,18 @@ class JobStatus:
 class Jobs:
     """Job records, the skip records of each collection, and the indexer's locks."""
 
-    def __init__(self, redis: Redis, prefix: str, ttl_days: int = 30) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str,
+        ttl_days: int = 30,
+        on_finish: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.redis = redis
         self.prefix = prefix
         self.ttl_s = ttl_days * 86400
+        # Told (kind, state) of each job that ends here: the worker's metrics count them.
+        self.on_finish = on_finish
         self._complete = redis.register_script(_COMPLETE)
 
     def _key(self, *parts: str) -> str:
@@ -140,6 +148,9 @@ class Jobs:
         if message:
             fields["message"] = message
         self.update(job_id, **fields)
+        if self.on_finish is not None:
+            kind = self.redis.hget(self._key("job", job_id), "kind")
+            self.on_finish(kind.decode() if isinstance(kind, bytes) else "", str(state))
 
     def get(self, job_id: str) -> JobStatus | None:
         raw: dict[bytes, bytes] = self.redis.hgetall(self._key("job", job_id))  # type: ignore[assignment]

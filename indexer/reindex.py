@@ -115,7 +115,7 @@ def warm_cache(rt: Runtime, job_id: str, model_version: int) -> int:
 
     try:
         return prewarm(
-            rt.redis,
+            rt.cache_redis,
             rt.settings.redis.prefix,
             model_version,
             embed,

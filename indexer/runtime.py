@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from redis import Redis
 
 from indexer.jobs import Jobs
+from indexer.metrics import worker_metrics
 from photosearch.embedding.client import EmbeddingClient
 from photosearch.settings import Settings
 from photosearch.sources import Source, open_source
@@ -29,7 +30,19 @@ class Runtime:
     def __init__(self, settings: Settings, store: VectorStore | None = None) -> None:
         self.settings = settings
         self.redis = Redis.from_url(settings.redis.url, socket_timeout=30)
-        self.jobs = Jobs(self.redis, settings.redis.prefix, settings.indexer.job_ttl_days)
+        # The query cache (pre-warmed before a switch) may live in a Redis of its own.
+        self.cache_redis = (
+            Redis.from_url(settings.redis.cache, socket_timeout=30)
+            if settings.redis.cache != settings.redis.url
+            else self.redis
+        )
+        self.metrics = worker_metrics()
+        self.jobs = Jobs(
+            self.redis,
+            settings.redis.prefix,
+            settings.indexer.job_ttl_days,
+            on_finish=self.metrics.job_finished,
+        )
         self.readers = ThreadPoolExecutor(settings.indexer.read_threads, "photo-reader")
         self._store = store
         self._own_store = store is None
@@ -73,6 +86,8 @@ class Runtime:
         if self._own_store and self._store is not None:
             self._store.close()
         self.redis.close()
+        if self.cache_redis is not self.redis:
+            self.cache_redis.close()
 
 
 _runtime: Runtime | None = None

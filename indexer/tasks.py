@@ -96,6 +96,7 @@ class BatchTask(Task[Any, Any]):
     ) -> None:
         job_id, batch_id, *_rest, photos = args
         rt = runtime()
+        rt.metrics.photos.labels("failed").inc(len(photos))
         rt.jobs.note_problems(job_id, [f"batch {batch_id}: {type(exc).__name__}: {exc}"])
         if rt.jobs.complete_batch(job_id, batch_id, done=0, skipped=0, failed=len(photos)):
             batches_finished(job_id)
@@ -149,13 +150,16 @@ def embed_batch(
 ) -> dict[str, int]:
     """Read, decode, embed and upsert one batch; bad photos are recorded, not retried."""
     rt = runtime()
-    result = embed_photos(
-        rt,
-        collection=collection,
-        model_version=model_version,
-        source_uri=source_uri,
-        photos=[Photo.from_wire(p) for p in photos],
-    )
+    with rt.metrics.batch_seconds.time():
+        result = embed_photos(
+            rt,
+            collection=collection,
+            model_version=model_version,
+            source_uri=source_uri,
+            photos=[Photo.from_wire(p) for p in photos],
+        )
+    rt.metrics.photos.labels("done").inc(len(result.done))
+    rt.metrics.photos.labels("skipped").inc(len(result.skipped))
     rt.jobs.record_skipped(collection, result.skipped)
     rt.jobs.forget_skipped(collection, result.done)
     rt.jobs.note_problems(

@@ -98,6 +98,15 @@ class RedisSettings(BaseModel):
 
     url: str = Field("redis://127.0.0.1:6379/0", description="Redis URL.")
     prefix: str = Field("photosearch", description="Prefix of every key PhotoSearch writes.")
+    # At scale the cache wants eviction (allkeys-lru) and no persistence, which would lose
+    # queued tasks and job records: a second Redis, configured apart.
+    cache_url: str | None = Field(
+        None, description="Redis of the query cache and thumbnails; unset: `url`."
+    )
+
+    @property
+    def cache(self) -> str:
+        return self.cache_url or self.url
 
 
 class S3Settings(BaseModel):
@@ -140,6 +149,9 @@ class IndexerSettings(BaseModel):
     )
     verify_samples: int = Field(5, ge=0, description="Reindex: sample searches before switching.")
     job_ttl_days: int = Field(30, ge=1, description="How long job records are kept.")
+    metrics_port: int = Field(
+        9464, ge=0, le=65535, description="`photosearch worker`: Prometheus port; 0: none."
+    )
 
 
 class ApiKey(BaseModel):

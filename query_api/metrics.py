@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Latency buckets from 1 ms: the cached path answers in a few ms, the budget is 100 ms.
@@ -68,6 +68,19 @@ class Metrics:
             ["operation"],
             registry=r,
         )
+        # Per pod, what the autoscaler scales on (through the Prometheus adapter): unlike CPU,
+        # it rises as soon as Triton or the store slows down and requests pile up.
+        self.in_flight = Gauge(
+            "photosearch_http_requests_in_flight",
+            "HTTP requests being answered now (probes and /metrics excluded).",
+            registry=r,
+        )
+        self.dependency_ready = Gauge(
+            "photosearch_dependency_ready",
+            "1 when the dependency answered the last /readyz check, else 0.",
+            ["dependency"],
+            registry=r,
+        )
         self.requests_by_key = Counter(
             "photosearch_requests_by_key_total",
             "Requests per API key name ('anonymous' without a key, 'invalid' when refused).",
@@ -85,6 +98,11 @@ def _route_of(scope: Scope) -> str:
     return "unmatched"
 
 
+# Probes and scrapes come every few seconds whatever the load: counting them in flight would
+# keep an idle pod from scaling in.
+_NOT_IN_FLIGHT = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
 class MetricsMiddleware:
     """Times each HTTP request and counts error answers, labelled by the route template."""
 
@@ -98,6 +116,9 @@ class MetricsMiddleware:
             return
         start = time.perf_counter()
         status = 500
+        counted = scope["path"] not in _NOT_IN_FLIGHT
+        if counted:
+            self.metrics.in_flight.inc()
 
         async def send_status(message: Message) -> None:
             nonlocal status
@@ -108,6 +129,8 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_status)
         finally:
+            if counted:
+                self.metrics.in_flight.dec()
             route = _route_of(scope)
             self.metrics.request_seconds.labels(route, scope["method"], str(status)).observe(
                 time.perf_counter() - start

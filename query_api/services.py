@@ -55,7 +55,7 @@ class Services:
     def open(cls, settings: Settings, store: VectorStore | None, metrics: Metrics) -> Services:
         api = settings.api
         redis = AsyncRedis.from_url(
-            settings.redis.url,
+            settings.redis.cache,
             socket_timeout=api.redis_timeout_s,
             socket_connect_timeout=api.redis_timeout_s,
         )

@@ -62,7 +62,11 @@ def settings_for(data_dir: Path, triton_url: str, repository: Path, **indexer: o
         triton={"url": triton_url},
         model={"repository": repository},
         redis={"url": REDIS_URL, "prefix": f"pstest-{uuid.uuid4().hex[:8]}"},
-        indexer={"batch_size": 4, "retry_backoff_max_s": 2, "max_retries": 3, **indexer},
+        # No worker metrics port unless a test asks: workers of several tests must not collide.
+        indexer={
+            **{"batch_size": 4, "retry_backoff_max_s": 2, "max_retries": 3, "metrics_port": 0},
+            **indexer,
+        },
     )
 
 

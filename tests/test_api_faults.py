@@ -13,12 +13,15 @@ from typing import Any
 
 import httpx
 import pytest
+from redis import Redis
 
 from model.triton_server import TritonServer
+from photosearch.querycache import cache_key, normalize_query
 from photosearch.up.processes import redis_binary
 from photosearch.vectorstore import open_store
-from tests.api import SEARCH_KEY, api_settings, index_photos, metric, serving
+from tests.api import ADMIN_KEY, SEARCH_KEY, api_settings, index_photos, metric, serving
 from tests.conftest import free_ports, triton_ports
+from tests.indexing import drop_keys
 
 SEARCH = {"X-API-Key": SEARCH_KEY}
 
@@ -108,14 +111,47 @@ def test_redis_stopped_mid_test_searches_still_answer_and_the_cache_returns(
             ready = httpx.get(api.url + "/readyz")
             assert ready.status_code == 200 and ready.json()["status"] == "degraded"
             assert ready.json()["checks"]["redis"]["ok"] is False
+            assert metric(api.url, "photosearch_dependency_ready", dependency="redis") == 0
+            assert metric(api.url, "photosearch_dependency_ready", dependency="triton") == 1
 
             private_redis.start()
             time.sleep(settings.api.redis_retry_s + 0.2)
             search(api.url, "a busy market")  # fills the cache again
             assert search(api.url, "a busy market")[1]["cached"] is True
             assert httpx.get(api.url + "/readyz").json()["status"] == "ready"
+            assert metric(api.url, "photosearch_dependency_ready", dependency="redis") == 1
     finally:
         store.close()
+
+
+def test_a_cache_redis_of_its_own_holds_the_cache_and_the_jobs_stay_in_the_queue_redis(
+    triton: TritonServer, repository: Path, tmp_path: Path, private_redis: RedisProcess
+) -> None:
+    base = api_settings(tmp_path / "data", triton.url, repository)
+    settings = base.model_copy(
+        update={"redis": base.redis.model_copy(update={"cache_url": private_redis.url})}
+    )
+    queue, cache = Redis.from_url(settings.redis.url), Redis.from_url(private_redis.url)
+    store = open_store(settings)
+    index_photos(store, settings, tmp_path / "photos", 8)
+    try:
+        with serving(settings, store) as api:
+            assert search(api.url, "a lighthouse at dusk")[1]["cached"] is False
+            assert search(api.url, "a lighthouse at dusk")[1]["cached"] is True
+            key = cache_key(settings.redis.prefix, 1, normalize_query("a lighthouse at dusk"))
+            assert cache.exists(key) == 1 and queue.exists(key) == 0
+
+            private_redis.stop()
+            status, body, _ = search(api.url, "a lighthouse at dusk")
+            assert status == 200 and body["cached"] is False
+            # Job records live in the queue's Redis, which is still up.
+            jobs = httpx.get(api.url + "/v1/admin/jobs", headers={"X-API-Key": ADMIN_KEY})
+            assert jobs.status_code == 200, jobs.text
+            ready = httpx.get(api.url + "/readyz").json()
+            assert ready["status"] == "degraded" and ready["checks"]["redis"]["ok"] is False
+    finally:
+        store.close()
+        drop_keys(settings)
 
 
 def test_triton_stopped_cached_queries_answer_others_503_then_recovery(

@@ -389,6 +389,10 @@ def test_openapi_documents_every_endpoint_and_health_answers(api: Api) -> None:
     ):
         assert name in text, name
     assert 'route="/v1/search"' in text
+    # Readiness is exported per dependency for the alerts; nothing is in flight between calls.
+    for dependency in ("vector_store", "triton", "redis"):
+        assert metric(api.url, "photosearch_dependency_ready", dependency=dependency) == 1
+    assert metric(api.url, "photosearch_http_requests_in_flight") == 0
 
 
 def test_model_names_the_live_version_and_its_weights_without_a_server_path(api: Api) -> None:

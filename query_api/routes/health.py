@@ -67,6 +67,8 @@ async def readyz(services: ServicesDep) -> JSONResponse:
         return {"ok": False, "error": "Redis unreachable: the query cache is bypassed"}
 
     checks["triton"], checks["redis"] = await asyncio.gather(triton(), redis())
+    for name, check in checks.items():
+        services.metrics.dependency_ready.labels(name).set(1 if check["ok"] else 0)
     ready = checks["vector_store"]["ok"] and checks["triton"]["ok"]
     status = "ready" if ready and checks["redis"]["ok"] else "degraded" if ready else "not ready"
     return JSONResponse({"status": status, "checks": checks}, status_code=200 if ready else 503)
