@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PHOTOSEARCH := $(BIN)/photosearch
 
-.PHONY: setup browser run test lint bench clean
+.PHONY: setup tools run test lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -25,16 +25,21 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The search page is tested in Debian's Chromium (driven by Playwright; never `playwright
-# install`, which downloads). Installed from the Debian registry when the machine lacks it.
-browser:
-	@test -x /usr/bin/chromium || { \
+# Tools the tests run that PyPI does not carry, from the Debian registry when the machine lacks
+# them: Chromium for the search page (driven by Playwright; never `playwright install`, which
+# downloads), and promtool (package prometheus) for the alert rules.
+DEBIAN_TOOLS := /usr/bin/chromium:chromium /usr/bin/promtool:prometheus
+
+tools:
+	@missing=""; for t in $(DEBIAN_TOOLS); do \
+	  test -x "$${t%%:*}" || missing="$$missing $${t#*:}"; done; \
+	test -z "$$missing" || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  $$SUDO apt-get install -y -qq --no-install-recommends chromium \
-	  || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium; }; }
+	  $$SUDO apt-get install -y -qq --no-install-recommends $$missing \
+	  || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $$missing; }; }
 
-test: lint browser
+test: lint tools
 	$(BIN)/pytest
 
 bench: setup
