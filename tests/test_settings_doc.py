@@ -18,20 +18,9 @@ from photosearch.settings_doc import (
     settings_table,
     write_readme,
 )
+from tests.deployfiles import leaf_variables
 
 README = Path(__file__).parent.parent / "README.md"
-
-
-def _leaf_variables(model: type[BaseModel], prefix: str = "PHOTOSEARCH_") -> list[str]:
-    """Every leaf field's variable, walked here independently of the generator."""
-    names = []
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            names += _leaf_variables(annotation, f"{prefix}{name.upper()}__")
-        else:
-            names.append(f"{prefix}{name.upper()}")
-    return names
 
 
 def _rows(table: str) -> dict[str, list[str]]:
@@ -68,7 +57,7 @@ def test_every_leaf_setting_has_exactly_one_row_with_a_description() -> None:
     table = settings_table()
     assert table.splitlines()[:2] == ["| Variable | Default | Meaning |", "|---|---|---|"]
     rows = _rows(table)
-    assert list(rows) == _leaf_variables(Settings)
+    assert list(rows) == leaf_variables(Settings)
     assert all(meaning for _, meaning in rows.values())
 
 
@@ -113,7 +102,7 @@ class _ExtendedSettings(Settings):
 def test_settings_added_to_the_tree_appear_without_changing_the_generator() -> None:
     rows = _rows(settings_table(_ExtendedSettings))
     variables = list(rows)
-    assert variables == _leaf_variables(_ExtendedSettings)
+    assert variables == leaf_variables(_ExtendedSettings)
     added = ["PHOTOSEARCH_MODEL__WARMUP_ROUNDS", "PHOTOSEARCH_QUOTA__ENABLED"]
     assert variables.index(added[0]) == variables.index("PHOTOSEARCH_MODEL__TEXT_PAD_MULTIPLE") + 1
     assert variables[-2:] == [added[1], "PHOTOSEARCH_QUOTA__LIMITS__PER_MINUTE"]

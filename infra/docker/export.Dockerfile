@@ -1,0 +1,28 @@
+# syntax=docker/dockerfile:1
+# The one-shot model export: open_clip + torch (CPU build: exporting takes seconds, no GPU
+# needed) write a model version into the shared Triton repository.
+FROM python:3.11-slim-bookworm
+# /models and /data/hf exist, owned by the user, so fresh named volumes mounted there are too.
+RUN useradd --system --uid 10001 --gid 0 --home-dir /data --create-home photosearch \
+    && mkdir -p /models /data/hf && chown 10001:0 /models /data/hf
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY photosearch ./photosearch
+COPY indexer ./indexer
+COPY query_api ./query_api
+COPY model ./model
+# torch and torchvision from PyTorch's CPU index first: PyPI's default builds pull several GB
+# of CUDA libraries the export does not use. ".[export]" is this project: pyproject.toml bounds
+# its dependencies.
+# hadolint ignore=DL3013
+RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu \
+        torch==2.13.0 torchvision==0.28.0 \
+    && pip install --no-cache-dir ".[export]"
+USER 10001
+ENV PHOTOSEARCH_DATA_DIR=/data \
+    PHOTOSEARCH_MODEL__REPOSITORY=/models \
+    HF_HOME=/data/hf \
+    PYTHONUNBUFFERED=1
+WORKDIR /data
+ENTRYPOINT ["photosearch"]
+CMD ["model", "export", "--target", "gpu", "--repository", "/models"]
