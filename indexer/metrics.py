@@ -21,6 +21,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from indexer.app import ENQUEUED_AT, control_queue, embed_queue
+from indexer.jobs import FINISHED, JobKind
 from photosearch.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,13 @@ class IndexerMetrics:
             ["kind", "state"],
             registry=r,
         )
+        # Every series exists from the start at 0: increase() over a series that first appears
+        # at 1 sees no increase, and the first failed job would raise no alert.
+        for result in ("done", "skipped", "failed"):
+            self.photos.labels(result)
+        for kind in JobKind:
+            for state in FINISHED:
+                self.jobs_finished.labels(kind.value, state.value)
         if settings is not None:
             self.watch_queues(settings)
 

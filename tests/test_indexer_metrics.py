@@ -43,6 +43,19 @@ def families(metrics: IndexerMetrics) -> dict[str, dict[str, float]]:
     return out
 
 
+def test_every_counter_series_exists_at_zero_before_anything_happens() -> None:
+    # So increase() sees the first failed job: a series born at 1 shows no increase.
+    registry = IndexerMetrics().registry
+    for kind in ("sync", "reindex", "rollback"):
+        for state in ("done", "failed"):
+            labels = {"kind": kind, "state": state}
+            value = registry.get_sample_value("photosearch_indexer_jobs_finished_total", labels)
+            assert value == 0, labels
+    for result in ("done", "skipped", "failed"):
+        value = registry.get_sample_value("photosearch_indexer_photos_total", {"result": result})
+        assert value == 0, result
+
+
 def test_queue_length_and_the_oldest_tasks_age_are_read_from_redis(settings: Settings) -> None:
     metrics = IndexerMetrics(settings)
     empty = families(metrics)
