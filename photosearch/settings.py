@@ -71,8 +71,8 @@ class QdrantSettings(BaseModel):
     """The vector store: a Qdrant server or cluster when `url` is set, else Qdrant Edge in-process.
 
     The collection defaults are the plan for ~1e8 photos x 512 dims on a cluster: originals on
-    disk (~200 GB), int8 scalar quantization in RAM (~51 GB, rescored from disk), 12 shards over
-    the nodes with 2 replicas, HNSW m=16. See infra/README.md.
+    disk (~205 GB), int8 scalar quantization in RAM (~51 GB, rescored from disk), 6 shards over
+    3 nodes with 2 replicas, HNSW m=16. See infra/qdrant/values.yaml.
     """
 
     url: str | None = Field(
@@ -83,7 +83,7 @@ class QdrantSettings(BaseModel):
     api_key: str | None = Field(None, description="Qdrant server API key.")
     path: Path | None = Field(None, description="Embedded store folder; default DATA_DIR/vectors.")
     timeout_s: float = Field(10.0, gt=0, description="Deadline of one Qdrant server request.")
-    shards: int = Field(12, ge=1, description="Server: shards per collection.")
+    shards: int = Field(6, ge=1, description="Server: shards per collection.")
     replicas: int = Field(2, ge=1, description="Server: replication factor.")
     on_disk: bool = Field(True, description="Keep original vectors on disk (mmap).")
     quantization: bool = Field(True, description="int8 scalar quantization kept in RAM.")
