@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from functools import lru_cache
@@ -43,15 +42,8 @@ class QueueCollector(Collector):
 
     def __init__(self, settings: Settings) -> None:
         self.queues = {"control": control_queue(settings), "embed": embed_queue(settings)}
-        self.url = settings.redis.url
-        self._redis: Redis | None = None
-        self._lock = threading.Lock()
-
-    def redis(self) -> Redis:
-        with self._lock:
-            if self._redis is None:
-                self._redis = Redis.from_url(self.url, socket_timeout=2, socket_connect_timeout=2)
-            return self._redis
+        # redis-py connects on the first command (the first scrape), not here.
+        self.redis = Redis.from_url(settings.redis.url, socket_timeout=2, socket_connect_timeout=2)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         length = GaugeMetricFamily(
@@ -66,7 +58,7 @@ class QueueCollector(Collector):
         for label, key in self.queues.items():
             try:
                 # kombu LPUSHes and BRPOPs: the oldest message is the list's last element.
-                pipe = self.redis().pipeline(transaction=False)
+                pipe = self.redis.pipeline(transaction=False)
                 pipe.llen(key)
                 pipe.lindex(key, -1)
                 count, oldest = pipe.execute()

@@ -21,14 +21,13 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 from fastapi.routing import APIRoute
-from pydantic import BaseModel
 
 from indexer.app import control_queue, embed_queue
 from photosearch.settings import Settings
 from query_api.metrics import Metrics
 from query_api.routes.health import router as health_router
+from tests.deployfiles import ROOT, setting_variables
 
-ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "infra" / "k8s"
 BASE = K8S / "base"
 DATA = Path(__file__).parent / "data"
@@ -261,24 +260,13 @@ def test_production_pins_images_and_serves_its_host() -> None:
 # --- they agree with the code ---
 
 
-def setting_names() -> set[str]:
-    names: set[str] = set()
-    for field, info in Settings.model_fields.items():
-        group = info.annotation
-        if isinstance(group, type) and issubclass(group, BaseModel):
-            names |= {f"PHOTOSEARCH_{field}__{sub}".upper() for sub in group.model_fields}
-        else:
-            names.add(f"PHOTOSEARCH_{field}".upper())
-    return names
-
-
 def test_every_photosearch_variable_is_a_real_setting(manifests: list[Doc]) -> None:
     used = set(one(manifests, "ConfigMap", "photosearch-config")["data"])
     used |= set(secret_example()["stringData"])
     for doc in manifests:
         for container in containers(doc):
             used |= {e["name"] for e in container.get("env", [])}
-    unknown = {n for n in used if n.startswith("PHOTOSEARCH_")} - setting_names()
+    unknown = {n for n in used if n.startswith("PHOTOSEARCH_")} - setting_variables()
     assert not unknown, f"not settings of photosearch/settings.py: {sorted(unknown)}"
 
 

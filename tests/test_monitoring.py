@@ -26,8 +26,8 @@ from indexer.metrics import IndexerMetrics
 from photosearch.settings import RedisSettings, Settings
 from query_api.metrics import Metrics
 from tests.conftest import free_ports
+from tests.deployfiles import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 MONITORING = ROOT / "infra" / "monitoring"
 PROMETHEUS = MONITORING / "prometheus"
 ALERTS = PROMETHEUS / "alerts.yml"

