@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from photosearch.atomicfile import write_atomic
 
 # The manifest name the indexer looks for at a source's root (settings: indexer.metadata_files).
 MANIFEST = "photos.jsonl"
@@ -202,14 +202,7 @@ def _write_if_changed(path: Path, data: bytes) -> bool:
             return False
     except FileNotFoundError:
         pass
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, data)
     return True
 
 

@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from photosearch.atomicfile import write_atomic
+
 IMAGE_MODEL = "clip_image"
 TEXT_MODEL = "clip_text"
 IMAGE_INPUT, IMAGE_OUTPUT = "image", "image_embeds"
@@ -88,9 +90,7 @@ def list_versions(repository: Path) -> list[int]:
 def write_manifest(repository: Path, manifest: ModelManifest) -> Path:
     """Write version N's manifest atomically (it is what marks the version complete)."""
     path = manifest_path(repository, manifest.version)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n")
     return path
 
 

@@ -23,6 +23,7 @@ from types import FrameType
 from pydantic import ValidationError
 
 from model.triton_server import Ports, TritonServer
+from photosearch.atomicfile import write_atomic
 from photosearch.settings import Settings, get_settings
 from photosearch.up.bootstrap import (
     RANDOM_WEIGHTS_WARNING,
@@ -381,6 +382,7 @@ class Supervisor:
             "children": {c.name: c.pid for c in self.children},
             "env": self.env,
         }
-        (self.data_dir / "up.json").write_text(json.dumps(state, indent=2))
+        # Atomic: tools and tests poll up.json while a restarted child rewrites it.
+        write_atomic(self.data_dir / "up.json", json.dumps(state, indent=2))
         lines = [f"{name}={shlex.quote(value)}" for name, value in sorted(self.env.items())]
-        (self.data_dir / "up.env").write_text("\n".join(lines) + "\n")
+        write_atomic(self.data_dir / "up.env", "\n".join(lines) + "\n")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -15,6 +14,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
+from photosearch.atomicfile import write_atomic
 from photosearch.embedding.arrays import Embeddings
 from photosearch.vectorstore.base import (
     DATETIME_FIELDS,
@@ -100,18 +100,7 @@ def _engine_errors() -> Iterator[None]:
 
 
 def _write_json_atomic(path: Path, data: object) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    # The rename itself is durable only once the folder entry is on disk.
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True), durable=True)
 
 
 def _edge_filter(f: SearchFilter) -> qe.Filter | None:
