@@ -73,15 +73,13 @@ def sync_command(
     wait: WaitOption = False,
 ) -> None:
     """Index what is new or changed in the source and delete what is gone."""
-    from indexer.jobs import JobKind
-    from indexer.tasks import sync
+    from indexer.tasks import queue_sync
 
     jobs = _jobs()
     uri = source or jobs.recall("source") or get_settings().indexer.source
     if uri is None:
         raise typer.BadParameter("no source: pass --source or set PHOTOSEARCH_INDEXER__SOURCE")
-    job_id = jobs.create(JobKind.SYNC, source=uri)
-    sync.delay(job_id, uri)
+    job_id = queue_sync(jobs, uri)
     typer.echo(f"sync job {job_id} queued for {uri}")
     if wait:
         _follow(job_id)

@@ -15,7 +15,7 @@ from redis.exceptions import TimeoutError as RedisTimeout
 from indexer import reindex as reindexing
 from indexer.app import app
 from indexer.catalog import Photo
-from indexer.jobs import JobKind, JobState
+from indexer.jobs import JobKind, Jobs, JobState
 from indexer.pipeline import embed_photos
 from indexer.runtime import Runtime, close_runtime, get_runtime
 from indexer.sync import Batch, IndexerError, run_sync
@@ -134,7 +134,13 @@ def scheduled_sync() -> str | None:
     if source is None:
         log.warning("nightly sync skipped: no source configured (PHOTOSEARCH_INDEXER__SOURCE)")
         return None
-    job_id = rt.jobs.create(JobKind.SYNC, source=source)
+    return queue_sync(rt.jobs, source)
+
+
+def queue_sync(jobs: Jobs, source: str) -> str:
+    """Record a sync job and send it: beat's nightly one, the CLI's, the admin API's, `up`'s
+    and the load test's all start this way. Returns the job id."""
+    job_id = jobs.create(JobKind.SYNC, source=source)
     sync.delay(job_id, source)
     return job_id
 

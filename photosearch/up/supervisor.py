@@ -277,7 +277,7 @@ class Supervisor:
             from indexer.jobs import JobKind, Jobs, JobState
 
             configure(app, settings)
-            from indexer.tasks import reindex, sync
+            from indexer.tasks import queue_sync, reindex
 
             jobs = Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
             live = ((readyz(self.base_url) or {}).get("checks") or {}).get("vector_store", {})
@@ -287,8 +287,7 @@ class Supervisor:
                 reindex.delay(job_id, version, source)
                 label = f"reindexing {source} with model version {version}"
             else:
-                job_id = jobs.create(JobKind.SYNC, source=source)
-                sync.delay(job_id, source)
+                job_id = queue_sync(jobs, source)
                 label = f"indexing {source}"
             self.say(f"{label} (job {job_id})")
             job = follow(jobs, job_id, label="indexing")

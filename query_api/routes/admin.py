@@ -51,13 +51,10 @@ def _accepted(job_id: str, kind: str) -> JobAccepted:
 @router.post("/sync", status_code=202, response_model=JobAccepted, responses=ERRORS)
 async def start_sync(body: SyncRequest, services: ServicesDep, caller: AdminCaller) -> JobAccepted:
     """Index what is new or changed in the source now (the nightly job, on demand)."""
-    from indexer.tasks import sync
+    from indexer.tasks import queue_sync
 
     def send() -> str:
-        uri = _source(services, body.source)
-        job_id = services.jobs.create(JobKind.SYNC, source=uri)
-        sync.delay(job_id, uri)
-        return job_id
+        return queue_sync(services.jobs, _source(services, body.source))
 
     return _accepted(await run_in_threadpool(send), JobKind.SYNC)
 
