@@ -137,6 +137,11 @@ class LoadResults:
     low: Phase
     steps: list[Phase]
 
+    def highest_rate(self) -> float | None:
+        """The highest uncached rate held at p99 <= UNCACHED_P99_MS; None when none was."""
+        held = [p.rate for p in self.steps if p.holds(UNCACHED_P99_MS)]
+        return max(held) if held else None
+
 
 async def load(
     url: str, triton_metrics: str, args: argparse.Namespace, queries: Queries
@@ -184,16 +189,22 @@ async def load(
 # ---------------------------------------------------------------------------------------------
 
 
-def report(
-    args: argparse.Namespace,
-    settings: Settings,
-    version: int,
-    raw: Raw,
-    results: LoadResults,
-    repo: Path,
-    load_before: float,
-) -> str:
-    manifest = load_manifest(repo, version)
+@dataclass
+class ApiFigures:
+    """What one run measured, with what report() needs to say how it was set up."""
+
+    settings: Settings
+    repo: Path
+    version: int
+    raw: Raw
+    results: LoadResults
+    load_before: float
+    problems: list[str]  # the API log's error lines
+
+
+def report(args: argparse.Namespace, figures: ApiFigures) -> str:
+    settings, repo, raw, results = figures.settings, figures.repo, figures.raw, figures.results
+    manifest = load_manifest(repo, figures.version)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],
         capture_output=True,
@@ -214,7 +225,7 @@ def report(
         f"onnxruntime {ort.__version__}, commit {commit or '?'}, "
         f"{datetime.now().strftime('%Y-%m-%d %H:%M')}",
         f"command: {command}",
-        f"load average before the run: {load_before:.2f} (other work on the machine skews "
+        f"load average before the run: {figures.load_before:.2f} (other work on the machine skews "
         "every figure)",
         f"Triton text model: queue delay {text_queue_delay_ms(repo):g} ms, onnxruntime threads "
         f"{threads or 'default (all cores)'}; queries padded to a multiple of "
@@ -245,8 +256,7 @@ def report(
     ]
 
     cached = results.cached
-    held = [p.rate for p in results.steps if p.holds(UNCACHED_P99_MS)]
-    best = max(held) if held else None
+    best = results.highest_rate()
     base = raw.text_ms + raw.search_ms
     ratio = results.low.ms(50) / base
 
@@ -275,7 +285,7 @@ def report(
     return "\n".join(lines)
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -321,8 +331,10 @@ def main() -> None:
     parser.add_argument(
         "--api-log-level", default="info", help="the API's (info, as served: with an access log)"
     )
-    args = parser.parse_args()
+    return parser
 
+
+def measure(args: argparse.Namespace) -> ApiFigures:
     repo = args.repository.resolve()
     data_dir = args.data_dir.resolve()
     prefix = f"bench-api-{os.getpid()}-{int(time.time())}"
@@ -386,9 +398,15 @@ def main() -> None:
         finally:
             removed = delete_prefix(args.redis_url, prefix)
             print(f"deleted {removed} Redis keys of {prefix}", flush=True)
-    if problems:
+    return ApiFigures(settings, repo, version, raw, results, load_before, problems)
+
+
+def main() -> None:
+    args = parser().parse_args()
+    figures = measure(args)
+    if problems := figures.problems:
         print(f"\nthe API logged {len(problems)} errors, the last ones:", *problems[-5:], sep="\n")
-    print(report(args, settings, version, raw, results, repo, load_before))
+    print(report(args, figures))
 
 
 if __name__ == "__main__":

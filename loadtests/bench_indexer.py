@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +86,29 @@ def indexing_rate(
     return best, count
 
 
-def main() -> None:
+@dataclass
+class IndexerFigures:
+    """images/s of the raw image encoder by batch size and of indexing end to end."""
+
+    arch: str
+    photos: int
+    raw: dict[int, float]
+    e2e: float
+    count: int  # photos the last end-to-end run indexed
+    batch_size: int
+    runs: int
+
+    @property
+    def best_batch(self) -> int:
+        return max(self.raw, key=lambda b: self.raw[b])
+
+    @property
+    def ratio(self) -> float:
+        """End to end / the raw encoder at its best batch."""
+        return self.e2e / self.raw[self.best_batch]
+
+
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--arch", default="ViT-B-32")
     parser.add_argument("--repository", type=Path, help="an exported repository (default: export)")
@@ -95,7 +118,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64, help="photos per indexer task")
     parser.add_argument("--read-threads", type=int, default=8, help="decoding threads")
     parser.add_argument("--keep-repository", type=Path, help="export here and keep it")
-    args = parser.parse_args()
+    return parser
+
+
+def measure(args: argparse.Namespace) -> IndexerFigures:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         repo = args.repository
@@ -114,17 +140,22 @@ def main() -> None:
         e2e, count = indexing_rate(
             repo, work / "photos", work, args.runs, args.batch_size, args.read_threads
         )
+        arch = load_manifest(repo, version).arch if args.repository else args.arch
+    return IndexerFigures(arch, args.photos, raw, e2e, count, args.batch_size, args.runs)
 
-    best_batch = max(raw, key=lambda b: raw[b])
-    print(f"\n| {load_manifest(repo, version).arch if args.repository else args.arch} | images/s |")
+
+def main() -> None:
+    figures = measure(parser().parse_args())
+    raw, e2e = figures.raw, figures.e2e
+    print(f"\n| {figures.arch} | images/s |")
     print("|---|---:|")
     for batch, rate in raw.items():
         print(f"| raw onnxruntime, batch {batch} | {rate:.1f} |")
     print(
-        f"| end to end, {count} photos, tasks of {args.batch_size} "
-        f"(best of {args.runs}) | {e2e:.1f} |"
+        f"| end to end, {figures.count} photos, tasks of {figures.batch_size} "
+        f"(best of {figures.runs}) | {e2e:.1f} |"
     )
-    print(f"\nend to end / raw at its best batch ({best_batch}): {e2e / raw[best_batch]:.1%}")
+    print(f"\nend to end / raw at its best batch ({figures.best_batch}): {figures.ratio:.1%}")
     hours = FULL_REINDEX / e2e / 3600
     print(
         f"full reindex of {FULL_REINDEX:.0e} photos at {e2e:.1f} images/s per worker: "

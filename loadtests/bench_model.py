@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -57,7 +58,7 @@ QUERIES = [
 REPEATS = 3  # best of: on a shared machine other processes only ever slow a run down
 
 
-def measure(
+def throughput(
     fn: Callable[[T], object], inputs: list[T], items_per_call: int, seconds: float
 ) -> float:
     """Items per second of fn over the inputs in turn: best of REPEATS runs, after a warm-up."""
@@ -72,10 +73,10 @@ def measure(
     return best
 
 
-async def ameasure(
+async def athroughput(
     fn: Callable[[T], Awaitable[object]], inputs: list[T], items_per_call: int, seconds: float
 ) -> float:
-    """measure() for coroutines."""
+    """throughput() for coroutines."""
     await fn(inputs[0])
     best = 0.0
     for _ in range(REPEATS):
@@ -118,14 +119,14 @@ def raw_figures(repo: Path, version: int, seconds: float) -> dict[str, float]:
     for batch in (1, 8):
         for label, multiple in (("77", 77), ("longest", 1)):
             rows = text_batches(tokenizer, batch, multiple)
-            out[f"text b{batch} {label}"] = measure(
+            out[f"text b{batch} {label}"] = throughput(
                 lambda r: text.run(None, {"input_ids": r}), rows, batch, seconds
             )
     size = manifest.image.size
     rng = np.random.default_rng(0)
     for batch in (1, 8, 32):
         pixels = rng.integers(0, 256, (batch, size, size, 3), dtype=np.uint8)
-        out[f"image b{batch}"] = measure(
+        out[f"image b{batch}"] = throughput(
             lambda p: image.run(None, {"image": p}), [pixels], batch, seconds
         )
     return out
@@ -139,10 +140,10 @@ async def triton_figures(repo: Path, version: int, url: str, seconds: float) -> 
             ids = await client.tokenize(QUERIES, model_version=version)
             for batch in (1, 8):
                 groups = [ids[i : i + batch] for i in range(0, len(ids), batch)]
-                out[f"text b{batch} {label}"] = await ameasure(
+                out[f"text b{batch} {label}"] = await athroughput(
                     partial(client.encode_token_ids, model_version=version), groups, batch, seconds
                 )
-            out[f"text c8 {label}"] = await ameasure(
+            out[f"text c8 {label}"] = await athroughput(
                 partial(singles_at_once, client, version), [ids], 8, seconds
             )
     async with EmbeddingClient(url, repo) as client:
@@ -150,7 +151,7 @@ async def triton_figures(repo: Path, version: int, url: str, seconds: float) -> 
         rng = np.random.default_rng(0)
         for batch in (1, 8, 32):
             pixels = rng.integers(0, 256, (batch, size, size, 3), dtype=np.uint8)
-            out[f"image b{batch}"] = await ameasure(
+            out[f"image b{batch}"] = await athroughput(
                 partial(client.encode_images, model_version=version), [pixels], batch, seconds
             )
     return out
@@ -192,12 +193,26 @@ def report(
     return "\n".join(lines)
 
 
-def main() -> None:
+@dataclass
+class ModelFigures:
+    """Items/s by workload (report()'s keys): raw, through Triton with queue delays 0 and with
+    the exported ones."""
+
+    arch: str
+    raw: dict[str, float]
+    no_delay: dict[str, float]
+    via: dict[str, float]
+
+
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--arch", default="ViT-B-32")
     parser.add_argument("--repository", type=Path, help="an exported repository (default: export)")
     parser.add_argument("--seconds", type=float, default=2.0, help="per repetition")
-    args = parser.parse_args()
+    return parser
+
+
+def measure(args: argparse.Namespace) -> ModelFigures:
     with tempfile.TemporaryDirectory() as tmp:
         repo = args.repository
         if repo is None:
@@ -216,7 +231,12 @@ def main() -> None:
             write_configs(repo, target, options)
             with TritonServer(repo, Ports(18103, 18101, 18102), Path(tmp) / "triton") as server:
                 figures.append(asyncio.run(triton_figures(repo, version, server.url, args.seconds)))
-        print(report(raw, figures[0], figures[1], load_manifest(repo, version).arch))
+        return ModelFigures(load_manifest(repo, version).arch, raw, figures[0], figures[1])
+
+
+def main() -> None:
+    figures = measure(parser().parse_args())
+    print(report(figures.raw, figures.no_delay, figures.via, figures.arch))
 
 
 if __name__ == "__main__":
