@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PHOTOSEARCH := $(BIN)/photosearch
 
-.PHONY: setup tools run test lint bench clean
+.PHONY: setup tools run test lint bench loadtest clean
 
 setup: $(VENV)/.installed
 
@@ -12,7 +12,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0 torchvision==0.28.0
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[embedded,export,dev,demo]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[embedded,export,dev,demo,loadtest]'
 	touch $@
 
 # The whole system on this machine (Redis, Triton, the API and page, the indexer, beat) until
@@ -42,8 +42,15 @@ tools:
 test: lint tools
 	$(BIN)/pytest
 
+# Every benchmark, one table of their figures (loadtests/benchmarks.py): 10-15 min on 2 cores.
+# ARGS="--write docs/benchmarks.md" refreshes the docs page, ARGS="--quick" is a first look.
 bench: setup
-	$(BIN)/python loadtests/bench_model.py
+	$(BIN)/python -m loadtests.benchmarks $(ARGS)
+
+# A load test with its report (loadtests/README.md), on a `photosearch up` started for it:
+# a few minutes. ARGS="--scenario peak", ARGS="--rate 50 --duration 60".
+loadtest: setup
+	$(BIN)/python -m loadtests.run --start $(ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
