@@ -17,12 +17,10 @@ WaitOption = Annotated[bool, typer.Option("--wait", help="Follow the job with a 
 
 
 def _jobs() -> Any:
-    from redis import Redis
-
     from indexer.jobs import Jobs
 
     settings = get_settings()
-    return Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+    return Jobs.from_settings(settings)
 
 
 def _describe(job: Any) -> str:

@@ -8,9 +8,12 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis import Redis
+
+if TYPE_CHECKING:
+    from photosearch.settings import Settings
 
 # A batch counts once however often it runs (retries, redelivery after a worker died): its id
 # joins a set, and only the first SADD adds its counts. Returns 1 when it was the last batch.
@@ -120,6 +123,16 @@ class Jobs:
         # Told (kind, state) of each job that ends here: the worker's metrics count them.
         self.on_finish = on_finish
         self._complete = redis.register_script(_COMPLETE)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **redis_options: Any) -> Jobs:
+        """The job records of this deployment (PHOTOSEARCH_REDIS__URL), kept as long as the
+        settings say: every process that creates or reads jobs opens them this way."""
+        return cls(
+            Redis.from_url(settings.redis.url, **redis_options),
+            settings.redis.prefix,
+            settings.indexer.job_ttl_days,
+        )
 
     def _key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))

@@ -210,8 +210,7 @@ def finalize(job_id: str) -> None:
         send_batches(job_id, job.collection, job.source, batches)
     elif job.state == JobState.DONE:
         # Photos a sync wrote into the old collection while the switch happened.
-        follow_up = rt.jobs.create(JobKind.SYNC, source=job.source)
-        sync.delay(follow_up, job.source)
+        queue_sync(rt.jobs, job.source)
 
 
 @app.task(name="indexer.optimize", **RETRY)

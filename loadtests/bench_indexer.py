@@ -17,11 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-from redis import Redis
 
 from indexer.app import app, configure
-from indexer.jobs import JobKind, Jobs
-from indexer.tasks import sync
+from indexer.jobs import Jobs
+from indexer.tasks import queue_sync
 from model.repository import version_dir
 from model.triton_server import TritonServer
 from photosearch.embedding.images import prepare_image
@@ -75,10 +74,9 @@ def indexing_rate(
         for run in range(runs):
             settings = settings_for(work / f"data{run}", server.url, repo, batch_size=batch_size)
             configure(app, settings)
-            jobs = Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+            jobs = Jobs.from_settings(settings)
             with WorkerProcess(settings, work / f"worker{run}.log") as worker:
-                job_id = jobs.create(JobKind.SYNC, source=str(photos))
-                sync.delay(job_id, str(photos))
+                job_id = queue_sync(jobs, str(photos))
                 job = wait_job(jobs, job_id, timeout_s=1800, worker=worker)
             assert job.state == "done" and job.failed == 0, job
             print(f"  run {run + 1}: {job.done} photos, {job.images_per_s:.1f} img/s", flush=True)

@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 import httpx
-from redis import Redis
 
 from indexer.jobs import FINISHED
 from loadtests import photoset
@@ -44,7 +43,7 @@ def _queue(target: Target) -> tuple[str, str]:
 
     settings = target.settings
     configure(app, settings)
-    jobs = Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+    jobs = Jobs.from_settings(settings)
     try:
         source = jobs.recall("source") or settings.indexer.source
         if source is None:
@@ -81,7 +80,7 @@ def _read_job(target: Target, job_id: str) -> dict[str, Any] | None:
         return job
     from indexer.jobs import Jobs
 
-    jobs = Jobs(Redis.from_url(target.settings.redis.url), target.settings.redis.prefix)
+    jobs = Jobs.from_settings(target.settings)
     try:
         status = jobs.get(job_id)
     finally:

@@ -64,28 +64,27 @@ class Sampler:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        # The first reading before any request is sent, so that the deltas count them all.
+    def _read(self) -> None:
         self.samples.append(
             Sample(time.time(), read_counters(self.api_metrics, self.triton_metrics))
         )
+
+    def start(self) -> None:
+        # The first reading before any request is sent, so that the deltas count them all.
+        self._read()
         self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.samples.append(
-                Sample(time.time(), read_counters(self.api_metrics, self.triton_metrics))
-            )
+            self._read()
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         # The last reading after the load, so the deltas cover every request.
-        self.samples.append(
-            Sample(time.time(), read_counters(self.api_metrics, self.triton_metrics))
-        )
+        self._read()
 
 
 def delta(first: Sample, last: Sample, key: str) -> float | None:

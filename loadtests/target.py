@@ -14,6 +14,7 @@ from pathlib import Path
 
 from photosearch.settings import Settings, get_settings
 from photosearch.up.probes import http_ok
+from photosearch.up.supervisor import STATE_FILE, read_state
 from query_api.auth import hash_key, new_key
 
 UP_TIMEOUT_S = 900  # a first start exports the model (a minute or more on two cores)
@@ -58,9 +59,9 @@ def _from_up_env(env: dict[str, str]) -> tuple[Settings, str | None]:
 
 def attach(data_dir: Path, api_key: str | None) -> Target:
     """The running `photosearch up` of this data directory."""
-    state_file = data_dir / "up.json"
+    state_file = data_dir / STATE_FILE
     try:
-        state = json.loads(state_file.read_text())
+        state = read_state(data_dir)
     except (OSError, ValueError) as exc:
         raise TargetError(
             f"no running `photosearch up` in {data_dir} ({exc.__class__.__name__}: {state_file}):"
@@ -101,7 +102,7 @@ def start(data_dir: Path, photos: Path, port: int, redis_port: int, log: Path) -
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
             raise TargetError(f"photosearch up did not come up:\n{tail}")
         time.sleep(1)
-    state = json.loads((data_dir / "up.json").read_text())
+    state = read_state(data_dir)
     settings, triton = _from_up_env(state.get("env", {}))
     return Target(state["url"], triton, settings, key, None, photos.resolve(), process)
 

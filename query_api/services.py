@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 
 from indexer.jobs import Jobs
@@ -72,11 +71,7 @@ class Services:
             settings, image_limits=ImageLimits(api.max_upload_pixels, api.max_upload_bytes)
         )
         # Admin calls are rare and blocking: a plain client, used from the thread pool.
-        jobs = Jobs(
-            Redis.from_url(settings.redis.url, socket_timeout=5, socket_connect_timeout=5),
-            settings.redis.prefix,
-            settings.indexer.job_ttl_days,
-        )
+        jobs = Jobs.from_settings(settings, socket_timeout=5, socket_connect_timeout=5)
         return cls(
             settings=settings,
             store=store if store is not None else open_store(settings),

@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-from redis import Redis
 
 from indexer.app import app, configure, control_queue, embed_queue
 from indexer.host import worker_thread
@@ -116,7 +115,7 @@ def test_reindex_through_the_api_keeps_query_and_collection_versions_equal_and_p
         job = wait_api_job(admin, started.json()["job_id"])
         # The first search after the switch: already embedded with version 2 before it.
         after = search.get("/v1/search", params={"q": POPULAR}).json()
-        wait_idle(Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix))
+        wait_idle(Jobs.from_settings(settings))
         time.sleep(0.3)
         loop.stop.set()
         loop.join()

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from redis import Redis
 
 from indexer.app import app, configure
-from indexer.jobs import JobKind, Jobs
+from indexer.jobs import Jobs
 from model.triton_server import TritonServer
 from photosearch.embedding.arrays import Embeddings
 from photosearch.embedding.client import EmbeddingClient
@@ -46,15 +45,13 @@ def settings(tmp_path: Path, triton: TritonServer, repository: Path) -> Iterator
 
 @pytest.fixture
 def jobs(settings: Settings) -> Jobs:
-    return Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+    return Jobs.from_settings(settings)
 
 
 def sync(jobs: Jobs, source: str) -> str:
-    from indexer.tasks import sync as sync_task
+    from indexer.tasks import queue_sync
 
-    job_id = jobs.create(JobKind.SYNC, source=source)
-    sync_task.delay(job_id, source)
-    return job_id
+    return queue_sync(jobs, source)
 
 
 def cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:

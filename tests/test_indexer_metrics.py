@@ -12,7 +12,7 @@ from celery import Celery
 from redis import Redis
 
 from indexer.app import ENQUEUED_AT, configure, embed_queue
-from indexer.jobs import JobKind, Jobs
+from indexer.jobs import Jobs
 from indexer.metrics import IndexerMetrics, enqueued_at
 from model.triton_server import TritonServer
 from photosearch.settings import Settings
@@ -84,6 +84,7 @@ def test_an_unstamped_or_foreign_message_gives_no_age() -> None:
 
 
 def test_a_worker_serves_photo_batch_and_job_counts(settings: Settings, tmp_path: Path) -> None:
+    from indexer.tasks import queue_sync
     from indexer.tasks import sync as sync_task
 
     configure(sync_task.app, settings)
@@ -91,11 +92,10 @@ def test_a_worker_serves_photo_batch_and_job_counts(settings: Settings, tmp_path
     photo_folder(root, 6)
     (root / "bad").mkdir()
     (root / "bad" / "zero.jpg").write_bytes(b"")
-    jobs = Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+    jobs = Jobs.from_settings(settings)
     url = f"http://127.0.0.1:{settings.indexer.metrics_port}/metrics"
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
-        job_id = jobs.create(JobKind.SYNC, source=str(root))
-        sync_task.delay(job_id, str(root))
+        job_id = queue_sync(jobs, str(root))
         job = wait_job(jobs, job_id, worker=worker)
         assert (job.state, job.done, job.skipped) == ("done", 6, 1), job
         text = httpx.get(url, timeout=5).text

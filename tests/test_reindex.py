@@ -12,14 +12,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-from redis import Redis
 
 from indexer import reindex as reindexing
 from indexer.app import app, configure, control_queue, embed_queue
 from indexer.host import worker_thread
 from indexer.jobs import JobKind, Jobs, JobState
 from indexer.runtime import Runtime
-from indexer.tasks import reindex, sync
+from indexer.tasks import queue_sync, reindex
 from model.triton_server import TritonServer
 from photosearch.sources import LocalSource
 from photosearch.vectorstore import (
@@ -76,7 +75,7 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
     repo, server = two_versions
     settings = settings_for(tmp_path / "data", server.url, repo, model_version=1)
     configure(app, settings)
-    jobs = Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+    jobs = Jobs.from_settings(settings)
     root = tmp_path / "photos"
     photo_folder(root, 24)
     source = str(root)
@@ -85,8 +84,7 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
     everything = [control_queue(settings), embed_queue(settings)]
     try:
         with worker_thread(app, runtime, queues=everything):
-            first = jobs.create(JobKind.SYNC, source=source)
-            sync.delay(first, source)
+            first = queue_sync(jobs, source)
             assert wait_job(jobs, first).done == 24
         v1 = store.resolve(LIVE_ALIAS)
         assert model_version_of(v1) == 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -15,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from photosearch.up.supervisor import read_state
 from tests.conftest import free_ports
 
 UP_TIMEOUT_S = 420
@@ -74,8 +74,7 @@ class Up:
             time.sleep(0.2)
 
     def state(self) -> dict[str, Any]:
-        body: dict[str, Any] = json.loads((self.data_dir / "up.json").read_text())
-        return body
+        return read_state(self.data_dir)
 
     def get(self, path: str, **params: Any) -> dict[str, Any]:
         response = httpx.get(self.url + path, params=params, timeout=30)

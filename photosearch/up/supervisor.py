@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -43,6 +44,15 @@ from photosearch.up.processes import (
     redis_binary,
     redis_command,
 )
+
+# What a running `up` tells tools and tests: its pid, URL, children's pids and settings.
+STATE_FILE = "up.json"
+
+
+def read_state(data_dir: Path) -> dict[str, Any]:
+    """The running `up`'s up.json in data_dir (OSError: none is running there)."""
+    state: dict[str, Any] = json.loads((data_dir / STATE_FILE).read_text())
+    return state
 
 
 class Stopping(BaseException):
@@ -249,11 +259,9 @@ class Supervisor:
         ).start()
 
     def _source(self, settings: Settings) -> str:
-        from redis import Redis
-
         from indexer.jobs import Jobs
 
-        jobs = Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+        jobs = Jobs.from_settings(settings)
         try:
             remembered = jobs.recall("source")
         finally:
@@ -270,8 +278,6 @@ class Supervisor:
         """Sync the photos (only what changed), or reindex into a newly exported model; then
         say where the page is. On a thread: the main thread keeps watching the children."""
         try:
-            from redis import Redis
-
             from indexer.app import app, configure
             from indexer.cli import follow
             from indexer.jobs import JobKind, Jobs, JobState
@@ -279,7 +285,7 @@ class Supervisor:
             configure(app, settings)
             from indexer.tasks import queue_sync, reindex
 
-            jobs = Jobs(Redis.from_url(settings.redis.url), settings.redis.prefix)
+            jobs = Jobs.from_settings(settings)
             live = ((readyz(self.base_url) or {}).get("checks") or {}).get("vector_store", {})
             if model is not None and model.exported and live.get("ok"):
                 version = model.manifest.version
@@ -370,7 +376,7 @@ class Supervisor:
             self.say("killing what is left")
             for child in self.children:
                 child.kill()
-        (self.data_dir / "up.json").unlink(missing_ok=True)
+        (self.data_dir / STATE_FILE).unlink(missing_ok=True)
         self.say("stopped")
 
     def _write_state(self) -> None:
@@ -382,6 +388,6 @@ class Supervisor:
             "env": self.env,
         }
         # Atomic: tools and tests poll up.json while a restarted child rewrites it.
-        write_atomic(self.data_dir / "up.json", json.dumps(state, indent=2))
+        write_atomic(self.data_dir / STATE_FILE, json.dumps(state, indent=2))
         lines = [f"{name}={shlex.quote(value)}" for name, value in sorted(self.env.items())]
         write_atomic(self.data_dir / "up.env", "\n".join(lines) + "\n")
