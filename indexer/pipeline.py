@@ -13,6 +13,7 @@ from indexer.runtime import Runtime
 from indexer.writer import write_points
 from photosearch.embedding.arrays import Pixels
 from photosearch.embedding.images import ImageLimits
+from photosearch.embedding.manifest import MAX_BATCH_SIZE
 
 
 @dataclass
@@ -33,7 +34,10 @@ def embed_photos(
 ) -> BatchResult:
     """Embed and upsert a batch. Bad photos are skipped; Triton/store/I-O failures raise."""
     source = rt.source(source_uri)
-    spec = rt.embedder.manifest(model_version).image
+    manifest = rt.embedder.manifest(model_version)
+    spec = manifest.image
+    # Searches share the image model; on a CPU one chunk is what a search may wait behind.
+    chunk = rt.settings.indexer.cpu_chunk if manifest.target == "cpu" else MAX_BATCH_SIZE
     images = rt.settings.images
     limits = ImageLimits(images.max_pixels, images.max_bytes)
     result = BatchResult()
@@ -48,7 +52,9 @@ def embed_photos(
             good.append(photo)
             pixels.append(outcome)
     if good:
-        vectors = rt.run(rt.embedder.encode_images(np.stack(pixels), model_version=model_version))
+        vectors = rt.run(
+            rt.embedder.encode_images(np.stack(pixels), model_version=model_version, chunk=chunk)
+        )
         write_points(rt.store, collection, source, model_version, good, vectors)
         result.done = [photo.photo_id for photo in good]
     return result

@@ -12,7 +12,7 @@ from redis import Redis
 
 from indexer.jobs import Jobs
 from indexer.metrics import worker_metrics
-from photosearch.embedding.client import EmbeddingClient
+from photosearch.embedding.client import EmbeddingClient, Priority
 from photosearch.settings import Settings
 from photosearch.sources import Source, open_source
 from photosearch.vectorstore import VectorStore, open_store
@@ -56,8 +56,11 @@ class Runtime:
         self.embedder = self.run(self._make_client())
 
     async def _make_client(self) -> EmbeddingClient:
-        # The gRPC aio channel belongs to the loop it was created on.
-        return EmbeddingClient.from_settings(self.settings, executor=self.readers)
+        # The gRPC aio channel belongs to the loop it was created on. Indexing waits behind
+        # searches in Triton's queues.
+        return EmbeddingClient.from_settings(
+            self.settings, executor=self.readers, priority=Priority.INDEXING
+        )
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run a coroutine on the client loop from a task thread and wait for it."""

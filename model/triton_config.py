@@ -8,6 +8,7 @@ from typing import Literal
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from photosearch.embedding.client import Priority
 from photosearch.embedding.manifest import (
     IMAGE_INPUT,
     IMAGE_MODEL,
@@ -23,6 +24,10 @@ Target = Literal["cpu", "gpu"]
 # The image side runs nightly in batches: bigger batches keep a GPU busy.
 IMAGE_PREFERRED_BATCHES = (16, 32, 64)
 WARMUP_TEXT_LENGTH = 8
+# Triton lets a request shorten its queue timeout (allow_timeout_override), never lengthen it,
+# so the default is a ceiling: what a caller that sets no timeout waits at most in the queue.
+# Ten minutes: longer than any deadline our clients set (the indexer's batch, 60 s).
+MAX_QUEUE_WAIT_US = 600_000_000
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,24 @@ def _base(name: str, target: Target, opts: BatchingOptions) -> mc.ModelConfig:
     return config
 
 
+def _scheduling(config: mc.ModelConfig) -> None:
+    """Searches ahead of indexing, and no work for callers that have given up.
+
+    Both sides share each model's instances: with two priority levels a search queued behind
+    indexing batches is served first (it still waits for the batch that is running). A
+    request with no priority gets the low one. Each client passes its remaining deadline as
+    the request's timeout; one still queued past it is rejected ("Request timeout expired")
+    instead of being computed for nobody, which sheds load under overload.
+    """
+    batching = config.dynamic_batching
+    batching.priority_levels = max(Priority)
+    batching.default_priority_level = Priority.INDEXING
+    policy = batching.default_queue_policy
+    policy.timeout_action = mc.ModelQueuePolicy.REJECT
+    policy.default_timeout_microseconds = MAX_QUEUE_WAIT_US
+    policy.allow_timeout_override = True
+
+
 def _tensorrt(config: mc.ModelConfig, opts: BatchingOptions, profile: tuple[str, str, str]) -> None:
     accel = config.optimization.execution_accelerators.gpu_execution_accelerator.add(
         name="tensorrt"
@@ -98,6 +121,7 @@ def image_config(target: Target, shapes: Shapes, opts: BatchingOptions) -> mc.Mo
     config.output.add(name=IMAGE_OUTPUT, data_type=mc.TYPE_FP32, dims=[shapes.embedding_dim])
     config.dynamic_batching.preferred_batch_size.extend(IMAGE_PREFERRED_BATCHES)
     config.dynamic_batching.max_queue_delay_microseconds = opts.image_queue_delay_us
+    _scheduling(config)
     if size > 0:  # a warmup needs concrete shapes
         warm = config.model_warmup.add(name="warmup", batch_size=1)
         warm.inputs[IMAGE_INPUT].CopyFrom(
@@ -123,6 +147,7 @@ def text_config(target: Target, shapes: Shapes, opts: BatchingOptions) -> mc.Mod
         text_input.allow_ragged_batch = True
     config.output.add(name=TEXT_OUTPUT, data_type=mc.TYPE_FP32, dims=[shapes.embedding_dim])
     config.dynamic_batching.max_queue_delay_microseconds = opts.text_queue_delay_us
+    _scheduling(config)
     warm = config.model_warmup.add(name="warmup", batch_size=1)
     warm.inputs[TEXT_INPUT].CopyFrom(
         mc.ModelWarmup.Input(data_type=mc.TYPE_INT64, dims=[WARMUP_TEXT_LENGTH], zero_data=True)

@@ -25,6 +25,13 @@ class TritonSettings(BaseModel):
     image_timeout_s: float = Field(60.0, gt=0, description="Deadline of one image-batch call.")
     retries: int = Field(2, ge=0, le=10, description="Retries after a transient Triton error.")
     retry_backoff_s: float = Field(0.1, ge=0, description="First retry delay; doubles each retry.")
+    queue_share: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="Share of a call's remaining deadline a request may wait in Triton's "
+        "queue; past it Triton drops it uncomputed and the call fails (503) at once.",
+    )
     http_port: int = Field(8003, description="Local server: HTTP port (8000 is the API's).")
     grpc_port: int = Field(8001, description="Local server: gRPC port.")
     metrics_port: int = Field(8002, description="Local server: Prometheus metrics port.")
@@ -136,6 +143,15 @@ class IndexerSettings(BaseModel):
         2, ge=1, description="Tasks a worker runs at once (threads), so decoding overlaps Triton."
     )
     read_threads: int = Field(8, ge=1, description="Threads reading and decoding one batch.")
+    # On CPU one image takes ~50 ms on 2 cores, so a 64-photo request holds the image model
+    # for ~3 s, and a search queued behind it too; 8 photos bound that wait to ~0.4 s.
+    cpu_chunk: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="Photos per Triton request when the model runs on the CPU target, so a "
+        "search waits for at most one such chunk (a GPU target takes the whole batch).",
+    )
     max_retries: int = Field(5, ge=0, description="Retries of a batch on Triton/Qdrant errors.")
     retry_backoff_max_s: int = Field(300, ge=1, description="Cap of the exponential backoff.")
     visibility_timeout_s: int = Field(

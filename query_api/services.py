@@ -13,7 +13,7 @@ from redis.asyncio import Redis as AsyncRedis
 
 from indexer.jobs import Jobs
 from photosearch.embedding.arrays import Embeddings
-from photosearch.embedding.client import EmbeddingClient
+from photosearch.embedding.client import EmbeddingClient, Priority
 from photosearch.embedding.images import ImageLimits
 from photosearch.querycache import QueryCache
 from photosearch.settings import Settings
@@ -67,8 +67,11 @@ class Services:
             popular_days=api.popular_days,
             on_error=lambda op: metrics.cache_errors.labels(op).inc(),
         )
+        # Someone waits for every search: Triton serves them ahead of the indexer's batches.
         embedder = EmbeddingClient.from_settings(
-            settings, image_limits=ImageLimits(api.max_upload_pixels, api.max_upload_bytes)
+            settings,
+            image_limits=ImageLimits(api.max_upload_pixels, api.max_upload_bytes),
+            priority=Priority.SEARCH,
         )
         # Admin calls are rare and blocking: a plain client, used from the thread pool.
         jobs = Jobs.from_settings(settings, socket_timeout=5, socket_connect_timeout=5)

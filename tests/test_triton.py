@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,20 +16,23 @@ import pytest
 import torch
 from tritonclient.grpc.aio import InferenceServerClient
 
-from model.repository import version_dir
+from loadtests.openloop import fetch_text
+from model.repository import PYTHON_BACKEND, version_dir
 from model.triton_server import TritonServer
 from photosearch.embedding.arrays import AnyArray
-from photosearch.embedding.client import EmbeddingClient
+from photosearch.embedding.client import EmbeddingClient, Priority
 from photosearch.embedding.errors import (
     InvalidImage,
     ModelVersionUnavailable,
+    TritonQueueTimeout,
     TritonTimeout,
     TritonUnavailable,
 )
 from photosearch.embedding.images import prepare_image
 from photosearch.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, ModelManifest
 from photosearch.embedding.tokenizer import pad_batch
-from tests.conftest import free_ports
+from tests.api import sample
+from tests.conftest import free_ports, triton_ports
 from tests.images import broken_files, encode, photo
 
 QUERIES = ["a cat", "a red bicycle against a brick wall", "", "sunset " * 30, "Café &amp; crème 😀"]
@@ -111,3 +118,151 @@ async def test_triton_down_raises_unavailable_after_bounded_retries(repository: 
             await down.encode_texts(["a cat"], model_version=1, timeout_s=5.0)
         assert loop.time() - started < 5.0
         assert not await down.is_ready(1)
+
+
+# -- scheduling: searches ahead of indexing, deadlines kept in Triton's queue ---------------
+
+# Wraps the served python-backend model: logs each execution's requests by their first pixel
+# (a tag the test gives each request) and holds the instance while the gate file exists, so
+# that the test decides when Triton may pick its next batch (no sleeps, no race).
+GATED_MODEL = """
+import importlib.util, json, os, time
+
+_here = os.path.dirname(__file__)
+_spec = importlib.util.spec_from_file_location("served", os.path.join(_here, "served.py"))
+served = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(served)
+pb_utils = served.pb_utils
+
+
+class TritonPythonModel(served.TritonPythonModel):
+    def initialize(self, args):
+        super().initialize(args)
+        self.gate = os.path.join(args["model_repository"], "..", "gate")
+
+    def execute(self, requests):
+        tags = [
+            int(pb_utils.get_input_tensor_by_name(r, self.input_name).as_numpy().flat[0])
+            for r in requests
+        ]
+        with open(os.path.join(self.gate + "-log"), "a") as log:
+            log.write(json.dumps(tags) + "\\n")
+        give_up = time.monotonic() + 120  # a failed test must not hang Triton
+        while os.path.exists(self.gate) and time.monotonic() < give_up:
+            time.sleep(0.01)
+        return super().execute(requests)
+"""
+
+
+@dataclass
+class Gated:
+    """A Triton whose clip_image executions the test holds and logs."""
+
+    server: TritonServer
+    repository: Path
+
+    @property
+    def gate(self) -> Path:
+        return self.repository / "gate"
+
+    def executions(self) -> list[list[int]]:
+        log = self.repository / "gate-log"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    def pending(self) -> float:
+        """Requests Triton holds for clip_image that no execution has taken yet."""
+        text = fetch_text(f"http://127.0.0.1:{self.server.ports.metrics}/metrics")
+        return sample(text, "nv_inference_pending_request_count", model=IMAGE_MODEL)
+
+
+@pytest.fixture(scope="module")
+def gated(repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gated]:
+    repo = tmp_path_factory.mktemp("gated") / "models"
+    shutil.copytree(repository, repo)
+    version = version_dir(repo, IMAGE_MODEL, 1)
+    shutil.copyfile(PYTHON_BACKEND, version / "served.py")
+    (version / "model.py").write_text(GATED_MODEL)
+    with TritonServer(repo, triton_ports(), tmp_path_factory.mktemp("triton")) as server:
+        yield Gated(server, repo)
+
+
+def _tagged(manifest: ModelManifest, tag: int, count: int) -> AnyArray:
+    size = manifest.image.size
+    return np.full((count, size, size, 3), tag, dtype=np.uint8)
+
+
+async def _until(check: Callable[[], bool], what: str) -> None:
+    for _ in range(1200):  # a minute at most: the state waited for is one Triton reaches soon
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never reached: {what}")
+
+
+async def test_a_search_is_served_before_indexing_chunks_queued_ahead_of_it(
+    gated: Gated, repository: Path, manifest: ModelManifest
+) -> None:
+    url = gated.server.url
+    async with (
+        EmbeddingClient(url, repository, priority=Priority.INDEXING) as indexer,
+        EmbeddingClient(url, repository, priority=Priority.SEARCH) as api,
+    ):
+        gated.gate.touch()
+        seen = len(gated.executions())
+        running = asyncio.ensure_future(
+            indexer.encode_images(_tagged(manifest, 1, 8), model_version=1)
+        )
+        await _until(lambda: len(gated.executions()) > seen, "the first chunk running")
+        # The indexer's next chunks queue behind the one running, then a search arrives.
+        chunks = [
+            asyncio.ensure_future(indexer.encode_images(_tagged(manifest, t, 8), model_version=1))
+            for t in (10, 11, 12, 13)
+        ]
+        await _until(lambda: gated.pending() >= 4, "four chunks queued")
+        search = asyncio.ensure_future(
+            api.encode_images(_tagged(manifest, 99, 1), model_version=1, timeout_s=30)
+        )
+        await _until(lambda: gated.pending() >= 5, "the search queued")
+        gated.gate.unlink()
+        found = await search
+        results = await asyncio.gather(running, *chunks)
+    order = [tag for execution in gated.executions()[seen:] for tag in execution]
+    # Arrival order was 1, 10, 11, 12, 13, 99; the search went first after the running chunk.
+    assert order[0] == 1 and order[1] == 99, order
+    assert sorted(order[2:]) == [10, 11, 12, 13]
+    pixels = _tagged(manifest, 99, 1)
+    np.testing.assert_allclose(found, _ort(repository, IMAGE_MODEL, {"image": pixels}), atol=1e-5)
+    assert [r.shape[0] for r in results] == [8, 8, 8, 8, 8]
+
+
+async def test_a_request_still_queued_at_its_deadline_is_rejected_not_computed(
+    gated: Gated, repository: Path, manifest: ModelManifest
+) -> None:
+    url = gated.server.url
+    # Triton is told to wait at most 1% of the 30 s deadline (0.3 s) in its queue, so its
+    # rejection arrives while the client still waits: what the client hears is Triton's.
+    async with (
+        EmbeddingClient(url, repository, priority=Priority.INDEXING) as indexer,
+        EmbeddingClient(url, repository, priority=Priority.SEARCH, queue_share=0.01) as api,
+    ):
+        gated.gate.touch()
+        seen = len(gated.executions())
+        running = asyncio.ensure_future(
+            indexer.encode_images(_tagged(manifest, 2, 1), model_version=1)
+        )
+        await _until(lambda: len(gated.executions()) > seen, "a batch running")
+        late = asyncio.ensure_future(
+            api.encode_images(_tagged(manifest, 77, 1), model_version=1, timeout_s=30)
+        )
+        await _until(lambda: gated.pending() >= 1, "the search queued")
+        after = asyncio.ensure_future(
+            indexer.encode_images(_tagged(manifest, 3, 1), model_version=1)
+        )
+        await _until(lambda: gated.pending() >= 2, "a batch queued after it")
+        await asyncio.sleep(0.6)  # past the search's 0.3 s in the queue (held by the gate)
+        gated.gate.unlink()
+        with pytest.raises(TritonQueueTimeout, match="overloaded"):
+            await late
+        await asyncio.gather(running, after)
+    tags = [tag for execution in gated.executions()[seen:] for tag in execution]
+    assert tags == [2, 3]  # the late search never reached the model; the rest went on

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from tritonclient.grpc import model_config_pb2 as mc
 
 from model.triton_config import (
+    MAX_QUEUE_WAIT_US,
     BatchingOptions,
     Shapes,
     Target,
@@ -17,6 +18,7 @@ from model.triton_config import (
     render,
     text_config,
 )
+from photosearch.embedding.client import Priority
 from photosearch.embedding.manifest import IMAGE_MODEL, TEXT_MODEL
 from photosearch.settings import Settings
 
@@ -89,3 +91,45 @@ def test_versions_of_different_sizes_get_variable_dims_and_no_image_warmup() -> 
     assert list(image.input[0].dims) == [-1, -1, 3]
     assert list(image.output[0].dims) == [-1]
     assert len(image.model_warmup) == 0
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu"])
+def test_searches_are_served_ahead_of_indexing_on_both_models(target: Target) -> None:
+    for config in (
+        parse(render(image_config(target, SHAPES, BatchingOptions()))),
+        parse(render(text_config(target, SHAPES, BatchingOptions()))),
+    ):
+        batching = config.dynamic_batching
+        # Level 1 is served first; the query API asks for it, the indexer for level 2, and a
+        # caller that says nothing waits with the indexer.
+        assert batching.priority_levels == 2
+        assert (Priority.SEARCH, Priority.INDEXING) == (1, 2)
+        assert batching.default_priority_level == Priority.INDEXING
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu"])
+def test_a_request_still_queued_past_its_own_timeout_is_rejected(target: Target) -> None:
+    for config in (
+        parse(render(image_config(target, SHAPES, BatchingOptions()))),
+        parse(render(text_config(target, SHAPES, BatchingOptions()))),
+    ):
+        policy = config.dynamic_batching.default_queue_policy
+        assert policy.timeout_action == mc.ModelQueuePolicy.REJECT
+        # Triton applies a request's timeout only below the default: the default is a ceiling
+        # above every client deadline (the indexer's 60 s), so each caller's own one applies.
+        assert policy.allow_timeout_override
+        assert policy.default_timeout_microseconds == MAX_QUEUE_WAIT_US
+        assert MAX_QUEUE_WAIT_US > Settings().triton.image_timeout_s * 1e6
+        assert policy.max_queue_size == 0  # no size limit: the deadlines bound the queue
+        # One policy for both levels: no per-level override that would drop it.
+        assert not config.dynamic_batching.priority_queue_policy
+
+
+def test_the_exported_repository_carries_the_priorities_and_the_queue_policy(
+    repository: Path,
+) -> None:
+    for name in (IMAGE_MODEL, TEXT_MODEL):
+        batching = parse((repository / name / "config.pbtxt").read_text()).dynamic_batching
+        assert batching.priority_levels == 2
+        assert batching.default_queue_policy.timeout_action == mc.ModelQueuePolicy.REJECT
+        assert batching.default_queue_policy.allow_timeout_override

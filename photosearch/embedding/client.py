@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
+from enum import IntEnum
 from functools import partial
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from photosearch.embedding.arrays import AnyArray, Embeddings, Pixels
 from photosearch.embedding.errors import (
     InferenceFailed,
     ModelVersionUnavailable,
+    TritonQueueTimeout,
     TritonTimeout,
     TritonUnavailable,
 )
@@ -36,6 +38,15 @@ from photosearch.embedding.tokenizer import ClipTokenizer, pad_batch
 from photosearch.settings import Settings
 
 _TRANSIENT = ("StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED", "StatusCode.CANCELLED")
+# What Triton's queue policy answers for a request still queued past its timeout (REJECT).
+_QUEUE_TIMEOUT = "request timeout expired"
+
+
+class Priority(IntEnum):
+    """Triton's priority levels on both models (model/triton_config.py): 1 is served first."""
+
+    SEARCH = 1  # the query API: someone is waiting for the answer
+    INDEXING = 2  # the indexer, and callers that say nothing: they wait behind searches
 
 
 def _is_missing_version(exc: InferenceServerException) -> bool:
@@ -65,6 +76,8 @@ class EmbeddingClient:
         pad_multiple: int = 8,
         image_limits: ImageLimits | None = None,
         executor: Executor | None = None,
+        priority: Priority = Priority.INDEXING,
+        queue_share: float = 0.8,
     ) -> None:
         self.url = url
         self.repository = repository
@@ -74,6 +87,10 @@ class EmbeddingClient:
         self.retry_backoff_s = retry_backoff_s
         self.pad_multiple = pad_multiple
         self.image_limits = image_limits or ImageLimits()
+        self.priority = priority
+        if not 0 < queue_share <= 1:
+            raise ValueError(f"queue_share must be in (0, 1], got {queue_share}")
+        self.queue_share = queue_share
         self._own_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed")
         self._grpc = InferenceServerClient(url)
@@ -86,8 +103,13 @@ class EmbeddingClient:
         settings: Settings,
         executor: Executor | None = None,
         image_limits: ImageLimits | None = None,
+        priority: Priority = Priority.INDEXING,
     ) -> EmbeddingClient:
-        """A client configured by the PHOTOSEARCH_TRITON__* and PHOTOSEARCH_MODEL__* settings."""
+        """A client configured by the PHOTOSEARCH_TRITON__* and PHOTOSEARCH_MODEL__* settings.
+
+        Args:
+            priority: the Triton priority of every request: SEARCH for the query API.
+        """
         return cls(
             settings.triton.url,
             settings.repository,
@@ -99,6 +121,8 @@ class EmbeddingClient:
             image_limits=image_limits
             or ImageLimits(settings.images.max_pixels, settings.images.max_bytes),
             executor=executor,
+            priority=priority,
+            queue_share=settings.triton.queue_share,
         )
 
     async def close(self) -> None:
@@ -185,8 +209,20 @@ class EmbeddingClient:
         *,
         model_version: int,
         timeout_s: float | None = None,
+        chunk: int = MAX_BATCH_SIZE,
     ) -> Embeddings:
-        """float32 [N, D] L2-normalized embeddings of preprocessed uint8 [S, S, 3] images."""
+        """float32 [N, D] L2-normalized embeddings of preprocessed uint8 [S, S, 3] images.
+
+        Args:
+            pixels: the images, as `prepare_images` returns them.
+            model_version: the Triton model version; it must match the collection written.
+            timeout_s: the deadline of each Triton request (one per chunk), retries included.
+            chunk: images per Triton request (at most 64), sent one after the other. On a CPU
+                target a search waits for the request that is running: smaller chunks
+                bound that wait.
+        """
+        if not 1 <= chunk <= MAX_BATCH_SIZE:
+            raise ValueError(f"chunk must be 1..{MAX_BATCH_SIZE}, got {chunk}")
         size = self.manifest(model_version).image.size
         batch = np.ascontiguousarray(
             np.stack(list(pixels)) if not isinstance(pixels, np.ndarray) else pixels
@@ -200,12 +236,12 @@ class EmbeddingClient:
                 IMAGE_MODEL,
                 IMAGE_INPUT,
                 IMAGE_OUTPUT,
-                batch[start : start + MAX_BATCH_SIZE],
+                batch[start : start + chunk],
                 "UINT8",
                 model_version,
                 timeout_s or self.image_timeout_s,
             )
-            for start in range(0, len(batch), MAX_BATCH_SIZE)
+            for start in range(0, len(batch), chunk)
         ]
         return np.concatenate(out)
 
@@ -255,10 +291,20 @@ class EmbeddingClient:
                     [tensor],
                     model_version=str(version),
                     outputs=wanted,
+                    priority=int(self.priority),
+                    # Triton drops the request if it is still queued when only the rest of
+                    # the deadline is left: computing it then would serve nobody, and the
+                    # caller hears "overloaded" before its own deadline passes.
+                    timeout=max(1, int(remaining * self.queue_share * 1e6)),
                     client_timeout=remaining,
                 )
             except InferenceServerException as exc:
                 status = str(exc.status())
+                if _QUEUE_TIMEOUT in str(exc.message()).lower():
+                    raise TritonQueueTimeout(
+                        f"{model} v{version}: still queued in Triton after "
+                        f"{self.queue_share:.0%} of its {timeout_s:.3g} s deadline: overloaded"
+                    ) from None
                 if status == "StatusCode.DEADLINE_EXCEEDED":
                     raise TritonTimeout(
                         f"{model} v{version}: no answer within {timeout_s:.3g} s"

@@ -15,6 +15,13 @@ class TritonTimeout(EmbeddingError):
     """The call's deadline passed before Triton answered."""
 
 
+class TritonQueueTimeout(TritonTimeout):
+    """Triton dropped the request, still queued when its deadline passed: it is overloaded.
+
+    Nothing was computed for it; retrying within the same deadline cannot succeed.
+    """
+
+
 class ModelVersionUnavailable(EmbeddingError):
     """The requested model version is not exported, or not loaded in Triton."""
 
