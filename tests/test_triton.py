@@ -14,6 +14,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 from tritonclient.grpc.aio import InferenceServerClient
 
 from loadtests.openloop import fetch_text
@@ -31,6 +33,7 @@ from photosearch.embedding.errors import (
 from photosearch.embedding.images import prepare_image
 from photosearch.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, ModelManifest
 from photosearch.embedding.tokenizer import pad_batch
+from query_api.errors import install_handlers
 from tests.api import sample
 from tests.conftest import free_ports, triton_ports
 from tests.images import broken_files, encode, photo
@@ -266,3 +269,18 @@ async def test_a_request_still_queued_at_its_deadline_is_rejected_not_computed(
         await asyncio.gather(running, after)
     tags = [tag for execution in gated.executions()[seen:] for tag in execution]
     assert tags == [2, 3]  # the late search never reached the model; the rest went on
+
+
+def test_the_api_answers_a_queue_rejection_with_503_and_retry_after() -> None:
+    app = FastAPI()
+    install_handlers(app, retry_after_s=7)
+
+    @app.get("/search")
+    async def search() -> None:
+        raise TritonQueueTimeout("clip_text v1: still queued in Triton: overloaded")
+
+    answer = TestClient(app).get("/search")
+    assert answer.status_code == 503
+    assert answer.headers["Retry-After"] == "7"
+    assert answer.json()["error"] == "triton_unavailable"
+    assert "overloaded" in answer.json()["message"]
