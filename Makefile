@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PHOTOSEARCH := $(BIN)/photosearch
 
-.PHONY: setup tools run test lint bench loadtest clean
+.PHONY: setup tools run test lint bench loadtest soak clean
 
 setup: $(VENV)/.installed
 
@@ -51,6 +51,12 @@ bench: setup
 # a few minutes. ARGS="--scenario peak", ARGS="--rate 50 --duration 60".
 loadtest: setup
 	$(BIN)/python -m loadtests.run --start $(ARGS)
+
+# The soak test (loadtests/soak.py, not run in CI): 30 min at 50/s mixed with a sync every
+# 5 min on a `photosearch up` started for it; a report with per-minute latency, errors, memory
+# per process and a verdict per criterion. ARGS="--duration 600" for a shorter one.
+soak: setup
+	$(BIN)/python -m loadtests.soak --start $(ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

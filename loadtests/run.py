@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlencode
@@ -30,7 +32,7 @@ from redis import Redis
 from loadtests import photoset
 from loadtests.machine import ROOT, Occasion
 from loadtests.nightly import poll_sync, start_sync
-from loadtests.observe import Sampler, SyncWatch
+from loadtests.observe import Sample, Sampler, SyncWatch
 from loadtests.plan import Plan, user_groups
 from loadtests.report import write_report
 from loadtests.scenario import DEFAULT_FILE, Scenario, ScenarioError, load_scenario
@@ -93,14 +95,59 @@ def forget_cached_queries(settings: Settings) -> int:
 def run_load(
     target: Target, scenario: Scenario, out: Path, sync_grace_s: float, at: Occasion
 ) -> Path:
+    """The scenario's load with its one sync mid-way, then the report."""
+    settings = target.settings
+    sync_at = scenario.sync.at * scenario.duration_s if scenario.sync else None
+    if sync_at is not None and settings is None and target.admin_key is None:
+        say("no sync: it needs the system's Redis (`photosearch up`) or --admin-key")
+        sync_at = None
+    watch: SyncWatch | None = None
+
+    def tick(now: float, plan: Plan) -> None:
+        nonlocal watch
+        if sync_at is not None and watch is None and now >= sync_at:
+            watch = start_sync(target, scenario, plan.salt)
+        if watch is not None and watch.finished_at is None:
+            poll_sync(target, watch)
+
+    load = drive(target, scenario, out, tick)
+    deadline = time.time() + sync_grace_s
+    while watch is not None and not poll_sync(target, watch) and time.time() < deadline:
+        time.sleep(1)
+    return write_report(out, load.plan, load.t0, load.samples, watch, target, at)
+
+
+@dataclass(frozen=True)
+class Load:
+    """A load that was sent: its plan, when it started (epoch s) and the metrics read."""
+
+    plan: Plan
+    t0: float
+    samples: list[Sample]
+
+
+def drive(
+    target: Target,
+    scenario: Scenario,
+    out: Path,
+    tick: Callable[[float, Plan], None],
+    sample_every_s: float = 2.0,
+) -> Load:
+    """Send the scenario's traffic with Locust; `tick(seconds since the load began, plan)`
+    runs every half second meanwhile (the sync a run or a soak starts, what it samples)."""
     # The uploads (several MB of JPEGs) live only as long as the run, not in the report.
     with tempfile.TemporaryDirectory(prefix="loadtest-uploads-") as tmp:
-        return _run_load(target, scenario, out, sync_grace_s, at, Path(tmp))
+        return _drive(target, scenario, out, tick, sample_every_s, Path(tmp))
 
 
-def _run_load(
-    target: Target, scenario: Scenario, out: Path, sync_grace_s: float, at: Occasion, tmp: Path
-) -> Path:
+def _drive(
+    target: Target,
+    scenario: Scenario,
+    out: Path,
+    tick: Callable[[float, Plan], None],
+    sample_every_s: float,
+    tmp: Path,
+) -> Load:
     settings = target.settings
     if scenario.cold_cache and settings is not None:
         say(f"cold cache: {forget_cached_queries(settings)} cached query embeddings forgotten")
@@ -126,13 +173,8 @@ def _run_load(
         f"{scenario.name}: {scenario.rate:g}/s for {scenario.duration_s:g} s, {users} users "
         f"({plan.groups['text'].users} site visitors, {plan.groups['internal'].users} internal)"
     )
-    sampler = Sampler(f"{target.url}/metrics", target.triton_metrics)
+    sampler = Sampler(f"{target.url}/metrics", target.triton_metrics, sample_every_s)
     env = dict(os.environ, PHOTOSEARCH_LOADTEST_PLAN=str(out / "plan.json"))
-    sync_at = scenario.sync.at * scenario.duration_s if scenario.sync else None
-    if sync_at is not None and settings is None and target.admin_key is None:
-        say("no sync: it needs the system's Redis (`photosearch up`) or --admin-key")
-        sync_at = None
-    watch: SyncWatch | None = None
     sampler.start()
     with (out / "locust.log").open("wb") as log:
         locust = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
@@ -141,11 +183,7 @@ def _run_load(
             time.sleep(0.05)
         t0 = float(started.read_text()) if started.exists() else time.time()
         while locust.poll() is None:
-            now = time.time() - t0
-            if sync_at is not None and watch is None and now >= sync_at:
-                watch = start_sync(target, scenario, plan.salt)
-            if watch is not None and watch.finished_at is None:
-                poll_sync(target, watch)
+            tick(time.time() - t0, plan)
             time.sleep(0.5)
     sampler.stop()
     # The report folder gets shared: the plan stays, the key does not.
@@ -154,10 +192,7 @@ def _run_load(
     if locust.returncode != 0:
         tail = (out / "locust.log").read_text(errors="replace")[-2000:]
         raise RuntimeError(f"locust exited {locust.returncode}:\n{tail}")
-    deadline = time.time() + sync_grace_s
-    while watch is not None and not poll_sync(target, watch) and time.time() < deadline:
-        time.sleep(1)
-    return write_report(out, plan, t0, sampler.samples, watch, target, at)
+    return Load(plan, t0, sampler.samples)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,15 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, help="requests per second [scenario's]")
     parser.add_argument("--duration", type=float, help="seconds of load [scenario's]")
     parser.add_argument("--out", type=Path, help="report folder [var/loadtests/NAME-TIME]")
-    system = parser.add_argument_group("the system under load (default: `photosearch up`'s)")
-    system.add_argument("--data-dir", type=Path, help="of `photosearch up` [its default]")
-    system.add_argument("--start", action="store_true", help="start `photosearch up` first")
-    system.add_argument("--variants", type=int, default=200, help="--start: extra photos")
-    system.add_argument("--port", type=int, default=8000, help="--start: the API's port")
-    system.add_argument("--url", help="another deployment's API (no up.json)")
-    system.add_argument("--triton-metrics", help="with --url: Triton's /metrics URL")
-    system.add_argument("--api-key", help="the internal apps' key [anonymous; --start: made]")
-    system.add_argument("--admin-key", help="with --url: a key with the admin scope, to sync")
+    add_system_arguments(parser, remote=True)
     parser.add_argument("--sync-grace", type=float, default=300, help="wait for the sync, s")
     args = parser.parse_args(argv)
     try:
@@ -186,11 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     # Taken first: the commit that runs, and the machine's load before this run adds its own.
     at = Occasion.now(shlex.join(["python", "-m", "loadtests.run", *(argv or sys.argv[1:])]))
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = (args.out or ROOT / "var" / "loadtests" / f"{scenario.name}-{stamp}").resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = report_folder(args.out, scenario.name)
     try:
-        target = _target(args, out)
+        target = open_target(args, out)
     except TargetError as exc:
         say(str(exc))
         return 2
@@ -203,14 +228,42 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _target(args: argparse.Namespace, out: Path) -> Target:
-    if args.url:
+def add_system_arguments(parser: argparse.ArgumentParser, *, remote: bool) -> None:
+    """The options that pick the system under load; `remote`: any deployment by its URL."""
+    system = parser.add_argument_group("the system under load (default: `photosearch up`'s)")
+    system.add_argument("--data-dir", type=Path, help="of `photosearch up` [its default]")
+    system.add_argument("--start", action="store_true", help="start `photosearch up` first")
+    system.add_argument("--variants", type=int, default=200, help="--start: extra photos")
+    system.add_argument("--port", type=int, default=8000, help="--start: the API's port")
+    system.add_argument("--api-key", help="the internal apps' key [anonymous; --start: made]")
+    if remote:
+        system.add_argument("--url", help="another deployment's API (no up.json)")
+        system.add_argument("--triton-metrics", help="with --url: Triton's /metrics URL")
+        system.add_argument("--admin-key", help="with --url: a key with the admin scope, to sync")
+
+
+def report_folder(given: Path | None, name: str) -> Path:
+    """--out, or var/loadtests/NAME-TIME; created."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = (given or ROOT / "var" / "loadtests" / f"{name}-{stamp}").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def up_data_dir(args: argparse.Namespace) -> Path:
+    """The data directory of the `photosearch up` under load (--start: var/loadtest-up)."""
+    if args.data_dir is None and args.start:
+        return (ROOT / "var" / "loadtest-up").resolve()  # not the user's own data
+    return (args.data_dir or Settings().data_dir).resolve()
+
+
+def open_target(args: argparse.Namespace, out: Path) -> Target:
+    """The system the options name: started, attached to, or reached by its URL."""
+    if getattr(args, "url", None):
         return Target(args.url.rstrip("/"), args.triton_metrics, None, args.api_key, args.admin_key)
-    data_dir = (args.data_dir or Settings().data_dir).resolve()
+    data_dir = up_data_dir(args)
     if not args.start:
         return attach(data_dir, args.api_key)
-    if args.data_dir is None:
-        data_dir = (ROOT / "var" / "loadtest-up").resolve()  # not the user's own data
     photos = data_dir / "loadtest-photos"
     say(f"photos: {len(photoset.prepare(photos, args.variants))} in {photos}")
     port = choose_port(args.port, "API", say)
