@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime
 from typing import Any, Literal
 
@@ -14,6 +15,14 @@ MAX_LIMIT = 100
 MAX_OFFSET = 10_000
 MAX_TAGS = 20
 MAX_EXCLUDED = 100
+
+
+def _refuse_surrogates(text: str) -> None:
+    # JSON's "\ud800" escape decodes to a lone surrogate, which pydantic lets through in the
+    # items of a list[str] (a constrained str refuses it); the vector store cannot encode it
+    # as UTF-8 and would fail the search with a TypeError.
+    if any("\ud800" <= c <= "\udfff" for c in text):
+        raise ValueError("a tag holds a lone surrogate (\\ud800-\\udfff), not a character")
 
 
 class Filters(BaseModel):
@@ -41,6 +50,7 @@ class Filters(BaseModel):
         for tag in tags:
             if not tag.strip() or len(tag) > 100:
                 raise ValueError("a tag must be 1 to 100 characters, not blank")
+            _refuse_surrogates(tag)
         return tags
 
     @model_validator(mode="after")
@@ -84,7 +94,8 @@ class TextSearch(Page):
     def _not_blank(cls, q: str) -> str:
         if not q.strip():
             raise ValueError("the query is blank")
-        if any(ord(c) < 32 and c not in "\t\n\r" for c in q):
+        # Category Cc: C0, DEL and C1 (U+0080..U+009F); tabs and newlines are only spaces.
+        if any(unicodedata.category(c) == "Cc" and c not in "\t\n\r" for c in q):
             raise ValueError("the query holds control characters")
         return q
 

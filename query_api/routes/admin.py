@@ -34,7 +34,11 @@ def _source(services: Services, asked: str | None) -> str:
     uri = asked or services.jobs.recall("source") or services.settings.indexer.source
     if uri is None:
         raise ApiError(422, "no source: give `source`, or set PHOTOSEARCH_INDEXER__SOURCE")
-    if urlparse(uri).scheme not in ("", "file", "s3"):
+    try:
+        scheme = urlparse(uri).scheme
+    except ValueError:  # "s3://[bucket": urlparse reads a bracket as an IPv6 address
+        scheme = "invalid"
+    if scheme not in ("", "file", "s3"):
         raise ApiError(422, f"source {uri!r}: use a folder, file:///dir or s3://bucket/prefix")
     return uri
 
