@@ -15,6 +15,9 @@ from photosearch.embedding.manifest import ImagePreprocessing
 
 _RESAMPLE = {"bicubic": Image.Resampling.BICUBIC, "bilinear": Image.Resampling.BILINEAR}
 _SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N")
+# The resize scales the shorter side to `size`: a 1x60000 strip would become 224x13 million
+# pixels (9 GB) only for its centre to be kept. Past this ratio the centre is cut out first.
+_MAX_RATIO = 8
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,9 @@ def resize_and_crop(image: Image.Image, spec: ImagePreprocessing) -> Pixels:
     if spec.resize_mode == "squash":
         image = image.resize((size, size), resample)
     else:
+        if max(width, height) > _MAX_RATIO * min(width, height):
+            image = _centre_strip(image, _MAX_RATIO * min(width, height))
+            width, height = image.size
         # torchvision: the shorter side becomes `size`, the longer keeps the ratio (truncated).
         if width <= height:
             new = (size, int(size * height / width))
@@ -113,6 +119,16 @@ def resize_and_crop(image: Image.Image, spec: ImagePreprocessing) -> Pixels:
         top = round((height - size) / 2.0)
         image = image.crop((left, top, left + size, top + size))
     return np.asarray(image, dtype=np.uint8)
+
+
+def _centre_strip(image: Image.Image, keep: int) -> Image.Image:
+    """The middle `keep` pixels of the longer side: all that the centre crop would keep."""
+    width, height = image.size
+    if width < height:
+        top = (height - keep) // 2
+        return image.crop((0, top, width, top + keep))
+    left = (width - keep) // 2
+    return image.crop((left, 0, left + keep, height))
 
 
 def prepare_image(
