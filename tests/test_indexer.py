@@ -21,7 +21,7 @@ from photosearch.embedding.client import EmbeddingClient
 from photosearch.settings import Settings
 from photosearch.sources import LocalSource
 from photosearch.vectorstore import LIVE_ALIAS, VectorStore, open_store
-from tests.images import broken_files, encode, png_header_only
+from tests.images import broken_files, encode, odd_files, photo, png_bomb, png_header_only
 from tests.indexing import (
     WorkerProcess,
     drop_keys,
@@ -159,13 +159,20 @@ def test_bad_files_are_skipped_with_a_reason_and_the_rest_index(
         "bad/huge.png": png_header_only(30000, 30000),
         "bad/notes.txt": b"not a photo",
         "bad/scan.pdf": b"%PDF-1.4",
+        # Valid, kilobytes on disk, and 144 million pixels once inflated: past the limit.
+        "bad/bomb.png": png_bomb(12_000, 12_000),
     }
-    for key, data in bad.items():
+    # Unusual but valid files (a PNG named .jpg, an animated GIF, CMYK, 16-bit, EXIF-rotated):
+    # each is indexed like any photo.
+    odd = {
+        f"odd/{name}": data for name, data in odd_files(photo("coffee").resize((160, 120))).items()
+    }
+    for key, data in {**bad, **odd}.items():
         (root / key).parent.mkdir(parents=True, exist_ok=True)
         (root / key).write_bytes(data)
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
         job = wait_job(jobs, sync(jobs, str(root)), worker=worker)
-        assert (job.state, job.done, job.skipped, job.failed) == ("done", 4, 7, 0), job
+        assert (job.state, job.done, job.skipped, job.failed) == ("done", 9, 8, 0), job
         problems = "\n".join(jobs.problems(job.id))
         for key, reason in [
             ("bad/zero.jpg", "zero bytes"),
@@ -175,16 +182,19 @@ def test_bad_files_are_skipped_with_a_reason_and_the_rest_index(
             ("bad/huge.png", "pixels"),
             ("bad/notes.txt", "unsupported file type .txt"),
             ("bad/scan.pdf", "unsupported file type .pdf"),
+            ("bad/bomb.png", "pixels"),
         ]:
             assert any(key in line and reason in line for line in problems.splitlines()), (
                 key,
                 problems,
             )
+        assert not any(key in problems for key in odd), problems
         again = wait_job(jobs, sync(jobs, str(root)), worker=worker)
-        assert (again.total, again.skipped, again.unchanged) == (0, 0, 11), again
+        assert (again.total, again.skipped, again.unchanged) == (0, 0, 17), again
     store, collection = stored(settings)
     try:
-        assert store.count(collection) == 4
+        assert store.count(collection) == 9
+        assert {r.photo_id for r in store.retrieve(collection, list(odd))} == set(odd)
     finally:
         store.close()
 
