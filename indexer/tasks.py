@@ -51,7 +51,10 @@ RETRY: dict[str, Any] = {
     "max_retries": settings.indexer.max_retries,
     "retry_backoff": True,
     "retry_backoff_max": settings.indexer.retry_backoff_max_s,
-    "retry_jitter": True,
+    # Celery's jitter draws the wait anywhere in 0..backoff, so retries could be spent in
+    # seconds and a short outage fail whole batches; the waits are spread by the failures'
+    # own times, and a worker runs only `concurrency` tasks at once when the dependency returns.
+    "retry_jitter": False,
 }
 
 

@@ -152,8 +152,15 @@ class IndexerSettings(BaseModel):
         description="Photos per Triton request when the model runs on the CPU target, so a "
         "search waits for at most one such chunk (a GPU target takes the whole batch).",
     )
-    max_retries: int = Field(5, ge=0, description="Retries of a batch on Triton/Qdrant errors.")
-    retry_backoff_max_s: int = Field(300, ge=1, description="Cap of the exponential backoff.")
+    # A dependency's outage is ridden out, not counted against the photos: 240 retries at the
+    # 15 s cap keep a batch alive through about an hour of Triton, store or Redis downtime,
+    # and the cap bounds how long work waits once the dependency is back.
+    max_retries: int = Field(
+        240, ge=0, description="Retries of a batch on Triton/Qdrant/Redis errors (about 1 h)."
+    )
+    retry_backoff_max_s: int = Field(
+        15, ge=1, description="Cap of the exponential backoff (1, 2, 4, 8, 15, 15... s)."
+    )
     visibility_timeout_s: int = Field(
         3600, ge=1, description="Redelivery of a task whose worker died (longer than any task)."
     )
