@@ -544,7 +544,7 @@ def test_queue_redis_is_durable_and_cache_redis_evicts(manifests: list[Doc]) -> 
         return config
 
     queue = conf("redis-queue")
-    assert queue["appendonly"] == "yes" and queue["appendfsync"] == "everysec"
+    assert queue["appendonly"] == "yes" and queue["appendfsync"] == "always"
     assert queue["maxmemory-policy"] == "noeviction"
     claims = one(manifests, "StatefulSet", "redis-queue")["spec"]["volumeClaimTemplates"]
     assert [c["metadata"]["name"] for c in claims] == ["data"]
