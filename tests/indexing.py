@@ -9,7 +9,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from PIL import Image
@@ -70,6 +71,22 @@ def settings_for(data_dir: Path, triton_url: str, repository: Path, **indexer: o
     )
 
 
+@contextmanager
+def indexer_settings(
+    data_dir: Path, triton_url: str, repository: Path, **indexer: object
+) -> Iterator[Settings]:
+    """settings_for, made the Celery app's configuration (what the test sends goes to its own
+    queues), and the test's Redis keys deleted afterwards."""
+    from indexer.app import app, configure
+
+    settings = settings_for(data_dir, triton_url, repository, **indexer)
+    configure(app, settings)
+    try:
+        yield settings
+    finally:
+        drop_keys(settings)
+
+
 def drop_keys(settings: Settings) -> None:
     """Delete every Redis key of one test's prefix (jobs, cache, queues)."""
     redis = Redis.from_url(settings.redis.url)
@@ -92,6 +109,9 @@ def env_of(settings: Settings, extra: Mapping[str, str] | None = None) -> dict[s
     for name, value in settings.indexer.model_dump().items():
         if value is not None and not isinstance(value, tuple):
             env[f"PHOTOSEARCH_INDEXER__{name.upper()}"] = str(value)
+    for name, value in settings.qdrant.model_dump().items():
+        if value is not None:
+            env[f"PHOTOSEARCH_QDRANT__{name.upper()}"] = str(value)
     for name, value in settings.s3.model_dump().items():
         if value is not None:
             env[f"PHOTOSEARCH_S3__{name.upper()}"] = str(value)

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexer.app import app, configure
 from indexer.jobs import Jobs
 from model.triton_server import TritonServer
 from photosearch.embedding.arrays import Embeddings
@@ -24,10 +23,9 @@ from photosearch.vectorstore import LIVE_ALIAS, VectorStore, open_store
 from tests.images import broken_files, encode, odd_files, photo, png_bomb, png_header_only
 from tests.indexing import (
     WorkerProcess,
-    drop_keys,
     env_of,
+    indexer_settings,
     photo_folder,
-    settings_for,
     variant,
     wait_job,
     write_manifest,
@@ -37,10 +35,10 @@ from tests.indexing import (
 
 @pytest.fixture
 def settings(tmp_path: Path, triton: TritonServer, repository: Path) -> Iterator[Settings]:
-    settings = settings_for(tmp_path / "data", triton.url, repository, visibility_timeout_s=3)
-    configure(app, settings)
-    yield settings
-    drop_keys(settings)
+    with indexer_settings(
+        tmp_path / "data", triton.url, repository, visibility_timeout_s=3
+    ) as settings:
+        yield settings
 
 
 @pytest.fixture
@@ -195,34 +193,6 @@ def test_bad_files_are_skipped_with_a_reason_and_the_rest_index(
     try:
         assert store.count(collection) == 9
         assert {r.photo_id for r in store.retrieve(collection, list(odd))} == set(odd)
-    finally:
-        store.close()
-
-
-def test_a_killed_worker_loses_nothing_and_duplicates_nothing(
-    settings: Settings, jobs: Jobs, tmp_path: Path
-) -> None:
-    root = tmp_path / "photos"
-    photo_folder(root, 80)
-    settings.indexer.batch_size = 2
-    worker = WorkerProcess(settings, tmp_path / "worker.log", concurrency=1).start()
-    job_id = sync(jobs, str(root))
-    deadline = time.monotonic() + 60
-    while (job := jobs.get(job_id)) is None or job.done < 10:
-        assert time.monotonic() < deadline, worker.tail()
-        time.sleep(0.01)
-    worker.kill()
-    killed_at = jobs.get(job_id)
-    assert killed_at is not None and killed_at.done < 80, "the job ended before the kill"
-
-    with WorkerProcess(settings, tmp_path / "worker.log", concurrency=1) as restarted:
-        job = wait_job(jobs, job_id, worker=restarted)
-    assert (job.state, job.done, job.failed, job.skipped) == ("done", 80, 0, 0), job
-    store, collection = stored(settings)
-    try:
-        ids = [v.photo_id for v in store.versions(collection)]
-        assert len(ids) == len(set(ids)) == store.count(collection) == 80
-        assert set(ids) == set(listing(root))
     finally:
         store.close()
 

@@ -62,6 +62,7 @@ def open_store(settings: Settings) -> VectorStore:
             hnsw_ef_construct=q.hnsw_ef_construct,
             hnsw_ef=q.hnsw_ef,
             quantization=q.quantization,
+            min_free_mb=q.min_free_mb,
         )
 
     from qdrant_client import QdrantClient

@@ -34,6 +34,7 @@ from photosearch.vectorstore.base import (
     model_version_of,
     point_id,
 )
+from photosearch.vectorstore.diskspace import MB, DiskReserve, folder_bytes
 
 # Qdrant's server default (KB of vectors): below it a segment is scanned, not searched by graph.
 _FULL_SCAN_THRESHOLD_KB = 10_000
@@ -142,7 +143,14 @@ class EdgeStore:
     """
 
     def __init__(
-        self, path: Path, *, hnsw_m: int, hnsw_ef_construct: int, hnsw_ef: int, quantization: bool
+        self,
+        path: Path,
+        *,
+        hnsw_m: int,
+        hnsw_ef_construct: int,
+        hnsw_ef: int,
+        quantization: bool,
+        min_free_mb: int = 0,
     ) -> None:
         self._shards_dir = path / "collections"
         self._aliases_path = path / "aliases.json"
@@ -154,6 +162,7 @@ class EdgeStore:
         self._mutex = threading.Lock()
         self._closed = False
         self._shards_dir.mkdir(parents=True, exist_ok=True)
+        self._room = DiskReserve(path, min_free_mb * MB)
         self._aliases: dict[str, str] = {}
         if self._aliases_path.exists():
             self._aliases = dict(json.loads(self._aliases_path.read_text(encoding="utf-8")))
@@ -214,6 +223,7 @@ class EdgeStore:
                 return
             if name in self._aliases:
                 raise StoreError(f"{name!r} is an alias")
+            self._room.check("new collection")
             shard_dir = self._shards_dir / name
             # A folder without its metadata file is a create that crashed half-way: empty.
             shutil.rmtree(shard_dir, ignore_errors=True)
@@ -314,6 +324,7 @@ class EdgeStore:
             )
             for p in points
         ]
+        self._room.check("upsert")
         with self._shard(collection) as shard:
             # The WAL makes this survive a killed process without a flush (tested).
             shard.update(qe.UpdateOperation.upsert_points(batch))
@@ -322,6 +333,7 @@ class EdgeStore:
         op = qe.UpdateOperation.overwrite_payload(
             [point_id(photo_id)], {**payload, "photo_id": photo_id}
         )
+        self._room.check("payload update")
         with self._shard(collection) as shard:
             shard.update(op)
 
@@ -329,6 +341,7 @@ class EdgeStore:
         if not photo_ids:
             return
         op = qe.UpdateOperation.delete_points([point_id(pid) for pid in photo_ids])
+        self._room.check("delete")  # it too appends to the write-ahead log
         with self._shard(collection) as shard:
             shard.update(op)
 
@@ -398,6 +411,8 @@ class EdgeStore:
         return [found[pid] for pid in dict.fromkeys(photo_ids) if pid in found]
 
     def optimize(self, collection: str) -> None:
+        # It writes new segments beside the old ones before it drops them: up to their size.
+        self._room.check("optimize", folder_bytes(self._shards_dir / self.resolve(collection)))
         with self._shard(collection) as shard:
             shard.optimize()
 
