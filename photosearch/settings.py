@@ -98,8 +98,9 @@ class QdrantSettings(BaseModel):
     hnsw_ef_construct: int = Field(128, ge=4, description="HNSW build-time beam width.")
     hnsw_ef: int = Field(128, ge=4, description="HNSW search-time beam width.")
     upsert_batch: int = Field(256, ge=1, description="Points per upsert request.")
+    # A margin for the writes in flight after a check passed; small enough for a laptop's disk.
     min_free_mb: int = Field(
-        256,
+        128,
         ge=0,
         description="Embedded store: writes are refused (the indexer retries) while its disk "
         "has less free space; writing into a full disk would kill the process (SIGBUS).",
