@@ -53,6 +53,20 @@ class Filters(BaseModel):
             _refuse_surrogates(tag)
         return tags
 
+    @field_validator("created_from", "created_to", mode="before")
+    @classmethod
+    def _iso_8601(cls, value: object) -> object:
+        # pydantic alone also reads a number as Unix time ("-4e-178" was 1970-01-01): the
+        # schema says ISO 8601, so a caller who sent something else hears so.
+        if isinstance(value, datetime) or value is None:
+            return value
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value)
+            except ValueError:
+                pass
+        raise ValueError(f"{repr(value)[:60]} is not an ISO 8601 date or time, e.g. 2024-01-31")
+
     @model_validator(mode="after")
     def _range_in_order(self) -> Filters:
         if self.created_from and self.created_to:

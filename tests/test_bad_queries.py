@@ -87,6 +87,9 @@ BAD_QUERIES: list[tuple[dict[str, Any], str]] = [
     ({"q": "cat", "colour": "red"}, "colour: Extra inputs are not permitted"),
     ({"q": "cat", "created_from": "yesterday"}, "created_from"),
     ({"q": "cat", "created_to": "2024-13-45"}, "created_to"),
+    # Numbers were read as Unix times, though the schema says ISO 8601 (schemathesis, ST201).
+    ({"q": "cat", "created_to": "-4.04e-178"}, "created_to: Value error, '-4.04e-178' is not an"),
+    ({"q": "cat", "created_from": "1700000000"}, "is not an ISO 8601 date or time"),
     (
         {"q": "cat", "created_from": "2025-01-01T00:00:00Z", "created_to": "2024-01-01T00:00:00Z"},
         "created_from is after created_to",

@@ -25,8 +25,9 @@ from query_api.services import Services
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 
+# 400: FastAPI refuses a body that is not UTF-8 JSON (or not multipart) before validating.
 ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorResponse} for code in (401, 403, 404, 409, 422, 503)
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 422, 503)
 }
 
 
@@ -86,7 +87,14 @@ async def start_reindex(
     return _accepted(await run_in_threadpool(send), JobKind.REINDEX)
 
 
-@router.post("/rollback", response_model=RollbackResponse, responses=ERRORS)
+@router.post(
+    "/rollback",
+    response_model=RollbackResponse,
+    responses={
+        **ERRORS,
+        202: {"model": RollbackResponse, "description": "No worker has answered yet."},
+    },
+)
 async def rollback(
     services: ServicesDep, caller: AdminCaller, response: Response
 ) -> RollbackResponse:

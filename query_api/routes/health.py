@@ -33,7 +33,10 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    responses={503: {"description": "The vector store or Triton does not answer."}},
+)
 async def readyz(services: ServicesDep) -> JSONResponse:
     """Ready when the live collection and its model version in Triton answer.
 
@@ -74,7 +77,14 @@ async def readyz(services: ServicesDep) -> JSONResponse:
     return JSONResponse({"status": status, "checks": checks}, status_code=200 if ready else 503)
 
 
-@router.get("/metrics")
+# The schema says what the answer is: Prometheus' text format, not FastAPI's default JSON.
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}}}
+    },
+)
 async def metrics(services: ServicesDep) -> Response:
     """Prometheus exposition."""
     return Response(generate_latest(services.metrics.registry), media_type=CONTENT_TYPE_LATEST)

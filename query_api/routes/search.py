@@ -13,8 +13,9 @@ from query_api.search import image_search, text_search
 
 router = APIRouter(prefix="/v1/search", tags=["search"])
 
+# 400: FastAPI refuses a body that is not UTF-8 JSON (or not multipart) before validating.
 ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorResponse} for code in (401, 403, 413, 422, 503)
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 413, 422, 503)
 }
 
 
