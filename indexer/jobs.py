@@ -17,8 +17,15 @@ if TYPE_CHECKING:
 
 # A batch counts once however often it runs (retries, redelivery after a worker died): its id
 # joins a set, and only the first SADD adds its counts. Returns 1 when it was the last batch.
+# A batch counted before answers as the last again while the job's batches are all done: a
+# worker whose reply was lost (Redis killed after the script ran) retries the batch, and the
+# job must still be finished; batches_finished acts only on a job still running.
 _COMPLETE = """
-if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return -1 end
+if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then
+  if redis.call('HGET', KEYS[1], 'batches_done') == redis.call('HGET', KEYS[1], 'batches_total')
+  then return 1 end
+  return -1
+end
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 redis.call('HINCRBY', KEYS[1], 'done', ARGV[2])
 redis.call('HINCRBY', KEYS[1], 'skipped', ARGV[3])
@@ -206,7 +213,8 @@ class Jobs:
     def complete_batch(
         self, job_id: str, batch_id: str, *, done: int, skipped: int, failed: int
     ) -> bool:
-        """Count a batch once; True for the caller whose batch was the job's last."""
+        """Count a batch once; True when the job's batches are all counted after it (for a
+        batch counted before too: the first caller may not have heard the answer)."""
         keys = [self._key("job", job_id), self._key("job", job_id, "batches")]
         result = self._complete(keys=keys, args=[batch_id, done, skipped, failed, self.ttl_s])
         return bool(result == 1)

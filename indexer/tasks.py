@@ -109,7 +109,8 @@ def batches_finished(job_id: str) -> None:
     """The job's last batch is counted: a sync is done, a reindex goes on to finalize."""
     rt = runtime()
     job = rt.jobs.get(job_id)
-    if job is None:
+    # Already finished or finalizing: this is a batch delivered again after its job moved on.
+    if job is None or job.state != JobState.RUNNING:
         return
     if job.kind == JobKind.REINDEX:
         finalize.delay(job_id)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.jobs import Jobs
+from indexer.jobs import JobKind, Jobs
 from indexer.tasks import queue_sync
 from model.triton_server import TritonServer
 from photosearch.settings import Settings
@@ -81,6 +81,22 @@ def test_a_worker_killed_mid_batch_twice_loses_nothing_and_duplicates_nothing(
     # Counted once each: the batches redelivered after the kills did not count twice.
     assert (job.state, job.done, job.failed, job.skipped, job.total) == ("done", 120, 0, 0, 120)
     assert_store_holds(settings, root)
+
+
+def test_a_batch_counted_again_counts_once_and_still_finishes_its_job(settings: Settings) -> None:
+    jobs = Jobs.from_settings(settings)
+    job_id = jobs.create(JobKind.SYNC, source="file:///photos")
+    jobs.add_batches(job_id, 2, 4)
+    assert not jobs.complete_batch(job_id, "s-0", done=2, skipped=0, failed=0)
+    # Delivered again before the end (a killed worker's batch): neither counted nor last.
+    assert not jobs.complete_batch(job_id, "s-0", done=2, skipped=0, failed=0)
+    assert jobs.complete_batch(job_id, "s-1", done=1, skipped=1, failed=0)
+    # The last batch run again because its worker never heard Redis's answer (Redis killed
+    # after the script ran): it is still the last, so the job gets finished all the same.
+    assert jobs.complete_batch(job_id, "s-1", done=1, skipped=1, failed=0)
+    job = jobs.get(job_id)
+    assert job is not None
+    assert (job.done, job.skipped, job.batches_done, job.batches_total) == (3, 1, 2, 2)
 
 
 class Tmpfs:
