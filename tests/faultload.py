@@ -89,6 +89,19 @@ class SearchLoad:
     def between(self, start: float, end: float) -> list[Answer]:
         return [a for a in list(self.answers) if start <= a.at <= end]
 
+    def summary(self, start: float, end: float) -> str:
+        """What the callers saw while a process was down, for the log (pytest -rP)."""
+        outage = self.between(start, end)
+        statuses: dict[str, int] = {}
+        for a in outage:
+            kind = f"{a.status}{' cached' if a.cached else ''}"
+            statuses[kind] = statuses.get(kind, 0) + 1
+        slowest = max((a.seconds for a in outage), default=0.0)
+        return (
+            f"down {end - start:.1f} s: {len(outage)} searches {statuses}, "
+            f"slowest {slowest:.2f} s; {len(self.answers)} searches in all"
+        )
+
 
 def admin(up: Up, method: str, path: str, **kwargs: Any) -> httpx.Response:
     return httpx.request(method, up.url + path, headers=ADMIN, timeout=30, **kwargs)

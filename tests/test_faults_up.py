@@ -143,6 +143,7 @@ def test_triton_killed_during_a_sync_and_searches(system: tuple[Up, Path]) -> No
             RECOVERY_S,
             "the load's uncached searches did not recover",
         )
+    print("triton", load.summary(killed, back), f"; sync: {final}")
     assert (final["state"], final["failed"], final["done"]) == ("done", 0, len(added)), final
     assert final["done"] > done_at_back or done_at_back == len(added)
     assert_index_complete(up, photos)
@@ -175,6 +176,7 @@ def test_redis_killed_during_a_sync_and_searches(system: tuple[Up, Path]) -> Non
         pid, killed = kill_when_syncing(up, job_id, "redis", 16)
         back = wait_restarted(up, "redis", pid)
         final = wait_job(up, job_id, 600)
+    print("redis", load.summary(killed, back), f"; sync: {final}")
     # Queued batches are kept across the kill (the queue's Redis writes every change to its
     # append-only file before answering) and the worker reconnected to run them.
     assert (final["state"], final["failed"], final["done"]) == ("done", 0, len(added)), final

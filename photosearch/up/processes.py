@@ -73,8 +73,8 @@ def redis_command(binary: str, port: int, folder: Path) -> list[str]:
     The broker's tasks and the job records must survive a restart, even a SIGKILL, so the
     append-only file is on and fsynced before each reply ("always"): a task the worker or the
     API was told is queued is on disk. The queue writes a few times per batch of 64 photos and
-    the cache once per query miss, tens of fsyncs a second at the peak. Nothing is evicted: an evicted task would be a lost photo; the
-    cache's keys all carry a TTL instead.
+    the cache once per query miss, tens of fsyncs a second at the peak. Nothing is evicted: an
+    evicted task would be a lost photo; the cache's keys all carry a TTL instead.
     """
     return [
         binary,
