@@ -150,14 +150,17 @@ class IndexerSettings(BaseModel):
         2, ge=1, description="Tasks a worker runs at once (threads), so decoding overlaps Triton."
     )
     read_threads: int = Field(8, ge=1, description="Threads reading and decoding one batch.")
-    # On CPU one image takes ~50 ms on 2 cores, so a 64-photo request holds the image model
-    # for ~3 s, and a search queued behind it too; 8 photos bound that wait to ~0.4 s.
+    # On CPU one image takes ~50 ms on 2 idle cores: a 64-photo request held the image model
+    # ~3 s, and a search queued behind it too. Now a search waits for the execution running
+    # (the worker's two threads' chunks at most: 8 images) and shares its own with at most one
+    # queued chunk (5 images): ~0.65 s idle, inside its 5 s deadline even with the cores 3-4x
+    # oversubscribed, as on our shared 2-core machine (chunks of 8 were not).
     cpu_chunk: int = Field(
-        8,
+        4,
         ge=1,
         le=64,
         description="Photos per Triton request when the model runs on the CPU target, so a "
-        "search waits for at most one such chunk (a GPU target takes the whole batch).",
+        "search waits for at most about one such chunk (a GPU target takes the whole batch).",
     )
     # A dependency's outage is ridden out, not counted against the photos: 240 retries at the
     # 15 s cap keep a batch alive through about an hour of Triton, store or Redis downtime,
