@@ -5,7 +5,6 @@ Each test runs its own Redis or Triton process, so stopping it leaves the machin
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,49 +16,13 @@ from redis import Redis
 
 from model.triton_server import TritonServer
 from photosearch.querycache import cache_key, normalize_query
-from photosearch.up.processes import redis_binary
 from photosearch.vectorstore import open_store
 from tests.api import ADMIN_KEY, SEARCH_KEY, api_settings, index_photos, metric, serving
 from tests.conftest import free_ports, triton_ports
+from tests.faultload import RedisProcess
 from tests.indexing import drop_keys
 
 SEARCH = {"X-API-Key": SEARCH_KEY}
-
-
-class RedisProcess:
-    """A private Redis on a fixed port that can be stopped and started again."""
-
-    def __init__(self, folder: Path) -> None:
-        self.port = free_ports(1)[0]
-        self.folder = folder
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(
-            [
-                *(redis_binary(), "--port", str(self.port), "--bind", "127.0.0.1"),
-                *("--save", "", "--appendonly", "no", "--dir", str(self.folder)),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                import redis
-
-                redis.Redis.from_url(self.url).ping()
-                return
-            except redis.ConnectionError:
-                assert time.monotonic() < deadline, "redis did not start"
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait(10)
-            self.process = None
 
 
 @pytest.fixture

@@ -16,12 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from indexer.app import app, configure
 from indexer.jobs import JobKind, Jobs
 from indexer.tasks import queue_sync
 from model.triton_server import TritonServer
 from photosearch.settings import Settings
 from photosearch.sources import LocalSource
 from photosearch.vectorstore import LIVE_ALIAS, open_store
+from tests.faultload import RedisProcess
 from tests.indexing import WorkerProcess, indexer_settings, photo_folder, wait_job, write_photo
 
 
@@ -81,6 +83,42 @@ def test_a_worker_killed_mid_batch_twice_loses_nothing_and_duplicates_nothing(
     # Counted once each: the batches redelivered after the kills did not count twice.
     assert (job.state, job.done, job.failed, job.skipped, job.total) == ("done", 120, 0, 0, 120)
     assert_store_holds(settings, root)
+
+
+def test_a_worker_s_redis_killed_mid_sync_keeps_the_queued_batches_and_the_worker_goes_on(
+    triton: TritonServer, repository: Path, tmp_path: Path
+) -> None:
+    """The queue's Redis as `photosearch up`, compose and Kubernetes run it (append-only file,
+    fsync before each reply), SIGKILLed while a worker process runs a sync and started again."""
+    redis = RedisProcess(tmp_path / "redis", persistent=True)
+    redis.start()
+    root = tmp_path / "photos"
+    photo_folder(root, 120)
+    try:
+        with indexer_settings(
+            tmp_path / "data", triton.url, repository, max_retries=240, retry_backoff_max_s=2
+        ) as settings:
+            settings.redis.url = redis.url
+            settings.indexer.batch_size = 2
+            configure(app, settings)
+            jobs = Jobs.from_settings(settings)
+            with WorkerProcess(settings, tmp_path / "worker.log") as worker:
+                job_id = queue_sync(jobs, str(root))
+                wait_progress(jobs, job_id, 10, worker)
+                redis.stop()
+                time.sleep(2)  # down long enough for every connection of the worker to fail
+                redis.start()
+                jobs = Jobs.from_settings(settings)  # the test's own connection died too
+                job = wait_job(jobs, job_id, worker=worker)
+                assert (job.state, job.done, job.failed, job.total) == ("done", 120, 0, 120), job
+                # Reconnected by itself: the same worker runs a new sync.
+                for i in range(200, 204):
+                    write_photo(root / f"late/photo{i}.jpg", i)
+                again = wait_job(jobs, queue_sync(jobs, str(root)), worker=worker)
+                assert (again.state, again.done, again.failed) == ("done", 4, 0), again
+            assert_store_holds(settings, root)
+    finally:
+        redis.stop()
 
 
 def test_a_batch_counted_again_counts_once_and_still_finishes_its_job(settings: Settings) -> None:
