@@ -23,7 +23,7 @@ from pathlib import Path
 from loadtests.bench_up import rss_mib
 from loadtests.machine import Occasion
 from loadtests.nightly import poll_sync, start_sync
-from loadtests.observe import SyncWatch
+from loadtests.observe import SyncWatch, cache_figures, triton_figures
 from loadtests.plan import Plan
 from loadtests.records import latency, read
 from loadtests.report import in_load
@@ -154,6 +154,20 @@ def run_soak(
         f"every {rss_every_s:g} s; warm-up {warmup_s:g} s, windows of {window_s:g} s",
         f"- **Command**: `{at.command}`",
     ]
+    # Where the time went when searches fail: Triton's batches, queue and compute per model.
+    if len(load.samples) >= 2:
+        first_s, last_s = load.samples[0], load.samples[-1]
+        cache = cache_figures(first_s, last_s)
+        if cache is not None:
+            notes.append(f"- **Query cache**: hit ratio {cache['hit_ratio']:.2f}")
+        for kind in ("text", "image"):
+            f = triton_figures(first_s, last_s, kind)
+            if f is not None:
+                notes.append(
+                    f"- **Triton {kind}**: {f['requests']:.0f} requests, mean batch "
+                    f"{f['batch']:.1f}, queue {f['queue_ms']:.0f} ms and compute "
+                    f"{f['compute_ms']:.0f} ms per request"
+                )
     title = f"Soak: {scenario.rate:g} requests/s for {duration:g} s"
     report = render(title, minutes, first, last, growth, soak.syncs, results, load.t0, notes)
     data = summary(minutes, first, last, growth, results)
