@@ -94,6 +94,11 @@ def _scheduling(config: mc.ModelConfig) -> None:
     policy.timeout_action = mc.ModelQueuePolicy.REJECT
     policy.default_timeout_microseconds = MAX_QUEUE_WAIT_US
     policy.allow_timeout_override = True
+    # The same policy named per level: Triton then keeps each level's queue for the model's
+    # life instead of creating and erasing it as it fills and empties (Triton 2.51 crashed
+    # once with SIGSEGV under our soak's load with erasable queues; never with fixed ones).
+    for level in Priority:
+        batching.priority_queue_policy[level].CopyFrom(policy)
 
 
 def _tensorrt(config: mc.ModelConfig, opts: BatchingOptions, profile: tuple[str, str, str]) -> None:

@@ -121,8 +121,10 @@ def test_a_request_still_queued_past_its_own_timeout_is_rejected(target: Target)
         assert policy.default_timeout_microseconds == MAX_QUEUE_WAIT_US
         assert MAX_QUEUE_WAIT_US > Settings().triton.image_timeout_s * 1e6
         assert policy.max_queue_size == 0  # no size limit: the deadlines bound the queue
-        # One policy for both levels: no per-level override that would drop it.
-        assert not config.dynamic_batching.priority_queue_policy
+        # The same policy for each level, named, so Triton keeps each level's queue.
+        levels = config.dynamic_batching.priority_queue_policy
+        assert sorted(levels) == [Priority.SEARCH, Priority.INDEXING]
+        assert all(levels[level] == policy for level in levels)
 
 
 def test_the_exported_repository_carries_the_priorities_and_the_queue_policy(
