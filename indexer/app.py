@@ -44,7 +44,15 @@ def nightly(cron: str) -> crontab:
 def configure(app: Celery, settings: Settings) -> Celery:
     """(Re)configure the app from settings; connections are made lazily, on first use."""
     control, embed = control_queue(settings), embed_queue(settings)
-    transport = {"visibility_timeout": settings.indexer.visibility_timeout_s}
+    visibility = settings.indexer.visibility_timeout_s
+    transport = {
+        "visibility_timeout": visibility,
+        # The tasks of a worker that died go back to the queue when kombu sweeps its unacked
+        # messages: by default every 10 s x 10 (its throttle), so 100 s after the visibility
+        # timeout at worst. One sweep (a ZRANGE) every min(10 s, timeout) costs nothing.
+        "unacked_restore_interval": max(1, min(10, visibility)),
+        "unacked_restore_throttle": 1,
+    }
     app.conf.update(
         broker_url=settings.redis.url,
         result_backend=settings.redis.url,
