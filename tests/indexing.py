@@ -109,7 +109,8 @@ def env_of(settings: Settings, extra: Mapping[str, str] | None = None) -> dict[s
     for name, value in settings.indexer.model_dump().items():
         if value is not None and not isinstance(value, tuple):
             env[f"PHOTOSEARCH_INDEXER__{name.upper()}"] = str(value)
-    for name, value in settings.qdrant.model_dump().items():
+    # Not the store's path: it follows DATA_DIR, which callers change for each process.
+    for name, value in settings.qdrant.model_dump(exclude={"path"}).items():
         if value is not None:
             env[f"PHOTOSEARCH_QDRANT__{name.upper()}"] = str(value)
     for name, value in settings.s3.model_dump().items():

@@ -112,6 +112,16 @@ class ApiProcess:
         assert self.process is not None
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
+        # Until the whole group is gone: a process of it still exiting holds the store's lock
+        # (a restart on the same data once found its WAL locked).
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                os.killpg(self.process.pid, 0)
+            except ProcessLookupError:
+                return
+            assert time.monotonic() < deadline, "the killed API's process group lives on"
+            time.sleep(0.05)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
