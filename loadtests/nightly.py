@@ -19,20 +19,30 @@ from loadtests.scenario import Scenario
 from loadtests.target import Target, TargetError, say
 
 
-def start_sync(target: Target, scenario: Scenario, seed: int) -> SyncWatch:
-    """Change the owned folder (if any), then send the sync."""
+def churn_photos(target: Target, scenario: Scenario, seed: int) -> dict[str, int]:
+    """The day's changes to the owned folder (if any): photos added, rewritten, deleted."""
     assert scenario.sync is not None
     changes = {"added": 0, "changed": 0, "deleted": 0}
     if target.photos is not None:
         s = scenario.sync
         churn = photoset.churn(target.photos, s.add, s.change, s.delete, seed)
         changes = {k: len(getattr(churn, k)) for k in changes}
+    return changes
+
+
+def send_sync(target: Target, changes: dict[str, int]) -> SyncWatch:
+    """Send the sync now; `changes` are what the folder's churn did before it."""
     if target.settings is not None:
         job_id, source = _queue(target)
     else:
         job_id, source = _admin(target)
     say(f"nightly sync started: job {job_id} on {source} ({changes})")
     return SyncWatch(job_id, time.time(), changes)
+
+
+def start_sync(target: Target, scenario: Scenario, seed: int) -> SyncWatch:
+    """Change the owned folder (if any), then send the sync."""
+    return send_sync(target, churn_photos(target, scenario, seed))
 
 
 def _queue(target: Target) -> tuple[str, str]:

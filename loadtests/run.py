@@ -31,7 +31,7 @@ from redis import Redis
 
 from loadtests import photoset
 from loadtests.machine import ROOT, Occasion
-from loadtests.nightly import poll_sync, start_sync
+from loadtests.nightly import churn_photos, poll_sync, send_sync
 from loadtests.observe import Sample, Sampler, SyncWatch
 from loadtests.plan import Plan, user_groups
 from loadtests.report import write_report
@@ -102,11 +102,16 @@ def run_load(
         say("no sync: it needs the system's Redis (`photosearch up`) or --admin-key")
         sync_at = None
     watch: SyncWatch | None = None
+    changes: dict[str, int] | None = None
 
     def tick(now: float, plan: Plan) -> None:
-        nonlocal watch
-        if sync_at is not None and watch is None and now >= sync_at:
-            watch = start_sync(target, scenario, plan.salt)
+        nonlocal watch, changes
+        # The day's photos change at the start, the nightly sync goes at its planned moment:
+        # writing the churned photos (seconds on a loaded machine) does not delay it.
+        if sync_at is not None and changes is None:
+            changes = churn_photos(target, scenario, plan.salt)
+        if sync_at is not None and changes is not None and watch is None and now >= sync_at:
+            watch = send_sync(target, changes)
         if watch is not None and watch.finished_at is None:
             poll_sync(target, watch)
 
