@@ -44,6 +44,11 @@ def nightly(cron: str) -> crontab:
 def configure(app: Celery, settings: Settings) -> Celery:
     """(Re)configure the app from settings; connections are made lazily, on first use."""
     control, embed = control_queue(settings), embed_queue(settings)
+    if app.conf.broker_url not in (None, settings.redis.url):
+        # The connection and producer pools are made once, for the broker of their time: left
+        # alone, tasks sent after a switch would still go to the previous Redis.
+        app._pool = None  # type: ignore[attr-defined]
+        app.amqp._producer_pool = None  # type: ignore[attr-defined]
     visibility = settings.indexer.visibility_timeout_s
     transport = {
         "visibility_timeout": visibility,
