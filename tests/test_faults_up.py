@@ -14,6 +14,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -112,17 +113,28 @@ def warm_cache(up: Up) -> None:
         assert response.status_code == 200, response.text
 
 
-def test_triton_killed_during_a_sync_and_searches(system: tuple[Up, Path]) -> None:
-    up, photos = system
+@contextmanager
+def killed_during_sync(
+    up: Up, photos: Path, name: str
+) -> Iterator[tuple[SearchLoad, str, list[str], float, float]]:
+    """Searches running, a sync of 120 new photos sent, the child `name` SIGKILLed in the
+    middle and started again by the supervisor: (load, job id, photos added, killed at, back
+    at). The load goes on until the block ends."""
     warm_cache(up)
     added = add_photos(photos, 120)
-    fresh = [f"a fresh query number {n}" for n in range(400)]
+    fresh = [f"a query during the {name} fault, number {n}" for n in range(400)]
     with SearchLoad(
         up.url, [q for pair in zip(WARM * 100, fresh, strict=False) for q in pair]
     ) as load:
         job_id = start_sync(up, str(photos))
-        pid, killed = kill_when_syncing(up, job_id, "triton", 16)
-        back = wait_restarted(up, "triton", pid)
+        pid, killed = kill_when_syncing(up, job_id, name, 16)
+        yield load, job_id, added, killed, wait_restarted(up, name, pid)
+
+
+def test_triton_killed_during_a_sync_and_searches(system: tuple[Up, Path]) -> None:
+    up, photos = system
+    with killed_during_sync(up, photos, "triton") as fault:
+        load, job_id, added, killed, back = fault
         # Back by itself: an uncached search answers, and the sync embeds again.
         done_at_back = (job(up, job_id) or {"done": 0})["done"]
         wait_until(
@@ -166,15 +178,8 @@ def test_triton_killed_during_a_sync_and_searches(system: tuple[Up, Path]) -> No
 
 def test_redis_killed_during_a_sync_and_searches(system: tuple[Up, Path]) -> None:
     up, photos = system
-    warm_cache(up)
-    added = add_photos(photos, 120)
-    fresh = [f"another query number {n}" for n in range(400)]
-    with SearchLoad(
-        up.url, [q for pair in zip(WARM * 100, fresh, strict=False) for q in pair]
-    ) as load:
-        job_id = start_sync(up, str(photos))
-        pid, killed = kill_when_syncing(up, job_id, "redis", 16)
-        back = wait_restarted(up, "redis", pid)
+    with killed_during_sync(up, photos, "redis") as fault:
+        load, job_id, added, killed, back = fault
         final = wait_job(up, job_id, 600)
     print("redis", load.summary(killed, back), f"; sync: {final}")
     # Queued batches are kept across the kill (the queue's Redis writes every change to its
