@@ -141,7 +141,42 @@ class IndexerSettings(BaseModel):
         description="The photo catalog (file:///dir or s3://bucket/prefix) the nightly "
         "sync and a reindex read; `index sync --source` overrides and is remembered.",
     )
-    sync_cron: str = Field("0 2 * * *", description="When beat runs the nightly sync (cron).")
+    sync_cron: str = Field(
+        "0 2 * * *",
+        description="When beat runs the nightly job (cron): the increment when a feed is set, "
+        "else a full sync.",
+    )
+    feed: str | None = Field(
+        None,
+        pattern=r"^(sqs\+https?|file)://",
+        description="Change feed of the nightly increment: sqs+https://QUEUE-URL (the S3 "
+        "bucket's event notifications) or file:///journal (a folder's changed keys, one per "
+        "line); unset: every nightly job lists the whole source.",
+    )
+    reconcile_cron: str = Field(
+        "0 3 * * 0",
+        description="With a feed: when beat runs the full sync that catches what the feed "
+        "missed (cron; weekly).",
+    )
+    feed_chunk: int = Field(
+        1000, ge=1, le=100_000, description="Changes one increment planning step takes."
+    )
+    shard_size: int = Field(
+        10_000,
+        ge=10,
+        description="Photos per shard of the catalogue: what one planning task lists and "
+        "holds (a shard past twice this is split).",
+    )
+    max_queued_batches: int = Field(
+        8,
+        ge=1,
+        le=100,
+        description="Embedding batches of one job waiting in the broker at once, at most; "
+        "more are planned as they complete.",
+    )
+    planners: int = Field(
+        8, ge=1, le=64, description="Shards of one job planned at once, at most (plan tasks)."
+    )
     model_version: int | None = Field(
         None, ge=1, description="Version the first index is built with; unset: the newest."
     )
@@ -178,7 +213,10 @@ class IndexerSettings(BaseModel):
         ("photos.jsonl", "photos.csv"), description="Metadata manifests looked for at the root."
     )
     catch_up_rounds: int = Field(
-        3, ge=0, description="Reindex: passes over photos that changed while it ran."
+        3,
+        ge=1,
+        description="Reindex: passes over the source after the load; the last must find no "
+        "change (that is the verification).",
     )
     verify_samples: int = Field(5, ge=0, description="Reindex: sample searches before switching.")
     job_ttl_days: int = Field(30, ge=1, description="How long job records are kept.")

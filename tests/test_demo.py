@@ -93,7 +93,7 @@ def test_indexer_catalog_sees_every_demo_photo_under_its_id(tmp_path: Path) -> N
 def test_second_call_rewrites_nothing_so_no_version_changes(tmp_path: Path) -> None:
     write_demo_photos(tmp_path)
     before = mtimes(tmp_path)
-    versions = {o.key: o.version for o in LocalSource(tmp_path).list()}
+    versions = {o.key: o.version for o in LocalSource(tmp_path).list_range()}
 
     again = write_demo_photos(tmp_path)
 
@@ -101,7 +101,7 @@ def test_second_call_rewrites_nothing_so_no_version_changes(tmp_path: Path) -> N
     assert again.kept == tuple(p.id for p in DEMO_PHOTOS)
     assert not again.manifest_written
     assert mtimes(tmp_path) == before
-    assert {o.key: o.version for o in LocalSource(tmp_path).list()} == versions
+    assert {o.key: o.version for o in LocalSource(tmp_path).list_range()} == versions
 
 
 def test_changed_photo_and_manifest_are_restored_and_nothing_else_rewritten(

@@ -1,4 +1,4 @@
-"""Photo sources (local, S3 via moto), metadata manifests, the catalog join and sync plans."""
+"""Photo sources (local, S3 via moto) listed by key range, and metadata manifests."""
 
 from __future__ import annotations
 
@@ -10,24 +10,43 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import boto3  # type: ignore[import-untyped]
+import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from indexer.catalog import Catalog, Photo, read_catalog
-from indexer.diff import plan_sync
 from indexer.metadata import parse_manifest
 from photosearch.settings import S3Settings
-from photosearch.sources import LocalSource, S3Source, Source, SourceError, open_source
-from photosearch.vectorstore.base import IndexedVersion
+from photosearch.sources import (
+    LocalSource,
+    S3Source,
+    Source,
+    SourceError,
+    SourceUnavailable,
+    open_source,
+    s3_errors,
+)
 from tests.conftest import free_ports
-from tests.indexing import write_manifest, write_photo
+from tests.indexing import write_photo
 
 NO_S3 = S3Settings()
+_OPEN: list[Source] = []
+
+
+def closing_after(source: Source) -> Source:
+    """A source this module closes when its tests end (an S3 client holds sockets)."""
+    _OPEN.append(source)
+    return source
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_sources() -> Iterator[None]:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
 
 
 def listing(source: Source) -> dict[str, str]:
-    return {obj.key: obj.version for obj in source.list()}
+    return {obj.key: obj.version for obj in source.list_range()}
 
 
 # --- LocalSource -----------------------------------------------------------------------------
@@ -41,10 +60,74 @@ def test_local_source_lists_nested_files_relative_to_root_without_hidden(tmp_pat
     (tmp_path / "empty").mkdir()
     source = LocalSource(tmp_path)
     assert sorted(listing(source)) == ["a.jpg", "day1/deep/b.png"]
-    obj = next(o for o in source.list() if o.key == "a.jpg")
+    obj = next(o for o in source.list_range() if o.key == "a.jpg")
     assert obj.size == (tmp_path / "a.jpg").stat().st_size
     assert source.read("day1/deep/b.png") == (tmp_path / "day1/deep/b.png").read_bytes()
     assert source.uri_of("a.jpg") == (tmp_path / "a.jpg").resolve().as_uri()
+
+
+# Keys that sort in a way a folder walk must respect: "a.jpg" < "a/..." < "a0.jpg" ("." < "/"
+# < "0"), a folder and a file of one name, and deep folders.
+TRICKY = ["a.jpg", "a/b.jpg", "a/c/d.jpg", "a/c0.jpg", "a0.jpg", "b c/é.png", "b/x.jpg", "z.jpg"]
+
+
+def keys_of(source: Source, lo: str = "", hi: str | None = None) -> list[str]:
+    return [obj.key for obj in source.list_range(lo, hi)]
+
+
+@pytest.fixture
+def tricky_folder(tmp_path: Path) -> LocalSource:
+    for key in TRICKY:
+        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / key).write_bytes(key.encode())
+    return LocalSource(tmp_path)
+
+
+def test_local_listing_comes_in_key_order(tricky_folder: LocalSource) -> None:
+    assert keys_of(tricky_folder) == sorted(TRICKY)
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi"),
+    [
+        ("a/", "a0"),
+        ("a/c", "b"),
+        ("a.jpg", "a.jpg0"),
+        ("a/b.jpg", None),
+        ("", "a/c/d.jpg"),
+        ("b", "z"),
+        ("z.jpg", None),
+        ("zz", None),
+        ("a/c/d.jpg", "a/c/d.jpg"),
+    ],
+)
+def test_local_listing_of_a_key_range_is_exactly_its_keys(
+    tricky_folder: LocalSource, lo: str, hi: str | None
+) -> None:
+    expected = [k for k in sorted(TRICKY) if k >= lo and (hi is None or k < hi)]
+    assert keys_of(tricky_folder, lo, hi) == expected
+
+
+def test_local_stat_answers_for_listed_files_only(
+    tricky_folder: LocalSource, tmp_path: Path
+) -> None:
+    obj = tricky_folder.stat("a/c/d.jpg")
+    assert obj is not None and obj == next(tricky_folder.list_range("a/c/d.jpg", "a/c/d.jpg0"))
+    (tmp_path / ".hidden.jpg").write_bytes(b"x")
+    (tmp_path / "link.jpg").symlink_to(tmp_path / "z.jpg")
+    for key in [
+        "missing.jpg",
+        "a",
+        "a/",
+        ".hidden.jpg",
+        "link.jpg",
+        "../x",
+        "a/../z.jpg",
+        "a/b.jpg/x",
+    ]:
+        assert tricky_folder.stat(key) is None, key
+    assert tricky_folder.key_of(tricky_folder.uri_of("b c/é.png")) == "b c/é.png"
+    assert tricky_folder.key_of("file:///elsewhere/x.jpg") is None
 
 
 def test_local_version_is_size_and_mtime_and_changes_on_rewrite(tmp_path: Path) -> None:
@@ -127,10 +210,10 @@ def test_s3_source_lists_the_prefix_with_etags_and_reads(s3: S3) -> None:
     }
     for key, body in objects.items():
         s3.client.put_object(Bucket="photos", Key=key, Body=body)
-    source = open_source("s3://photos/cat/", s3.settings)
+    source = closing_after(open_source("s3://photos/cat/", s3.settings))
     assert isinstance(source, S3Source)
     assert source.uri == "s3://photos/cat"
-    found = {obj.key: obj for obj in source.list()}
+    found = {obj.key: obj for obj in source.list_range()}
     assert sorted(found) == ["a.jpg", "day1/b.png"]
     etag = s3.client.head_object(Bucket="photos", Key="cat/a.jpg")["ETag"].strip('"')
     assert found["a.jpg"].version == etag and found["a.jpg"].size == 3
@@ -147,9 +230,43 @@ def test_s3_source_lists_the_prefix_with_etags_and_reads(s3: S3) -> None:
 
 
 def test_s3_source_of_a_missing_bucket_raises_source_error(s3: S3) -> None:
-    source = open_source("s3://no-such-bucket/x", s3.settings)
-    with pytest.raises(SourceError, match="cannot list"):
-        list(source.list())
+    source = closing_after(open_source("s3://no-such-bucket/x", s3.settings))
+    with pytest.raises(SourceError, match="cannot list") as refused:
+        list(source.list_range())
+    assert not isinstance(refused.value, SourceUnavailable)  # a refusal: not worth retrying
+
+
+def test_s3_listing_of_a_key_range_starts_after_a_key_and_stops_at_the_end(s3: S3) -> None:
+    for key in TRICKY:
+        s3.client.put_object(Bucket="photos", Key=f"range/{key}", Body=key.encode())
+    s3.client.put_object(Bucket="photos", Key="range0/outside.jpg", Body=b"x")
+    source = closing_after(open_source("s3://photos/range", s3.settings))
+    assert keys_of(source) == sorted(TRICKY)
+    for lo, hi in [("a/", "a0"), ("a/c", "b"), ("a.jpg", "a/c"), ("b", None), ("zz", None)]:
+        expected = [k for k in sorted(TRICKY) if k >= lo and (hi is None or k < hi)]
+        assert keys_of(source, lo, hi) == expected, (lo, hi)
+    assert source.stat("b c/é.png") == next(source.list_range("b c/é.png", "b c/é.png0"))
+    assert source.stat("missing.jpg") is None and source.stat("a/") is None
+    assert source.key_of("s3://photos/range/a/b.jpg") == "a/b.jpg"
+    assert source.key_of("s3://photos/range0/outside.jpg") is None
+
+
+def test_s3_errors_say_whether_to_retry() -> None:
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    def client_error(status: int, code: str) -> ClientError:
+        reply = {"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}
+        return ClientError(reply, "ListObjectsV2")
+
+    for final in (client_error(403, "AccessDenied"), client_error(404, "NoSuchBucket")):
+        error = s3_errors("cannot list", final)
+        assert isinstance(error, SourceError) and not isinstance(error, SourceUnavailable)
+    for transient in (
+        client_error(503, "SlowDown"),
+        client_error(429, "TooManyRequests"),
+        EndpointConnectionError(endpoint_url="http://127.0.0.1:1"),
+    ):
+        assert isinstance(s3_errors("cannot list", transient), SourceUnavailable)
 
 
 # --- Metadata manifests -----------------------------------------------------------------------
@@ -210,109 +327,3 @@ def test_digest_changes_with_the_title_and_not_with_tag_order_or_path() -> None:
     base = digest({"path": "a.jpg", "title": "Sea", "tags": ["b", "a"]})
     assert digest({"path": "moved/a.jpg", "title": "Sea", "tags": ["A", "b", "a"]}) == base
     assert digest({"path": "a.jpg", "title": "Sea!", "tags": ["a", "b"]}) != base
-
-
-# --- read_catalog -----------------------------------------------------------------------------
-
-
-def test_catalog_joins_metadata_and_rejects_non_photos(tmp_path: Path) -> None:
-    for i, key in enumerate(["a.jpg", "day1/b.png", "c.webp", "d.jpg", "e.jpg"]):
-        write_photo(tmp_path / key, i)
-    (tmp_path / "notes.txt").write_text("hello")
-    (tmp_path / "README").write_text("hello")
-    write_manifest(
-        tmp_path,
-        [
-            {"path": "a.jpg", "id": "photo-a", "title": "Cat", "tags": ["Pet"]},
-            {"path": "day1/b.png", "title": "No id"},
-            {"path": "gone.jpg", "id": "photo-gone"},
-            {"path": "d.jpg", "id": "dup"},
-            {"path": "e.jpg", "id": "dup"},
-        ],
-    )
-    source = LocalSource(tmp_path)
-    versions = listing(source)
-    catalog = read_catalog(source, ("photos.jsonl", "photos.csv"))
-    assert catalog.source_uri == source.uri
-    assert sorted(catalog.photos) == ["c.webp", "day1/b.png", "dup", "photo-a"]
-    a = catalog.photos["photo-a"]
-    assert (a.key, a.version) == ("a.jpg", versions["a.jpg"])
-    assert a.metadata is not None and a.metadata["tags"] == ["pet"] and a.meta_hash
-    assert catalog.photos["day1/b.png"].metadata == {
-        "title": "No id",
-        "tags": [],
-        "photographer": None,
-        "license": None,
-        "created_at": None,
-        "extra": {},
-    }
-    plain = catalog.photos["c.webp"]
-    assert (plain.metadata, plain.meta_hash) == (None, "")
-    assert catalog.photos["dup"].key == "d.jpg"
-    assert catalog.rejected == {
-        "README": (versions["README"], "unsupported file type (no extension)"),
-        "notes.txt": (versions["notes.txt"], "unsupported file type .txt"),
-    }
-    assert catalog.warnings == [
-        "e.jpg: id 'dup' is already used by another photo",
-        "metadata for gone.jpg: no such photo in the source",
-    ]
-
-
-# --- plan_sync --------------------------------------------------------------------------------
-
-
-def photo(photo_id: str, version: str = "v1", meta_hash: str = "") -> Photo:
-    return Photo(photo_id, f"{photo_id}.jpg", version, meta_hash)
-
-
-def catalog_of(*photos: Photo, rejected: dict[str, tuple[str, str]] | None = None) -> Catalog:
-    return Catalog("file:///x", {p.photo_id: p for p in photos}, dict(rejected or {}))
-
-
-def test_plan_sync_sorts_new_changed_payload_only_gone_and_unchanged() -> None:
-    catalog = catalog_of(
-        photo("same", "v1", "m1"),
-        photo("changed", "v2", "m1"),
-        photo("retitled", "v1", "m2"),
-        photo("new", "v1"),
-        rejected={"notes.txt": ("v1", "unsupported file type .txt")},
-    )
-    indexed = [
-        IndexedVersion("same", "v1", "m1"),
-        IndexedVersion("changed", "v1", "m1"),
-        IndexedVersion("retitled", "v1", "m1"),
-        IndexedVersion("deleted", "v1", ""),
-    ]
-    plan = plan_sync(catalog, indexed, {})
-    assert sorted(p.photo_id for p in plan.embed) == ["changed", "new"]
-    assert [p.photo_id for p in plan.payload_only] == ["retitled"]
-    assert plan.gone == ["deleted"]
-    assert plan.rejected == {"notes.txt": ("v1", "unsupported file type .txt")}
-    assert (plan.new, plan.changed, plan.unchanged, plan.known_bad) == (1, 1, 1, 0)
-    assert plan.forget == []
-
-
-def test_known_bad_photos_are_not_retried_until_their_version_changes() -> None:
-    skipped = {"broken": "v1", "notes.txt": "v1"}
-    rejected = {"notes.txt": ("v1", "unsupported file type .txt")}
-    plan = plan_sync(catalog_of(photo("broken", "v1"), rejected=rejected), [], skipped)
-    assert (plan.embed, plan.rejected, plan.known_bad, plan.new) == ([], {}, 2, 0)
-    rejected = {"notes.txt": ("v2", "unsupported file type .txt")}
-    plan = plan_sync(catalog_of(photo("broken", "v2"), rejected=rejected), [], skipped)
-    assert [p.photo_id for p in plan.embed] == ["broken"] and plan.new == 1
-    assert plan.rejected == rejected and plan.known_bad == 0
-
-
-def test_changed_file_known_bad_at_its_new_version_keeps_its_old_point() -> None:
-    catalog = catalog_of(photo("a", "v2"))
-    plan = plan_sync(catalog, [IndexedVersion("a", "v1", "")], {"a": "v2"})
-    assert (plan.embed, plan.gone, plan.known_bad, plan.changed) == ([], [], 1, 0)
-
-
-def test_skip_records_of_files_gone_from_the_source_are_forgotten() -> None:
-    rejected = {"notes.txt": ("v1", "unsupported file type .txt")}
-    catalog = catalog_of(photo("kept", "v1"), rejected=rejected)
-    skipped = {"kept": "v1", "notes.txt": "v1", "vanished": "v3", "old.txt": "v1"}
-    plan = plan_sync(catalog, [], skipped)
-    assert sorted(plan.forget) == ["old.txt", "vanished"]

@@ -1,4 +1,5 @@
-"""The vector store's behaviour, the same on Qdrant Edge and on qdrant-client's local mode."""
+"""The vector store's behaviour, the same on Qdrant Edge, on qdrant-client's local mode, and on
+a Qdrant server (local mode served over HTTP by tests.qdrant_server, as no server runs here)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from photosearch.vectorstore import (
     LIVE_ALIAS,
     PREVIOUS_ALIAS,
     CollectionNotFound,
-    IndexedVersion,
+    IndexedPoint,
     PhotoPoint,
     SearchFilter,
     StoreError,
@@ -29,6 +30,7 @@ from photosearch.vectorstore import (
 )
 from photosearch.vectorstore.edge import EdgeStore
 from photosearch.vectorstore.qdrant import QdrantStore
+from tests.qdrant_server import clear, qdrant_stand_in
 
 DIM = 16
 N = 40
@@ -65,12 +67,23 @@ def edge_store(path: Path) -> EdgeStore:
     return EdgeStore(path, hnsw_m=16, hnsw_ef_construct=64, hnsw_ef=64, quantization=True)
 
 
-@pytest.fixture(params=["edge", "qdrant-local"])
+@pytest.fixture(scope="module")
+def qdrant_url() -> Iterator[str]:
+    with qdrant_stand_in() as url:
+        yield url
+
+
+@pytest.fixture(params=["edge", "qdrant-local", "qdrant-http"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
     if request.param == "edge":
         s: VectorStore = edge_store(tmp_path / "vectors")
-    else:
+    elif request.param == "qdrant-local":
         s = open_store(Settings(data_dir=tmp_path, qdrant=QdrantSettings(url=":memory:")))
+    else:
+        url: str = request.getfixturevalue("qdrant_url")
+        clear(url)  # one server for the module: each test starts from an empty one
+        s = open_store(Settings(data_dir=tmp_path, qdrant=QdrantSettings(url=url)))
+        assert isinstance(s, QdrantStore)
     yield s
     s.close()
 
@@ -195,11 +208,79 @@ def test_set_payload_keeps_the_vector(filled: VectorStore) -> None:
     ) == ["p4"]
 
 
-def test_versions_list_exactly_what_is_stored(filled: VectorStore) -> None:
+def test_points_list_exactly_what_is_stored(filled: VectorStore) -> None:
     filled.delete(COLL, ["p9"])
-    expected = {IndexedVersion(f"p{i}", f"c{i}", f"m{i}") for i in range(N) if i != 9}
-    listed = list(filled.versions(COLL))
+    expected = {IndexedPoint(f"p{i}", "", f"c{i}", f"m{i}", None) for i in range(N) if i != 9}
+    listed = list(filled.points(COLL))
     assert len(listed) == N - 1 and set(listed) == expected
+
+
+def sharded(i: int, shard: str) -> PhotoPoint:
+    """A photo of the indexer: its key and the label of its shard in the payload."""
+    key = f"{shard}/photo{i:03d}.jpg"
+    body = {**payload(i), "shard": shard, "source_key": key, "source_uri": f"file:///x/{key}"}
+    return PhotoPoint(f"p{i}", VECS[i], body)
+
+
+@pytest.fixture
+def shards(store: VectorStore) -> VectorStore:
+    """Three shards of 10, 20 and 10 photos ("", "b", "c"), all 40 photos."""
+    store.create_collection(COLL, DIM)
+    labels = ["" if i < 10 else "b" if i < 30 else "c" for i in range(N)]
+    store.upsert(COLL, [sharded(i, label) for i, label in enumerate(labels)])
+    return store
+
+
+def test_a_shard_is_read_by_its_label_and_counted_by_a_facet(shards: VectorStore) -> None:
+    assert shards.shard_sizes(COLL) == {"": 10, "b": 20, "c": 10}
+    b = list(shards.points(COLL, shard="b"))
+    assert sorted(p.photo_id for p in b) == [f"p{i}" for i in range(10, 30)]
+    assert {(p.shard, p.key.startswith("b/")) for p in b} == {("b", True)}
+    assert b[0].content_version == f"c{b[0].photo_id[1:]}"
+    # The first shard's label is the empty key: it is read like any other.
+    assert sorted(p.photo_id for p in shards.points(COLL, shard="")) == [f"p{i}" for i in range(10)]
+    assert list(shards.points(COLL, shard="nothing")) == []
+    assert list(shards.points(COLL, unlabelled=True)) == []
+    shards.upsert(COLL, [PhotoPoint("old", VECS[0], payload(0) | {"photo_id": "old"})])
+    [old] = shards.points(COLL, unlabelled=True)
+    assert (old.photo_id, old.shard, old.key) == ("old", None, "")
+
+
+def test_points_are_found_by_id_and_by_key(shards: VectorStore) -> None:
+    by_id = shards.points_by_id(COLL, ["p3", "missing", "p33"])
+    assert sorted((p.photo_id, p.shard) for p in by_id) == [("p3", ""), ("p33", "c")]
+    by_key = shards.points_by_key(COLL, ["b/photo012.jpg", "c/photo031.jpg", "nowhere.jpg"])
+    assert sorted(p.photo_id for p in by_key) == ["p12", "p31"]
+    assert shards.points_by_id(COLL, []) == [] and shards.points_by_key(COLL, []) == []
+
+
+def test_delete_in_shard_spares_a_photo_that_moved_to_another_shard(shards: VectorStore) -> None:
+    shards.set_shard(COLL, "c", ["p12"])  # p12 moved from b to c meanwhile
+    shards.delete_in_shard(COLL, "b", ["p11", "p12", "p35"])  # p35 was never b's
+    assert shards.count(COLL) == N - 1
+    assert shards.shard_sizes(COLL) == {"": 10, "b": 18, "c": 11}
+    [kept] = shards.retrieve(COLL, ["p12"])
+    # set_shard relabels and keeps everything else of the payload.
+    assert kept.payload["shard"] == "c"
+    assert kept.payload["source_key"] == "b/photo012.jpg" and kept.payload["meta_hash"] == "m12"
+
+
+def test_set_payloads_rewrites_many_photos_and_keeps_their_vectors(shards: VectorStore) -> None:
+    shards.set_payloads(COLL, {f"p{i}": {"shard": "z", "title": f"t{i}"} for i in range(5)})
+    assert shards.shard_sizes(COLL)["z"] == 5
+    [p2] = shards.retrieve(COLL, ["p2"], with_vectors=True)
+    assert p2.payload == {"shard": "z", "title": "t2", "photo_id": "p2"}
+    assert p2.vector is not None and np.allclose(p2.vector, VECS[2], atol=1e-6)
+
+
+def test_a_bulk_loaded_collection_is_searchable_once_its_index_is_built(store: VectorStore) -> None:
+    store.create_collection(COLL, DIM, bulk=True)
+    store.ensure_indexes(COLL)  # a second time changes nothing
+    store.upsert(COLL, PHOTOS)
+    store.finish_bulk_load(COLL)
+    assert store.index_ready(COLL)
+    hits = store.search(COLL, VECS[4], limit=1)
+    assert hits[0].photo_id == "p4" and hits[0].score > 0.99
 
 
 def test_retrieve_keeps_the_order_asked(filled: VectorStore) -> None:

@@ -7,7 +7,6 @@ import shutil
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,122 +15,38 @@ import qdrant_edge as qe
 
 from photosearch.atomicfile import write_atomic
 from photosearch.embedding.arrays import Embeddings
+from photosearch.vectorstore import edge_filters
 from photosearch.vectorstore.base import (
-    DATETIME_FIELDS,
-    INTEGER_FIELDS,
-    KEYWORD_FIELDS,
+    MAX_SHARDS,
+    POINT_FIELDS,
     SCROLL_PAGE,
+    SHARD_FIELD,
     VECTOR_NAME,
-    VERSION_FIELDS,
     CollectionInfo,
     CollectionNotFound,
     Hit,
-    IndexedVersion,
+    IndexedPoint,
     PhotoPoint,
     SearchFilter,
     StoredPhoto,
     StoreError,
+    indexed_point,
     model_version_of,
     point_id,
 )
 from photosearch.vectorstore.diskspace import MB, DiskReserve, folder_bytes
-
-# Qdrant's server default (KB of vectors): below it a segment is scanned, not searched by graph.
-_FULL_SCAN_THRESHOLD_KB = 10_000
-
-
-class _RWLock:
-    """Many readers or one writer; a waiting writer holds back new readers so it is not starved."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._writer = False
-        self._writers_waiting = 0
-
-    @contextmanager
-    def read(self) -> Iterator[None]:
-        with self._cond:
-            while self._writer or self._writers_waiting:
-                self._cond.wait()
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                if not self._readers:
-                    self._cond.notify_all()
-
-    @contextmanager
-    def write(self) -> Iterator[None]:
-        with self._cond:
-            self._writers_waiting += 1
-            while self._writer or self._readers:
-                self._cond.wait()
-            self._writers_waiting -= 1
-            self._writer = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._writer = False
-                self._cond.notify_all()
-
-
-@dataclass
-class _Collection:
-    """An open shard. Its methods are safe across threads (the engine locks inside), but
-    `close()` needs exclusive access: pyo3 refuses it ('Already borrowed') during another call."""
-
-    shard: qe.EdgeShard | None
-    dim: int
-    lock: _RWLock
-    dropping: bool = False
-
-
-@contextmanager
-def _engine_errors() -> Iterator[None]:
-    try:
-        yield
-    except StoreError:
-        raise
-    except Exception as e:  # Edge raises bare Exception for every engine error
-        raise StoreError(str(e)) from e
+from photosearch.vectorstore.edge_shard import (
+    OpenShard,
+    create_indexes,
+    engine_errors,
+    missing_indexes,
+    shard_config,
+)
+from photosearch.vectorstore.rwlock import RWLock
 
 
 def _write_json_atomic(path: Path, data: object) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True), durable=True)
-
-
-def _edge_filter(f: SearchFilter) -> qe.Filter | None:
-    must: list[qe.ConditionType] = []
-    if f.tags_any:
-        must.append(qe.FieldCondition(key="tags", match=qe.MatchAny(list(f.tags_any))))
-    must.extend(qe.FieldCondition(key="tags", match=qe.MatchValue(tag)) for tag in f.tags_all)
-    if f.photographer is not None:
-        must.append(qe.FieldCondition(key="photographer", match=qe.MatchValue(f.photographer)))
-    if f.license is not None:
-        must.append(qe.FieldCondition(key="license", match=qe.MatchValue(f.license)))
-    if f.created_from is not None or f.created_to is not None:
-        since = f.created_from.isoformat() if f.created_from is not None else None
-        until = f.created_to.isoformat() if f.created_to is not None else None
-        must.append(
-            qe.FieldCondition(key="created_at", range=qe.RangeDateTime(gte=since, lte=until))
-        )
-    must_not: list[qe.ConditionType] = []
-    if f.exclude_ids:
-        must_not.append(qe.HasIdCondition({point_id(pid) for pid in f.exclude_ids}))
-    if not must and not must_not:
-        return None
-    return qe.Filter(must=must or None, must_not=must_not or None)
-
-
-def _version(payload: dict[str, Any] | None) -> IndexedVersion:
-    p = payload or {}
-    return IndexedVersion(
-        str(p.get("photo_id", "")), str(p.get("content_version", "")), str(p.get("meta_hash", ""))
-    )
 
 
 class EdgeStore:
@@ -166,15 +81,15 @@ class EdgeStore:
         self._aliases: dict[str, str] = {}
         if self._aliases_path.exists():
             self._aliases = dict(json.loads(self._aliases_path.read_text(encoding="utf-8")))
-        self._collections: dict[str, _Collection] = {}
+        self._collections: dict[str, OpenShard] = {}
         try:
             for meta in sorted(self._shards_dir.glob("*.json")):
                 shard_dir = self._shards_dir / meta.stem
                 if shard_dir.is_dir():
                     dim = int(json.loads(meta.read_text(encoding="utf-8"))["dim"])
-                    with _engine_errors():
+                    with engine_errors():
                         shard = qe.EdgeShard.load(str(shard_dir))
-                    self._collections[meta.stem] = _Collection(shard, dim, _RWLock())
+                    self._collections[meta.stem] = OpenShard(shard, dim, RWLock())
         except BaseException:
             self.close()  # release the shards already opened: their folders stay locked
             raise
@@ -192,24 +107,13 @@ class EdgeStore:
     def _shard(self, name: str) -> Iterator[qe.EdgeShard]:
         with self._mutex:
             coll = self._collections[self._resolve_locked(name)]
-        with coll.lock.read(), _engine_errors():
+        with coll.lock.read(), engine_errors():
             if coll.shard is None:  # dropped or closed while we waited
                 raise CollectionNotFound(name)
             yield coll.shard
 
-    def _config(self, dim: int) -> qe.EdgeConfig:
-        int8 = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, always_ram=True)
-        return qe.EdgeConfig(
-            vectors={VECTOR_NAME: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
-            hnsw_config=qe.HnswIndexConfig(
-                m=self._hnsw_m,
-                ef_construct=self._hnsw_ef_construct,
-                full_scan_threshold=_FULL_SCAN_THRESHOLD_KB,
-            ),
-            quantization_config=int8 if self._quantization else None,
-        )
-
-    def create_collection(self, name: str, dim: int) -> None:
+    def create_collection(self, name: str, dim: int, *, bulk: bool = False) -> None:
+        # The engine builds no index while it is written to (optimize() does): nothing to defer.
         model_version_of(name)  # only PhotoSearch names: they are also safe folder names
         with self._mutex:
             if self._closed:
@@ -227,20 +131,33 @@ class EdgeStore:
             shard_dir = self._shards_dir / name
             # A folder without its metadata file is a create that crashed half-way: empty.
             shutil.rmtree(shard_dir, ignore_errors=True)
-            schema = dict.fromkeys(KEYWORD_FIELDS, qe.PayloadSchemaType.Keyword)
-            schema |= dict.fromkeys(DATETIME_FIELDS, qe.PayloadSchemaType.Datetime)
-            schema |= dict.fromkeys(INTEGER_FIELDS, qe.PayloadSchemaType.Integer)
-            with _engine_errors():
-                shard = qe.EdgeShard.create(str(shard_dir), self._config(dim))
+            with engine_errors():
+                shard = qe.EdgeShard.create(
+                    str(shard_dir),
+                    shard_config(dim, self._hnsw_m, self._hnsw_ef_construct, self._quantization),
+                )
                 try:
-                    for field, kind in schema.items():
-                        shard.update(qe.UpdateOperation.create_field_index(field, kind))
+                    create_indexes(shard, missing_indexes(shard))
                     shard.flush()
                 except BaseException:
                     shard.close()  # else it keeps the folder locked
                     raise
             _write_json_atomic(self._shards_dir / f"{name}.json", {"dim": dim})
-            self._collections[name] = _Collection(shard, dim, _RWLock())
+            self._collections[name] = OpenShard(shard, dim, RWLock())
+
+    def ensure_indexes(self, collection: str) -> None:
+        with self._shard(collection) as shard:
+            missing = missing_indexes(shard)
+            if missing:  # a collection of an earlier release: a write, which needs room
+                self._room.check("payload index")
+                create_indexes(shard, missing)
+
+    def finish_bulk_load(self, collection: str) -> None:
+        self.optimize(collection)
+
+    def index_ready(self, collection: str) -> bool:
+        self.resolve(collection)
+        return True  # optimize() blocks until the index is built
 
     def has_collection(self, name: str) -> bool:
         with self._mutex:
@@ -260,7 +177,7 @@ class EdgeStore:
             coll.dropping = True  # new calls now see it gone; set_aliases refuses it
         try:
             # Waits for the calls already running on this shard.
-            with coll.lock.write(), _engine_errors():
+            with coll.lock.write(), engine_errors():
                 if coll.shard is not None:
                     coll.shard.close()
                     coll.shard = None
@@ -337,6 +254,28 @@ class EdgeStore:
         with self._shard(collection) as shard:
             shard.update(op)
 
+    def set_payloads(self, collection: str, payloads: Mapping[str, dict[str, Any]]) -> None:
+        if not payloads:
+            return
+        ops = [
+            qe.UpdateOperation.overwrite_payload([point_id(pid)], {**payload, "photo_id": pid})
+            for pid, payload in payloads.items()
+        ]
+        self._room.check("payload update")
+        with self._shard(collection) as shard:
+            for op in ops:
+                shard.update(op)
+
+    def set_shard(self, collection: str, shard: str, photo_ids: Sequence[str]) -> None:
+        if not photo_ids:
+            return
+        op = qe.UpdateOperation.set_payload(
+            [point_id(pid) for pid in photo_ids], {SHARD_FIELD: shard}
+        )
+        self._room.check("payload update")
+        with self._shard(collection) as edge:
+            edge.update(op)
+
     def delete(self, collection: str, photo_ids: Sequence[str]) -> None:
         if not photo_ids:
             return
@@ -345,25 +284,58 @@ class EdgeStore:
         with self._shard(collection) as shard:
             shard.update(op)
 
+    def delete_in_shard(self, collection: str, shard: str | None, photo_ids: Sequence[str]) -> None:
+        if not photo_ids:
+            return
+        op = qe.UpdateOperation.delete_points_by_filter(edge_filters.in_shard(shard, photo_ids))
+        self._room.check("delete")
+        with self._shard(collection) as edge:
+            edge.update(op)
+
     def count(self, collection: str) -> int:
         with self._shard(collection) as shard:
             return shard.count(qe.CountRequest(exact=True))
 
-    def versions(self, collection: str) -> Iterator[IndexedVersion]:
+    def shard_sizes(self, collection: str) -> dict[str, int]:
+        request = qe.FacetRequest(key=SHARD_FIELD, limit=MAX_SHARDS, exact=True)
+        with self._shard(collection) as shard:
+            hits = shard.facet(request).hits
+        return {str(hit.value): hit.count for hit in hits}
+
+    def points(
+        self, collection: str, *, shard: str | None = None, unlabelled: bool = False
+    ) -> Iterator[IndexedPoint]:
+        return self._scroll(collection, edge_filters.shard_filter(shard, unlabelled=unlabelled))
+
+    def _scroll(self, collection: str, where: qe.Filter | None) -> Iterator[IndexedPoint]:
         offset: qe.PointId | None = None
         while True:
             request = qe.ScrollRequest(
                 offset=offset,
                 limit=SCROLL_PAGE,
-                with_payload=qe.PayloadSelector.Include(VERSION_FIELDS),
+                filter=where,
+                with_payload=qe.PayloadSelector.Include(POINT_FIELDS),
                 with_vector=False,
             )
             # One page per lock hold: the caller may keep the generator suspended for long.
             with self._shard(collection) as shard:
                 records, offset = shard.scroll(request)
-            yield from (_version(record.payload) for record in records)
+            yield from (indexed_point(record.payload) for record in records)
             if offset is None:
                 return
+
+    def points_by_id(self, collection: str, photo_ids: Sequence[str]) -> list[IndexedPoint]:
+        if not photo_ids:
+            return []
+        ids: list[qe.PointId] = [point_id(pid) for pid in photo_ids]
+        with self._shard(collection) as shard:
+            records = shard.retrieve(ids, qe.PayloadSelector.Include(POINT_FIELDS), False)
+        return [indexed_point(record.payload) for record in records]
+
+    def points_by_key(self, collection: str, keys: Sequence[str]) -> list[IndexedPoint]:
+        if not keys:
+            return []
+        return list(self._scroll(collection, edge_filters.with_keys(keys)))
 
     def search(
         self,
@@ -382,7 +354,7 @@ class EdgeStore:
             query=qe.Query.Nearest(
                 np.asarray(vector, dtype=np.float32).tolist(), using=VECTOR_NAME
             ),
-            filter=_edge_filter(filter) if filter is not None else None,
+            filter=edge_filters.search_filter(filter) if filter is not None else None,
             score_threshold=score_threshold,
             with_payload=True,
             params=qe.SearchParams(hnsw_ef=self._hnsw_ef, quantization=quantization),

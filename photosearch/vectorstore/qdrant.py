@@ -15,21 +15,25 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from photosearch.embedding.arrays import Embeddings
 from photosearch.settings import QdrantSettings
+from photosearch.vectorstore import qdrant_filters
 from photosearch.vectorstore.base import (
     DATETIME_FIELDS,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
+    MAX_SHARDS,
+    POINT_FIELDS,
     SCROLL_PAGE,
+    SHARD_FIELD,
     VECTOR_NAME,
-    VERSION_FIELDS,
     CollectionInfo,
     CollectionNotFound,
     Hit,
-    IndexedVersion,
+    IndexedPoint,
     PhotoPoint,
     SearchFilter,
     StoredPhoto,
     StoreError,
+    indexed_point,
     model_version_of,
     point_id,
 )
@@ -38,29 +42,6 @@ from photosearch.vectorstore.base import (
 def _is_local(client: QdrantClient) -> bool:
     options = client.init_options
     return options.get("location") == ":memory:" or options.get("path") is not None
-
-
-def qdrant_filter(f: SearchFilter) -> qm.Filter | None:
-    """The Qdrant filter of a SearchFilter; None when it has no condition."""
-    must: list[qm.Condition] = []
-    if f.tags_any:
-        must.append(qm.FieldCondition(key="tags", match=qm.MatchAny(any=list(f.tags_any))))
-    must.extend(qm.FieldCondition(key="tags", match=qm.MatchValue(value=tag)) for tag in f.tags_all)
-    if f.photographer is not None:
-        must.append(
-            qm.FieldCondition(key="photographer", match=qm.MatchValue(value=f.photographer))
-        )
-    if f.license is not None:
-        must.append(qm.FieldCondition(key="license", match=qm.MatchValue(value=f.license)))
-    if f.created_from is not None or f.created_to is not None:
-        window = qm.DatetimeRange(gte=f.created_from, lte=f.created_to)
-        must.append(qm.FieldCondition(key="created_at", range=window))
-    must_not: list[qm.Condition] = []
-    if f.exclude_ids:
-        must_not.append(qm.HasIdCondition(has_id=[point_id(pid) for pid in f.exclude_ids]))
-    if not must and not must_not:
-        return None
-    return qm.Filter(must=must or None, must_not=must_not or None)
 
 
 class QdrantStore:
@@ -95,7 +76,7 @@ class QdrantStore:
         with self._op():
             return {c.name for c in self._client.get_collections().collections}
 
-    def create_collection(self, name: str, dim: int) -> None:
+    def create_collection(self, name: str, dim: int, *, bulk: bool = False) -> None:
         model_version_of(name)
         s = self._settings
         with self._op(name):
@@ -122,18 +103,48 @@ class QdrantStore:
                         size=dim, distance=qm.Distance.COSINE, on_disk=s.on_disk
                     )
                 },
-                hnsw_config=qm.HnswConfigDiff(m=s.hnsw_m, ef_construct=s.hnsw_ef_construct),
+                # m=0 defers the HNSW graphs of a bulk load: built once by finish_bulk_load,
+                # not rebuilt segment after segment while 1e8 points arrive (Qdrant's advice).
+                hnsw_config=qm.HnswConfigDiff(
+                    m=0 if bulk else s.hnsw_m, ef_construct=s.hnsw_ef_construct
+                ),
                 quantization_config=quantization,
                 on_disk_payload=True,
                 **placement,
             )
-            if self._local:
-                return  # local mode warns that payload indexes do nothing there
-            schema = dict.fromkeys(KEYWORD_FIELDS, qm.PayloadSchemaType.KEYWORD)
-            schema |= dict.fromkeys(DATETIME_FIELDS, qm.PayloadSchemaType.DATETIME)
-            schema |= dict.fromkeys(INTEGER_FIELDS, qm.PayloadSchemaType.INTEGER)
+        self.ensure_indexes(name)
+
+    def ensure_indexes(self, collection: str) -> None:
+        if self._local:
+            return  # local mode warns that payload indexes do nothing there
+        schema = dict.fromkeys(KEYWORD_FIELDS, qm.PayloadSchemaType.KEYWORD)
+        schema |= dict.fromkeys(DATETIME_FIELDS, qm.PayloadSchemaType.DATETIME)
+        schema |= dict.fromkeys(INTEGER_FIELDS, qm.PayloadSchemaType.INTEGER)
+        with self._op(collection):
+            known = self._client.get_collection(collection).payload_schema or {}
             for field, kind in schema.items():
-                self._client.create_payload_index(name, field, field_schema=kind, wait=True)
+                if field not in known:
+                    self._client.create_payload_index(
+                        collection, field, field_schema=kind, wait=True
+                    )
+
+    def finish_bulk_load(self, collection: str) -> None:
+        with self._op(collection):
+            self._client.update_collection(
+                collection, hnsw_config=qm.HnswConfigDiff(m=self._settings.hnsw_m)
+            )
+
+    def index_ready(self, collection: str) -> bool:
+        """Green: the server's optimizers (the HNSW build among them) have nothing left to do."""
+        with self._op(collection):
+            status = self._client.get_collection(collection).status
+            if status == qm.CollectionStatus.GREY:
+                # Optimizations pending but not started (a restarted server waits for an update
+                # to trigger them): an empty update of the optimizer config does.
+                self._client.update_collection(
+                    collection, optimizers_config=qm.OptimizersConfigDiff()
+                )
+        return status == qm.CollectionStatus.GREEN
 
     def _dim(self, name: str) -> int:
         with self._op(name):
@@ -233,6 +244,31 @@ class QdrantStore:
                 wait=True,
             )
 
+    def set_payloads(self, collection: str, payloads: Mapping[str, dict[str, Any]]) -> None:
+        if not payloads:
+            return
+        ops: list[qm.UpdateOperation] = [
+            qm.OverwritePayloadOperation(
+                overwrite_payload=qm.SetPayload(
+                    payload={**payload, "photo_id": pid}, points=[point_id(pid)]
+                )
+            )
+            for pid, payload in payloads.items()
+        ]
+        with self._op(collection):
+            self._client.batch_update_points(collection, ops, wait=True)
+
+    def set_shard(self, collection: str, shard: str, photo_ids: Sequence[str]) -> None:
+        if not photo_ids:
+            return
+        with self._op(collection):
+            self._client.set_payload(
+                collection,
+                payload={SHARD_FIELD: shard},
+                points=[point_id(pid) for pid in photo_ids],
+                wait=True,
+            )
+
     def delete(self, collection: str, photo_ids: Sequence[str]) -> None:
         if not photo_ids:
             return
@@ -240,31 +276,59 @@ class QdrantStore:
         with self._op(collection):
             self._client.delete(collection, points_selector=selector, wait=True)
 
+    def delete_in_shard(self, collection: str, shard: str | None, photo_ids: Sequence[str]) -> None:
+        if not photo_ids:
+            return
+        selector = qm.FilterSelector(filter=qdrant_filters.in_shard(shard, photo_ids))
+        with self._op(collection):
+            self._client.delete(collection, points_selector=selector, wait=True)
+
     def count(self, collection: str) -> int:
         with self._op(collection):
             return self._client.count(collection, exact=True).count
 
-    def versions(self, collection: str) -> Iterator[IndexedVersion]:
+    def shard_sizes(self, collection: str) -> dict[str, int]:
+        with self._op(collection):
+            hits = self._client.facet(collection, SHARD_FIELD, limit=MAX_SHARDS, exact=True).hits
+        return {str(hit.value): hit.count for hit in hits}
+
+    def points(
+        self, collection: str, *, shard: str | None = None, unlabelled: bool = False
+    ) -> Iterator[IndexedPoint]:
+        return self._scroll(collection, qdrant_filters.shard_filter(shard, unlabelled=unlabelled))
+
+    def _scroll(self, collection: str, where: qm.Filter | None) -> Iterator[IndexedPoint]:
         offset: PointId | None = None
         while True:
             with self._op(collection):
-                records, next_offset = self._client.scroll(
+                records, offset = self._client.scroll(
                     collection,
+                    scroll_filter=where,
                     limit=SCROLL_PAGE,
                     offset=offset,
-                    with_payload=qm.PayloadSelectorInclude(include=VERSION_FIELDS),
+                    with_payload=qm.PayloadSelectorInclude(include=POINT_FIELDS),
                     with_vectors=False,
                 )
-            for record in records:
-                payload = record.payload or {}
-                yield IndexedVersion(
-                    photo_id=str(payload.get("photo_id", "")),
-                    content_version=str(payload.get("content_version", "")),
-                    meta_hash=str(payload.get("meta_hash", "")),
-                )
-            if next_offset is None:
+            yield from (indexed_point(record.payload) for record in records)
+            if offset is None:
                 return
-            offset = next_offset
+
+    def points_by_id(self, collection: str, photo_ids: Sequence[str]) -> list[IndexedPoint]:
+        if not photo_ids:
+            return []
+        with self._op(collection):
+            records = self._client.retrieve(
+                collection,
+                ids=[point_id(pid) for pid in photo_ids],
+                with_payload=qm.PayloadSelectorInclude(include=POINT_FIELDS),
+                with_vectors=False,
+            )
+        return [indexed_point(record.payload) for record in records]
+
+    def points_by_key(self, collection: str, keys: Sequence[str]) -> list[IndexedPoint]:
+        if not keys:
+            return []
+        return list(self._scroll(collection, qdrant_filters.with_keys(keys)))
 
     def search(
         self,
@@ -289,7 +353,7 @@ class QdrantStore:
                 using=VECTOR_NAME,
                 limit=limit,
                 offset=offset,
-                query_filter=qdrant_filter(filter) if filter is not None else None,
+                query_filter=qdrant_filters.search_filter(filter) if filter is not None else None,
                 score_threshold=score_threshold,
                 search_params=params,
                 with_payload=True,
