@@ -24,12 +24,23 @@ def _stamp_enqueued_at(headers: dict[str, Any] | None = None, **_: object) -> No
 
 
 def control_queue(settings: Settings) -> str:
-    """Short tasks that plan and switch: never stuck behind a reindex's million batches."""
+    """Short tasks that start jobs, switch and roll back: never stuck behind planning or
+    embedding (in Kubernetes, a worker of its own consumes it)."""
     return f"{settings.redis.prefix}.control"
 
 
+def plan_queue(settings: Settings) -> str:
+    """Planning tokens: each plans one shard; as many run at once as workers take them."""
+    return f"{settings.redis.prefix}.plan"
+
+
 def embed_queue(settings: Settings) -> str:
+    """Embedding tokens: each embeds one batch; at most max_queued_batches per job wait."""
     return f"{settings.redis.prefix}.embed"
+
+
+def all_queues(settings: Settings) -> list[str]:
+    return [control_queue(settings), plan_queue(settings), embed_queue(settings)]
 
 
 def nightly(cron: str) -> crontab:
@@ -41,9 +52,25 @@ def nightly(cron: str) -> crontab:
     return crontab(minute, hour, day_of_week, day_of_month, month_of_year)
 
 
+def schedule(settings: Settings) -> dict[str, dict[str, object]]:
+    """The nightly job and, when a feed makes it an increment, the weekly full sync."""
+    jobs: dict[str, dict[str, object]] = {
+        "nightly-sync": {
+            "task": "indexer.scheduled_sync",
+            "schedule": nightly(settings.indexer.sync_cron),
+        }
+    }
+    if settings.indexer.feed:
+        jobs["reconciliation"] = {
+            "task": "indexer.scheduled_reconcile",
+            "schedule": nightly(settings.indexer.reconcile_cron),
+        }
+    return jobs
+
+
 def configure(app: Celery, settings: Settings) -> Celery:
     """(Re)configure the app from settings; connections are made lazily, on first use."""
-    control, embed = control_queue(settings), embed_queue(settings)
+    control, plan, embed = all_queues(settings)
     if app.conf.broker_url not in (None, settings.redis.url):
         # The connection and producer pools are made once, for the broker of their time: left
         # alone, tasks sent after a switch would still go to the previous Redis.
@@ -64,9 +91,9 @@ def configure(app: Celery, settings: Settings) -> Celery:
         broker_transport_options=transport,
         result_backend_transport_options=transport,
         broker_connection_retry_on_startup=True,
-        task_queues=[Queue(control), Queue(embed)],
+        task_queues=[Queue(control), Queue(plan), Queue(embed)],
         task_default_queue=control,
-        task_routes={"indexer.embed_batch": {"queue": embed}},
+        task_routes={"indexer.plan": {"queue": plan}, "indexer.embed_batch": {"queue": embed}},
         # A task is acknowledged when it has finished, so a worker that dies mid-batch leaves
         # it to be delivered again; one prefetched message per thread bounds what is held.
         task_acks_late=True,
@@ -77,12 +104,7 @@ def configure(app: Celery, settings: Settings) -> Celery:
         accept_content=["json"],
         result_expires=7 * 86400,
         timezone="UTC",
-        beat_schedule={
-            "nightly-sync": {
-                "task": "indexer.scheduled_sync",
-                "schedule": nightly(settings.indexer.sync_cron),
-            }
-        },
+        beat_schedule=schedule(settings),
     )
     return app
 

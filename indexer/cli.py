@@ -25,9 +25,12 @@ def _jobs() -> Any:
 
 def _describe(job: Any) -> str:
     eta = "-" if job.eta_s is None else f"{job.eta_s:.0f}s"
+    phase = f" {job.phase} round {job.round}" if job.phase else ""
+    planning = f"  planned {job.shards_planned}/{job.shards_total} shards" if job.planning else ""
     return (
-        f"{job.id}  {job.kind:<7} {job.state:<10} done {job.done}  failed {job.failed}  "
-        f"skipped {job.skipped}  total {job.total}  deleted {job.deleted}  "
+        f"{job.id}  {job.kind:<9} {job.state:<10}{phase} listed {job.listed}  done {job.done}  "
+        f"failed {job.failed}  skipped {job.skipped}  total {job.total}  "
+        f"deleted {job.deleted}  updated {job.updated}{planning}  "
         f"{job.images_per_s:.1f} img/s  ETA {eta}  {job.collection}"
         + (f"\n    {job.message}" if job.message else "")
     )
@@ -42,8 +45,9 @@ def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
     with typer.progressbar(length=max(job.total, 1), label=label or f"job {job_id}") as bar:
         while True:
             job = jobs.get(job_id)
-            if job.total != bar.length and job.total:
-                bar.length = job.total
+            # The total grows while shards are planned: the bar follows the estimate.
+            if job.estimated_total != bar.length and job.estimated_total:
+                bar.length = job.estimated_total
             bar.update(job.processed - shown)
             shown = job.processed
             if job.state in FINISHED:
@@ -63,6 +67,26 @@ def _follow(job_id: str) -> None:
         raise typer.Exit(1)
 
 
+def _started(submitted: Any, what: str, wait: bool) -> None:
+    """Say which job answers (a new one, or the running one joined); refused: exit 1."""
+    if submitted.refused:
+        typer.echo(f"refused: {submitted.refused}", err=True)
+        raise typer.Exit(1)
+    if submitted.joined:
+        typer.echo(f"joined the running job {submitted.job_id} ({what}): it already does this")
+    else:
+        typer.echo(f"{what} job {submitted.job_id} queued")
+    if wait:
+        _follow(submitted.job_id)
+
+
+def _source(source: str | None, jobs: Any) -> str:
+    uri = source or jobs.recall("source") or get_settings().indexer.source
+    if uri is None:
+        raise typer.BadParameter("no source: pass --source or set PHOTOSEARCH_INDEXER__SOURCE")
+    return str(uri)
+
+
 @index_app.command("sync")
 def sync_command(
     source: Annotated[
@@ -70,17 +94,41 @@ def sync_command(
     ] = None,
     wait: WaitOption = False,
 ) -> None:
-    """Index what is new or changed in the source and delete what is gone."""
-    from indexer.tasks import queue_sync
+    """List the source: index what is new or changed, delete what is gone (the full sync)."""
+    from indexer.tasks import submit_sync
 
     jobs = _jobs()
-    uri = source or jobs.recall("source") or get_settings().indexer.source
-    if uri is None:
-        raise typer.BadParameter("no source: pass --source or set PHOTOSEARCH_INDEXER__SOURCE")
-    job_id = queue_sync(jobs, uri)
-    typer.echo(f"sync job {job_id} queued for {uri}")
-    if wait:
-        _follow(job_id)
+    uri = _source(source, jobs)
+    _started(submit_sync(jobs, uri), f"sync of {uri}", wait)
+
+
+@index_app.command("increment")
+def increment_command(wait: WaitOption = False) -> None:
+    """Index what the change feed (PHOTOSEARCH_INDEXER__FEED) reported, listing nothing."""
+    from indexer.jobs import JobKind
+    from indexer.tasks import submit_sync
+
+    jobs = _jobs()
+    uri = _source(None, jobs)
+    _started(submit_sync(jobs, uri, JobKind.INCREMENT), f"increment of {uri}", wait)
+
+
+@index_app.command("cancel")
+def cancel_command(job_id: str) -> None:
+    """End a job that is stuck: marked failed, its locks released, its work dropped."""
+    from indexer.jobs import FINISHED, JobState
+    from indexer.workqueue import WorkQueue
+
+    jobs = _jobs()
+    job = jobs.get(job_id)
+    if job is None:
+        raise typer.BadParameter(f"no job {job_id}")
+    if job.state in FINISHED:
+        typer.echo(f"job {job_id} has already ended: {job.state}")
+        return
+    jobs.finish(job_id, JobState.FAILED, "cancelled by an operator")
+    WorkQueue(jobs.redis, jobs.prefix).drop(job_id, jobs.ttl_s)
+    typer.echo(f"job {job_id} cancelled")
 
 
 @index_app.command("reindex")
@@ -90,18 +138,12 @@ def reindex_command(
     wait: WaitOption = False,
 ) -> None:
     """Rebuild every photo with a new model version beside the live index, then switch."""
-    from indexer.jobs import JobKind
-    from indexer.tasks import reindex
+    from indexer.tasks import submit_reindex
 
     jobs = _jobs()
-    uri = source or jobs.recall("source") or get_settings().indexer.source
-    if uri is None:
-        raise typer.BadParameter("no source: pass --source or sync once first")
-    job_id = jobs.create(JobKind.REINDEX, source=uri, model_version=model_version)
-    reindex.delay(job_id, model_version, uri)
-    typer.echo(f"reindex job {job_id} queued: model version {model_version}, source {uri}")
-    if wait:
-        _follow(job_id)
+    uri = _source(source, jobs)
+    submitted = submit_reindex(jobs, model_version, uri)
+    _started(submitted, f"reindex with model version {model_version} of {uri}", wait)
 
 
 def _call(task: Any, *args: Any) -> Any:
@@ -189,16 +231,21 @@ def worker_command(
     queues: Annotated[str | None, typer.Option(help="Comma-separated [default: all].")] = None,
     concurrency: Annotated[int | None, typer.Option(min=1, help="Task threads.")] = None,
     loglevel: Annotated[str, typer.Option()] = "INFO",
+    name: Annotated[str, typer.Option(help="Its name in logs and job records.")] = "photosearch",
 ) -> None:
     """Run a Celery worker (threads: one process owns the embedded store)."""
-    from indexer.app import app, control_queue, embed_queue
+    import threading
+
+    from indexer.app import all_queues, app
+    from indexer.tasks import nudging
 
     settings = get_settings()
-    names = queues or f"{control_queue(settings)},{embed_queue(settings)}"
+    names = queues or ",".join(all_queues(settings))
     if settings.indexer.metrics_port:
         from indexer.metrics import serve_metrics
 
         serve_metrics(settings)
+    nudging(threading.Event())  # a daemon thread: it ends with the process
     app.worker_main(
         [
             "worker",
@@ -206,7 +253,7 @@ def worker_command(
             f"--concurrency={concurrency or settings.indexer.concurrency}",
             f"--queues={names}",
             f"--loglevel={loglevel}",
-            f"--hostname=photosearch-{os.getpid()}@%h",
+            f"--hostname={name}-{os.getpid()}@%h",
             "--without-gossip",
             "--without-mingle",
         ]

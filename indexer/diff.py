@@ -1,67 +1,107 @@
-"""The sync's diff: the catalog against what a collection holds, by identity and version."""
+"""The diff of one shard: its listing against the points labelled with it, photo by photo.
+
+The listing (bounded by the shard size) is held; the shard's points stream past it, so what
+a diff holds is one shard's listing whatever the number of points. A listed photo with no
+point in its shard may still have one elsewhere in the collection (it moved from another
+shard, or another photo uses its id): the planner looks those up by id and `resolve` says
+what to do.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from indexer.catalog import Catalog, Photo
-from photosearch.vectorstore import IndexedVersion
+from indexer.skips import Skipped
+from photosearch.vectorstore import IndexedPoint
+
+
+class Action(StrEnum):
+    EMBED = "embed"  # new, or a new version of its file
+    PAYLOAD = "payload"  # the same file: its metadata, key or shard label changed
+    UNCHANGED = "unchanged"
+    KNOWN_BAD = "known_bad"  # failed before at this very version: not retried
+
+
+def classify(
+    photo: Photo, point: IndexedPoint | None, label: str, bad_version: str | None
+) -> Action:
+    """What a listed photo needs, given its stored point (if any)."""
+    if point is not None and point.content_version == photo.version:
+        same = point.meta_hash == photo.meta_hash and point.key == photo.key
+        return Action.UNCHANGED if same and point.shard == label else Action.PAYLOAD
+    if bad_version == photo.version:
+        # A bad new file leaves the point of the old one in place until it is fixed.
+        return Action.KNOWN_BAD
+    return Action.EMBED
+
+
+def resolve(
+    photo: Photo, found: IndexedPoint | None, label: str, bad_version: str | None, other_there: bool
+) -> Action | None:
+    """A listed photo whose id has no point in its shard; `found` is the id's point elsewhere,
+    `other_there` whether that point's file is still in the source. None: another photo
+    keeps the id (the smaller key wins, so both shards agree which)."""
+    if found is not None and found.key != photo.key and other_there and found.key < photo.key:
+        return None
+    return classify(photo, found, label, bad_version)
 
 
 @dataclass
-class SyncPlan:
-    """What one sync does to bring a collection level with its source."""
+class ShardPlan:
+    """What one shard's planning does to bring the collection level with the source."""
 
-    embed: list[Photo] = field(default_factory=list)  # new and changed files
-    payload_only: list[Photo] = field(default_factory=list)  # same file, new metadata
-    gone: list[str] = field(default_factory=list)  # photo ids to delete
+    embed: list[Photo] = field(default_factory=list)
+    payload: list[Photo] = field(default_factory=list)
+    unchanged: int = 0
+    known_bad: int = 0
     rejected: dict[str, tuple[str, str]] = field(default_factory=dict)  # newly seen non-photos
     forget: list[str] = field(default_factory=list)  # skip records of files that are gone
-    new: int = 0
-    changed: int = 0
-    unchanged: int = 0
-    known_bad: int = 0  # skipped before at this same version: not retried
+    unmatched: list[Photo] = field(default_factory=list)  # no point in this shard: look up
+
+    def add(self, photo: Photo, action: Action) -> None:
+        if action == Action.EMBED:
+            self.embed.append(photo)
+        elif action == Action.PAYLOAD:
+            self.payload.append(photo)
+        elif action == Action.UNCHANGED:
+            self.unchanged += 1
+        else:
+            self.known_bad += 1
 
 
-def plan_sync(
-    catalog: Catalog, indexed: Iterable[IndexedVersion], skipped: Mapping[str, str]
-) -> SyncPlan:
-    """Compare; `skipped` maps the ids recorded as bad to the version that was bad."""
-    plan = SyncPlan()
-    seen: set[str] = set()
-    for stored in indexed:
-        seen.add(stored.photo_id)
-        photo = catalog.photos.get(stored.photo_id)
+class ShardDiff:
+    """Feed it the shard's points one by one (see), then take the plan (finish)."""
+
+    def __init__(self, catalog: Catalog, skipped: Skipped, label: str) -> None:
+        self.catalog = catalog
+        self.skipped = skipped
+        self.label = label
+        self.plan = ShardPlan()
+        self._seen: set[str] = set()
+
+    def bad_version(self, key: str) -> str | None:
+        record = self.skipped.get(key)
+        return record[0] if record else None
+
+    def see(self, point: IndexedPoint) -> bool:
+        """Compare one point of the shard; True when its photo is gone from the shard."""
+        photo = self.catalog.photos.get(point.photo_id)
         if photo is None:
-            plan.gone.append(stored.photo_id)
-        elif photo.version != stored.content_version:
-            if skipped.get(photo.photo_id) == photo.version:
-                # The new file is bad; the point of the old one stays until it is fixed.
+            return True
+        self._seen.add(point.photo_id)
+        self.plan.add(photo, classify(photo, point, self.label, self.bad_version(photo.key)))
+        return False
+
+    def finish(self) -> ShardPlan:
+        plan = self.plan
+        plan.unmatched = [p for pid, p in self.catalog.photos.items() if pid not in self._seen]
+        for key, (version, reason) in self.catalog.rejected.items():
+            if self.bad_version(key) == version:
                 plan.known_bad += 1
-                continue
-            plan.embed.append(photo)
-            plan.changed += 1
-        elif photo.meta_hash != stored.meta_hash:
-            plan.payload_only.append(photo)
-        else:
-            plan.unchanged += 1
-    for photo_id, photo in catalog.photos.items():
-        if photo_id in seen:
-            continue
-        if skipped.get(photo_id) == photo.version:
-            plan.known_bad += 1
-        else:
-            plan.embed.append(photo)
-            plan.new += 1
-    for key, (version, reason) in catalog.rejected.items():
-        if skipped.get(key) == version:
-            plan.known_bad += 1
-        else:
-            plan.rejected[key] = (version, reason)
-    plan.forget = [
-        photo_id
-        for photo_id in skipped
-        if photo_id not in catalog.photos and photo_id not in catalog.rejected
-    ]
-    return plan
+            else:
+                plan.rejected[key] = (version, reason)
+        listed = {p.key for p in self.catalog.photos.values()} | self.catalog.rejected.keys()
+        plan.forget = [key for key in self.skipped if key not in listed]
+        return plan

@@ -14,7 +14,7 @@ from celery import Celery
 from celery.worker import WorkController
 from celery.worker import state as worker_state
 
-from indexer.app import control_queue, embed_queue
+from indexer.app import all_queues
 from indexer.runtime import Runtime, install_runtime
 from photosearch.settings import Settings
 from photosearch.vectorstore import VectorStore
@@ -43,6 +43,7 @@ def worker_thread(
     concurrency: int = 2,
     loglevel: str = "WARNING",
     shutdown_timeout_s: float = 60.0,
+    name: str = "photosearch-embedded",
 ) -> Iterator[_Worker]:
     """Consume the real queues on threads of this process, with this process's runtime.
 
@@ -59,7 +60,7 @@ def worker_thread(
         pool="threads",
         concurrency=concurrency,
         queues=queues,
-        hostname=f"photosearch-embedded-{os.getpid()}@localhost",
+        hostname=f"{name}-{os.getpid()}@localhost",
         loglevel=loglevel,
         without_heartbeat=True,
         without_mingle=True,
@@ -71,9 +72,15 @@ def worker_thread(
     thread.start()
     if not worker.ready.wait(30):
         raise RuntimeError("the embedded Celery worker did not start within 30 s")
+    from indexer.tasks import nudging
+
+    stop_nudging = threading.Event()
+    nudger = nudging(stop_nudging)
     try:
         yield worker
     finally:
+        stop_nudging.set()
+        nudger.join(30)
         # Celery's warm shutdown: tasks in flight finish, nothing new is taken.
         worker_state.should_terminate = 0  # type: ignore[assignment]
         thread.join(shutdown_timeout_s)
@@ -91,7 +98,7 @@ def embedded_worker(app: Celery, settings: Settings, store: VectorStore) -> Iter
     killed predecessor held unacknowledged are its own: they go back on their queues now,
     not after the visibility timeout (an hour).
     """
-    restored = restore_orphaned(app, [control_queue(settings), embed_queue(settings)])
+    restored = restore_orphaned(app, all_queues(settings))
     if restored:
         log.warning("%d tasks of a worker that died were put back on their queues", restored)
     runtime = Runtime(settings, store=store)
@@ -99,7 +106,7 @@ def embedded_worker(app: Celery, settings: Settings, store: VectorStore) -> Iter
         with worker_thread(
             app,
             runtime,
-            queues=[control_queue(settings), embed_queue(settings)],
+            queues=all_queues(settings),
             concurrency=settings.indexer.concurrency,
             loglevel="INFO",
         ) as worker:

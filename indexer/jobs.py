@@ -1,11 +1,10 @@
-"""Job records in Redis: counts, rate and ETA per job, idempotent batch completion, skip records."""
+"""Job records in Redis: counts, rate and ETA per job, and the locks of the live collection."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -15,32 +14,34 @@ from redis import Redis
 if TYPE_CHECKING:
     from photosearch.settings import Settings
 
-# A batch counts once however often it runs (retries, redelivery after a worker died): its id
-# joins a set, and only the first SADD adds its counts. Returns 1 when it was the last batch.
-# A batch counted before answers as the last again while the job's batches are all done: a
-# worker whose reply was lost (Redis killed after the script ran) retries the batch, and the
-# job must still be finished; batches_finished acts only on a job still running.
-_COMPLETE = """
-if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then
-  if redis.call('HGET', KEYS[1], 'batches_done') == redis.call('HGET', KEYS[1], 'batches_total')
-  then return 1 end
-  return -1
+# Take a lock for a job unless a job still running holds it; returns the holder that refused.
+_CLAIM_LOCK = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then
+  local state = redis.call('HGET', ARGV[2] .. holder, 'state')
+  if state and state ~= 'done' and state ~= 'failed' then return holder end
 end
-redis.call('EXPIRE', KEYS[2], ARGV[5])
-redis.call('HINCRBY', KEYS[1], 'done', ARGV[2])
-redis.call('HINCRBY', KEYS[1], 'skipped', ARGV[3])
-redis.call('HINCRBY', KEYS[1], 'failed', ARGV[4])
-local finished = redis.call('HINCRBY', KEYS[1], 'batches_done', 1)
-if finished == tonumber(redis.call('HGET', KEYS[1], 'batches_total') or '-1') then return 1 end
+redis.call('SET', KEYS[1], ARGV[1])
+return false
+"""
+_RELEASE_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
 _MAX_PROBLEMS = 1000
 
 
 class JobKind(StrEnum):
-    SYNC = "sync"
+    SYNC = "sync"  # list the whole source (the weekly reconciliation, or nightly without a feed)
+    INCREMENT = "increment"  # the changes the feed reported since the last one
     REINDEX = "reindex"
     ROLLBACK = "rollback"
+
+
+# One job at a time changes the live collection (a sync or increment, or a reindex's catch-up);
+# one reindex at a time builds a new one.
+LIVE_LOCK = "live"
+REINDEX_LOCK = "reindex"
 
 
 class JobState(StrEnum):
@@ -54,8 +55,9 @@ class JobState(StrEnum):
 
 FINISHED = (JobState.DONE, JobState.FAILED)
 _INTS = (
-    *("total", "done", "failed", "skipped", "deleted", "updated", "unchanged"),
-    *("batches_total", "batches_done", "model_version", "rounds"),
+    *("listed", "total", "done", "failed", "skipped", "deleted", "updated", "unchanged"),
+    *("batches_total", "batches_done", "model_version", "round", "changes"),
+    *("shards_total", "shards_planned"),
 )
 _FLOATS = ("created_at", "started_at", "finished_at")
 
@@ -70,7 +72,9 @@ class JobStatus:
     source: str = ""
     collection: str = ""
     model_version: int = 0
-    total: int = 0
+    phase: str = ""  # a reindex: load, indexing, catch-up
+    listed: int = 0  # photos listed so far (the catalogue known)
+    total: int = 0  # photos to embed or skip, known so far
     done: int = 0
     failed: int = 0
     skipped: int = 0
@@ -79,7 +83,10 @@ class JobStatus:
     unchanged: int = 0
     batches_total: int = 0
     batches_done: int = 0
-    rounds: int = 0
+    shards_total: int = 0  # of the round (grows while big shards are split)
+    shards_planned: int = 0
+    round: int = 0  # a reindex: 0 the load, then its catch-up passes
+    changes: int = 0  # of the round: embedded, updated or deleted photos it planned
     created_at: float = 0.0
     started_at: float = 0.0
     finished_at: float = 0.0
@@ -88,6 +95,18 @@ class JobStatus:
     @property
     def processed(self) -> int:
         return self.done + self.failed + self.skipped
+
+    @property
+    def planning(self) -> bool:
+        return self.shards_planned < self.shards_total
+
+    @property
+    def estimated_total(self) -> int:
+        """total, extrapolated from the shards planned while planning goes on (shards are of
+        about one size)."""
+        if not self.planning or not self.shards_planned:
+            return self.total
+        return max(self.total, round(self.total * self.shards_total / self.shards_planned))
 
     @property
     def elapsed_s(self) -> float:
@@ -105,17 +124,18 @@ class JobStatus:
         if self.state in FINISHED:
             return 0.0
         rate = self.processed / self.elapsed_s if self.elapsed_s > 0 else 0.0
-        return (self.total - self.processed) / rate if rate > 0 else None
+        return max(0.0, self.estimated_total - self.processed) / rate if rate > 0 else None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["images_per_s"] = round(self.images_per_s, 2)
         data["eta_s"] = None if self.eta_s is None else round(self.eta_s, 1)
+        data["estimated_total"] = self.estimated_total
         return data
 
 
 class Jobs:
-    """Job records, the skip records of each collection, and the indexer's locks."""
+    """Job records and the locks that keep two jobs from changing one collection at once."""
 
     def __init__(
         self,
@@ -129,7 +149,8 @@ class Jobs:
         self.ttl_s = ttl_days * 86400
         # Told (kind, state) of each job that ends here: the worker's metrics count them.
         self.on_finish = on_finish
-        self._complete = redis.register_script(_COMPLETE)
+        self._claim_lock = redis.register_script(_CLAIM_LOCK)
+        self._release_lock = redis.register_script(_RELEASE_LOCK)
 
     @classmethod
     def from_settings(cls, settings: Settings, **redis_options: Any) -> Jobs:
@@ -168,6 +189,8 @@ class Jobs:
         if message:
             fields["message"] = message
         self.update(job_id, **fields)
+        for lock in (LIVE_LOCK, REINDEX_LOCK):
+            self.release_lock(lock, job_id)
         if self.on_finish is not None:
             kind = self.redis.hget(self._key("job", job_id), "kind")
             self.on_finish(kind.decode() if isinstance(kind, bytes) else "", str(state))
@@ -193,31 +216,37 @@ class Jobs:
                 return job
             time.sleep(poll_s)
 
+    def delete(self, job_id: str) -> None:
+        """Forget a job that never started (a refused or joined request)."""
+        with self.redis.pipeline() as pipe:
+            pipe.delete(self._key("job", job_id))
+            pipe.zrem(self._key("jobs"), job_id)
+            pipe.execute()
+
+    def claim_lock(self, name: str, job_id: str) -> str | None:
+        """Take a lock for a job; the id of the running job that holds it instead, if any (a
+        lock whose job has finished, or whose record expired, is taken over)."""
+        holder = self._claim_lock(
+            keys=[self._key("lock", name)], args=[job_id, self._key("job", "")]
+        )
+        return holder.decode() if holder else None
+
+    def release_lock(self, name: str, job_id: str) -> None:
+        self._release_lock(keys=[self._key("lock", name)], args=[job_id])
+
+    def lock_holder(self, name: str) -> str | None:
+        raw: bytes | None = self.redis.get(self._key("lock", name))  # type: ignore[assignment]
+        return raw.decode() if raw else None
+
     def recent(self, limit: int = 20) -> list[JobStatus]:
         ids: list[bytes] = self.redis.zrevrange(self._key("jobs"), 0, limit - 1)  # type: ignore[assignment]
         return [job for job in (self.get(i.decode()) for i in ids) if job is not None]
-
-    def add_batches(self, job_id: str, batches: int, photos: int) -> None:
-        """Announce batches before they are sent, so no completion can see a short total."""
-        with self.redis.pipeline() as pipe:
-            pipe.hincrby(self._key("job", job_id), "batches_total", batches)
-            pipe.hincrby(self._key("job", job_id), "total", photos)
-            pipe.execute()
 
     def add(self, job_id: str, **counts: int) -> None:
         with self.redis.pipeline() as pipe:
             for name, value in counts.items():
                 pipe.hincrby(self._key("job", job_id), name, value)
             pipe.execute()
-
-    def complete_batch(
-        self, job_id: str, batch_id: str, *, done: int, skipped: int, failed: int
-    ) -> bool:
-        """Count a batch once; True when the job's batches are all counted after it (for a
-        batch counted before too: the first caller may not have heard the answer)."""
-        keys = [self._key("job", job_id), self._key("job", job_id, "batches")]
-        result = self._complete(keys=keys, args=[batch_id, done, skipped, failed, self.ttl_s])
-        return bool(result == 1)
 
     def note_problems(self, job_id: str, lines: Iterable[str]) -> None:
         """Keep the first reasons of a job's skipped and failed photos, for the status."""
@@ -233,35 +262,6 @@ class Jobs:
     def problems(self, job_id: str) -> list[str]:
         raw: list[bytes] = self.redis.lrange(self._key("job", job_id, "problems"), 0, -1)  # type: ignore[assignment]
         return [line.decode() for line in raw]
-
-    # Skip records: a photo that could not be indexed, at the version that failed, with the
-    # reason. A sync does not retry it until its file changes.
-    def record_skipped(self, collection: str, entries: Mapping[str, tuple[str, str]]) -> None:
-        if entries:
-            self.redis.hset(
-                self._key("skipped", collection),
-                mapping={
-                    photo_id: json.dumps({"version": version, "reason": reason})
-                    for photo_id, (version, reason) in entries.items()
-                },
-            )
-
-    def skipped(self, collection: str) -> dict[str, tuple[str, str]]:
-        """photo id -> (version, reason)."""
-        raw: dict[bytes, bytes] = self.redis.hgetall(self._key("skipped", collection))  # type: ignore[assignment]
-        out = {}
-        for photo_id, value in raw.items():
-            record = json.loads(value)
-            out[photo_id.decode()] = (record["version"], record["reason"])
-        return out
-
-    def forget_skipped(self, collection: str, photo_ids: Iterable[str]) -> None:
-        photo_ids = list(photo_ids)
-        if photo_ids:
-            self.redis.hdel(self._key("skipped", collection), *photo_ids)
-
-    def drop_skipped(self, collection: str) -> None:
-        self.redis.delete(self._key("skipped", collection))
 
     def remember(self, name: str, value: str) -> None:
         self.redis.set(self._key(name), value)

@@ -6,6 +6,7 @@ import csv
 import hashlib
 import io
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -78,8 +79,14 @@ def _row(raw: dict[str, Any]) -> PhotoMetadata:
     return PhotoMetadata(**known, extra=extra)
 
 
-def parse_manifest(name: str, text: str) -> tuple[dict[str, PhotoMetadata], list[str]]:
-    """Rows by path, and one warning per row that was refused (its photo still indexes)."""
+def parse_manifest(
+    name: str, text: str, keep: Callable[[str], bool] | None = None, lines_without_path: bool = True
+) -> tuple[dict[str, PhotoMetadata], list[str]]:
+    """Rows by path, and one warning per row that was refused (its photo still indexes).
+
+    keep: only the rows whose path it accepts are read and warned about: the others are another
+    shard's. lines_without_path: warn about lines that name no path (the shard holding the
+    manifest file itself does)."""
     rows: list[tuple[int, Any]] = []
     if name.endswith(".csv"):
         reader = csv.DictReader(io.StringIO(text))
@@ -96,6 +103,12 @@ def parse_manifest(name: str, text: str) -> tuple[dict[str, PhotoMetadata], list
     warnings: list[str] = []
     for number, raw in rows:
         where = f"{name} line {number}"
+        raw_path = raw.get("path") if isinstance(raw, dict) else None
+        if isinstance(raw_path, str) and raw_path.strip():
+            if keep is not None and not keep(raw_path.strip().lstrip("/")):
+                continue
+        elif not lines_without_path:
+            continue
         if not isinstance(raw, dict):
             warnings.append(f"{where}: {raw if isinstance(raw, str) else 'not an object'}")
             continue

@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 from redis import Redis
 from redis.exceptions import RedisError
 
-from indexer.app import ENQUEUED_AT, control_queue, embed_queue
+from indexer.app import ENQUEUED_AT, control_queue, embed_queue, plan_queue
 from indexer.jobs import FINISHED, JobKind
 from photosearch.settings import Settings
 
@@ -41,7 +41,11 @@ class QueueCollector(Collector):
     """Length and oldest-task age of the indexer's queues, read from Redis when scraped."""
 
     def __init__(self, settings: Settings) -> None:
-        self.queues = {"control": control_queue(settings), "embed": embed_queue(settings)}
+        self.queues = {
+            "control": control_queue(settings),
+            "plan": plan_queue(settings),
+            "embed": embed_queue(settings),
+        }
         # redis-py connects on the first command (the first scrape), not here.
         self.redis = Redis.from_url(settings.redis.url, socket_timeout=2, socket_connect_timeout=2)
 

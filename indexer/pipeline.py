@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from indexer.catalog import Photo
 from indexer.reader import read_batch
 from indexer.runtime import Runtime
-from indexer.writer import write_points
+from indexer.writer import ShardPhoto, write_points
 from photosearch.embedding.arrays import Pixels
 from photosearch.embedding.images import ImageLimits
 from photosearch.embedding.manifest import MAX_BATCH_SIZE
@@ -18,7 +17,7 @@ from photosearch.embedding.manifest import MAX_BATCH_SIZE
 
 @dataclass
 class BatchResult:
-    """Photos written, and photos skipped with (version, reason)."""
+    """Keys of the photos written, and of those skipped with (version, reason)."""
 
     done: list[str] = field(default_factory=list)
     skipped: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -30,7 +29,7 @@ def embed_photos(
     collection: str,
     model_version: int,
     source_uri: str,
-    photos: Sequence[Photo],
+    photos: Sequence[ShardPhoto],
 ) -> BatchResult:
     """Embed and upsert a batch. Bad photos are skipped; Triton/store/I-O failures raise."""
     source = rt.source(source_uri)
@@ -41,20 +40,19 @@ def embed_photos(
     images = rt.settings.images
     limits = ImageLimits(images.max_pixels, images.max_bytes)
     result = BatchResult()
-    good: list[Photo] = []
+    good: list[ShardPhoto] = []
     pixels: list[Pixels] = []
-    for photo, outcome in zip(
-        photos, read_batch(rt.readers, source, photos, spec, limits), strict=True
-    ):
+    read = read_batch(rt.readers, source, [photo for photo, _ in photos], spec, limits)
+    for (photo, shard), outcome in zip(photos, read, strict=True):
         if isinstance(outcome, str):
-            result.skipped[photo.photo_id] = (photo.version, outcome)
+            result.skipped[photo.key] = (photo.version, outcome)
         else:
-            good.append(photo)
+            good.append((photo, shard))
             pixels.append(outcome)
     if good:
         vectors = rt.run(
             rt.embedder.encode_images(np.stack(pixels), model_version=model_version, chunk=chunk)
         )
         write_points(rt.store, collection, source, model_version, good, vectors)
-        result.done = [photo.photo_id for photo in good]
+        result.done = [photo.key for photo, _ in good]
     return result

@@ -1,27 +1,38 @@
-"""A full reindex beside the live collection, verified before an atomic switch; rollback."""
+"""A full reindex beside the live collection, verified before an atomic switch; rollback.
+
+Its phases: the load (round 0: every shard of the source into a new collection, whose search
+index a Qdrant server defers), the index build, then catch-up rounds that plan every shard
+again while the reindex holds the live collection (so no increment writes to the old one
+only). A round that changes nothing is the verification: each shard's listing equals its
+points, and the collection's count per shard (a facet) equals what the round expected. Then
+the popular queries are embedded with the new model and the aliases switch, the alias lock
+held for that alone.
+"""
 
 from __future__ import annotations
 
 import random
+from collections import defaultdict
 from collections.abc import Sequence
 
-from indexer.catalog import Catalog
-from indexer.jobs import JobState
+from indexer.jobs import FINISHED, LIVE_LOCK, JobState
 from indexer.runtime import Runtime
-from indexer.sync import Batch, IndexerError, alias_lock, plan_into
+from indexer.shards import ShardMap, load_map
+from indexer.sync import IndexerError, alias_lock, start_round
 from photosearch.embedding.arrays import Embeddings
 from photosearch.querycache import prewarm
 from photosearch.vectorstore import (
     LIVE_ALIAS,
     PREVIOUS_ALIAS,
     CollectionInfo,
+    CollectionNotFound,
     collection_name,
     model_version_of,
 )
 
 
-def start_reindex(rt: Runtime, job_id: str, model_version: int, source_uri: str) -> list[Batch]:
-    """Create the new collection and plan every photo of the source into it."""
+def start_reindex(rt: Runtime, job_id: str, model_version: int, source_uri: str) -> None:
+    """Create the new collection and open the load round over the live collection's shards."""
     if not rt.run(rt.embedder.is_ready(model_version)):
         raise IndexerError(
             f"model version {model_version} is not loaded in Triton: export it, then run "
@@ -29,78 +40,114 @@ def start_reindex(rt: Runtime, job_id: str, model_version: int, source_uri: str)
         )
     dim = rt.embedder.manifest(model_version).embedding_dim
     collection = collection_name(model_version, job_id)
-    rt.store.create_collection(collection, dim)
+    rt.store.create_collection(collection, dim, bulk=True)
     rt.jobs.start(
         job_id,
-        state=JobState.PLANNING,
+        state=JobState.RUNNING,
+        phase="load",
         source=source_uri,
         collection=collection,
         model_version=model_version,
     )
-    batches, _, _ = plan_into(rt, job_id, source_uri, collection, "r")
-    rt.jobs.update(job_id, state=JobState.RUNNING)
-    return batches
+    try:
+        shards = load_map(rt.store, rt.store.resolve(LIVE_ALIAS))
+    except CollectionNotFound:
+        shards = ShardMap()  # one shard of everything, split as it is listed
+    start_round(rt, job_id, 0, shards)
 
 
-def verify(rt: Runtime, collection: str, catalog: Catalog) -> None:
-    """Every indexable photo of the source is there and nothing else; sample searches answer."""
-    indexed = {v.photo_id for v in rt.store.versions(collection)}
-    stored = rt.store.count(collection)
-    if stored != len(indexed):
-        raise IndexerError(f"{collection} counts {stored} points but lists {len(indexed)}")
-    skipped = rt.jobs.skipped(collection)
-    missing = [
-        photo_id
-        for photo_id, photo in catalog.photos.items()
-        if photo_id not in indexed and skipped.get(photo_id, ("", ""))[0] != photo.version
-    ]
-    extra = indexed - catalog.photos.keys()
-    if missing or extra:
-        raise IndexerError(
-            f"{collection} does not match the source: {len(missing)} photos missing "
-            f"{missing[:5]}, {len(extra)} not in the source {sorted(extra)[:5]}"
+def advance(rt: Runtime, job_id: str) -> None:
+    """The next step of a reindex whose round ended, or which waits; nothing while its round
+    runs. Run again and again (the workers' nudges), it does each step once."""
+    job = rt.jobs.get(job_id)
+    if job is None or job.state in FINISHED:
+        return
+    ended = rt.work.round_done(job_id, job.round)
+    if job.phase == "load":
+        if not ended:
+            return
+        rt.store.finish_bulk_load(job.collection)
+        rt.jobs.update(job_id, phase="indexing", state=JobState.FINALIZING)
+        job.phase = "indexing"
+    if job.phase == "indexing":
+        # Waits end at a later nudge.
+        if not rt.store.index_ready(job.collection):
+            rt.jobs.update(job_id, message="building the search index of the new collection")
+            return
+        holder = rt.jobs.claim_lock(LIVE_LOCK, job_id)
+        if holder is not None:
+            rt.jobs.update(job_id, message=f"waiting for job {holder} on the live collection")
+            return
+        rt.jobs.update(job_id, phase="catch-up", message="")
+        start_round(rt, job_id, 1, load_map(rt.store, job.collection))
+        return
+    if not ended:
+        return
+    if job.changes == 0:
+        switch(rt, job_id)
+    elif job.round >= rt.settings.indexer.catch_up_rounds:
+        rt.jobs.finish(
+            job_id,
+            JobState.FAILED,
+            f"the source still changed in catch-up pass {job.round} ({job.changes} photos); "
+            "run the reindex again at a quieter time",
         )
-    sample = random.sample(sorted(indexed), min(rt.settings.indexer.verify_samples, len(indexed)))
-    for record in rt.store.retrieve(collection, sample, with_vectors=True):
-        assert record.vector is not None
-        hits = rt.store.search(collection, record.vector, limit=1)
+    else:
+        start_round(rt, job_id, job.round + 1, load_map(rt.store, job.collection))
+
+
+def verify(rt: Runtime, job_id: str, collection: str) -> None:
+    """The collection's count per shard is what the round that changed nothing expected, no
+    point lies outside a shard, and sample searches answer. Reads one record per shard."""
+    expected: dict[str, int] = defaultdict(int)
+    for record in rt.work.planned(job_id).values():
+        if "points" in record:
+            expected[record["label"]] += record["points"]
+    actual = rt.store.shard_sizes(collection)
+    wrong = sorted(s for s in expected.keys() | actual.keys() if expected[s] != actual.get(s, 0))
+    if wrong:
+        shown = "; ".join(f"{s!r}: {actual.get(s, 0)} of {expected[s]}" for s in wrong[:5])
+        raise IndexerError(
+            f"{collection} does not match the source in {len(wrong)} shards: {shown}"
+        )
+    if rt.store.count(collection) != sum(expected.values()):
+        raise IndexerError(f"{collection} holds points outside every shard")
+    labels = [s for s, n in actual.items() if n]
+    for label in random.sample(labels, min(rt.settings.indexer.verify_samples, len(labels))):
+        first = next(iter(rt.store.points(collection, shard=label)))
+        [stored] = rt.store.retrieve(collection, [first.photo_id], with_vectors=True)
+        assert stored.vector is not None
+        hits = rt.store.search(collection, stored.vector, limit=1)
         # A duplicate photo may rank first instead: the score, not the id, shows it answered.
         if not hits or hits[0].score < 0.99:
-            raise IndexerError(f"a sample search for {record.photo_id} in {collection} failed")
+            raise IndexerError(f"a sample search for {first.photo_id} in {collection} failed")
 
 
-def finalize(rt: Runtime, job_id: str) -> list[Batch]:
-    """Catch up with what changed meanwhile; when nothing did, verify and switch the alias.
-
-    Returns catch-up batches to send (this runs again after they complete), or [] when done.
-    """
+def switch(rt: Runtime, job_id: str) -> None:
+    """Verify, warm the cache, move the aliases; the job ends (its locks released)."""
     job = rt.jobs.get(job_id)
-    if job is None or job.state in (JobState.DONE, JobState.FAILED):
-        return []
-    rt.jobs.update(job_id, state=JobState.FINALIZING)
+    assert job is not None
     collection = job.collection
+    try:
+        verify(rt, job_id, collection)
+    except IndexerError as exc:
+        rt.jobs.finish(job_id, JobState.FAILED, str(exc))
+        return
+    warmed = warm_cache(rt, job_id, model_version_of(collection))
     with alias_lock(rt):
-        batches, _, catalog = plan_into(rt, job_id, job.source, collection, f"c{job.rounds + 1}")
-        rt.jobs.add(job_id, rounds=1)
-        if batches:
-            if job.rounds + 1 > rt.settings.indexer.catch_up_rounds:
-                raise IndexerError(
-                    f"the source still changed after {job.rounds} catch-up passes; "
-                    "run the reindex again at a quieter time"
-                )
-            rt.jobs.update(job_id, state=JobState.RUNNING)
-            return batches
-        verify(rt, collection, catalog)
-        rt.store.optimize(collection)
-        warmed = warm_cache(rt, job_id, model_version_of(collection))
-        live = rt.store.aliases().get(LIVE_ALIAS)
-        rt.store.set_aliases({LIVE_ALIAS: collection, PREVIOUS_ALIAS: live})
+        aliases = rt.store.aliases()
+        if aliases.get(LIVE_ALIAS) == collection:  # a run of this step that died after it
+            previous = aliases.get(PREVIOUS_ALIAS)
+        else:
+            previous = aliases.get(LIVE_ALIAS)
+            rt.store.set_aliases({LIVE_ALIAS: collection, PREVIOUS_ALIAS: previous})
     rt.jobs.finish(
         job_id,
         JobState.DONE,
-        f"{LIVE_ALIAS} switched from {live} to {collection}; {warmed} popular queries pre-warmed",
+        f"{LIVE_ALIAS} switched from {previous or 'nothing'} to {collection}; "
+        f"{warmed} popular queries pre-warmed",
     )
-    return []
+    rt.work.drop(job_id, rt.jobs.ttl_s)
 
 
 def warm_cache(rt: Runtime, job_id: str, model_version: int) -> int:
@@ -153,7 +200,7 @@ def drop(rt: Runtime, collection: str) -> str:
         if aliases.get(PREVIOUS_ALIAS) == collection:
             rt.store.set_aliases({PREVIOUS_ALIAS: None})
         rt.store.drop_collection(collection)
-    rt.jobs.drop_skipped(collection)
+    rt.skips.drop(collection)
     return f"dropped {collection}"
 
 

@@ -12,6 +12,8 @@ from redis import Redis
 
 from indexer.jobs import Jobs
 from indexer.metrics import worker_metrics
+from indexer.skips import SkipRecords
+from indexer.workqueue import WorkQueue
 from photosearch.embedding.client import EmbeddingClient, Priority
 from photosearch.settings import Settings
 from photosearch.sources import Source, open_source
@@ -43,6 +45,8 @@ class Runtime:
             settings.indexer.job_ttl_days,
             on_finish=self.metrics.job_finished,
         )
+        self.work = WorkQueue(self.redis, settings.redis.prefix)
+        self.skips = SkipRecords(self.redis, settings.redis.prefix)
         self.readers = ThreadPoolExecutor(settings.indexer.read_threads, "photo-reader")
         self._store = store
         self._own_store = store is None
@@ -86,6 +90,8 @@ class Runtime:
         if not self._loop.is_running():
             self._loop.close()
         self.readers.shutdown(wait=False, cancel_futures=True)
+        for source in self._sources.values():
+            source.close()
         if self._own_store and self._store is not None:
             self._store.close()
         self.redis.close()

@@ -1,16 +1,15 @@
-"""The sync: bring a collection level with its source, embedding only new and changed photos."""
+"""The sync: bring the live collection level with its source, shard by shard (a full sync), or
+with the changes its feed reported (an increment). Planning and embedding are the rounds'
+(indexer/workqueue.py, planner.py); this starts and ends them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from redis.lock import Lock
 
-from indexer.catalog import Catalog, Photo, read_catalog
-from indexer.diff import SyncPlan, plan_sync
-from indexer.jobs import JobState
+from indexer.jobs import FINISHED, JobKind, JobState
+from indexer.planner import label_unlabelled, shard_unit
 from indexer.runtime import Runtime
-from indexer.writer import build_payload
+from indexer.shards import ShardMap, load_map
 from photosearch.embedding.manifest import list_versions
 from photosearch.vectorstore import LIVE_ALIAS, CollectionNotFound, collection_name
 from photosearch.vectorstore.base import model_version_of
@@ -20,17 +19,10 @@ class IndexerError(Exception):
     """An indexer operation was refused; the message says why and what to do."""
 
 
-@dataclass
-class Batch:
-    """Photos embedded by one task; the id is unique within its job."""
-
-    batch_id: str
-    photos: list[Photo]
-
-
 def alias_lock(rt: Runtime) -> Lock:
-    """Serializes every change of the aliases: the first collection, switch, rollback, drop."""
-    lock: Lock = rt.redis.lock(f"{rt.settings.redis.prefix}:lock:aliases", timeout=3600)
+    """Serializes every change of the aliases: the first collection, switch, rollback, drop.
+    Held for the change itself, never while a source is listed."""
+    lock: Lock = rt.redis.lock(f"{rt.settings.redis.prefix}:lock:aliases", timeout=600)
     return lock
 
 
@@ -48,64 +40,69 @@ def live_collection(rt: Runtime, job_id: str) -> str:
         return name
 
 
-def plan_into(
-    rt: Runtime, job_id: str, source_uri: str, collection: str, phase: str
-) -> tuple[list[Batch], SyncPlan, Catalog]:
-    """Diff, delete what is gone, rewrite changed metadata, and return the batches to embed.
-
-    The batches are announced in the job before they are returned, so the job's last
-    completion is only counted once every batch is known.
-    """
-    jobs = rt.jobs
-    source = rt.source(source_uri)
-    catalog = read_catalog(source, rt.settings.indexer.metadata_files)
-    skipped = jobs.skipped(collection)
-    plan = plan_sync(
-        catalog, rt.store.versions(collection), {k: v for k, (v, _) in skipped.items()}
-    )
-    model_version = model_version_of(collection)
-    rt.store.delete(collection, plan.gone)
-    for photo in plan.payload_only:
-        rt.store.set_payload(
-            collection, photo.photo_id, build_payload(photo, source, model_version)
-        )
-    jobs.record_skipped(collection, plan.rejected)
-    jobs.forget_skipped(collection, plan.forget + plan.gone)
-    jobs.note_problems(job_id, catalog.warnings)
-    jobs.note_problems(job_id, (f"{key}: {reason}" for key, (_, reason) in plan.rejected.items()))
-    size = rt.settings.indexer.batch_size
-    batches = [
-        Batch(f"{phase}-{n}", plan.embed[start : start + size])
-        for n, start in enumerate(range(0, len(plan.embed), size))
-    ]
-    jobs.add(
-        job_id,
-        total=len(plan.rejected),
-        skipped=len(plan.rejected),
-        deleted=len(plan.gone),
-        updated=len(plan.payload_only),
-        unchanged=plan.unchanged + plan.known_bad,
-    )
-    jobs.add_batches(job_id, len(batches), len(plan.embed))
-    return batches, plan, catalog
+def start_round(rt: Runtime, job_id: str, round_: int, shards: ShardMap) -> None:
+    rt.work.start_round(job_id, round_, (shard_unit(shard) for shard in shards.ranges()))
 
 
-def run_sync(rt: Runtime, job_id: str, source_uri: str) -> list[Batch]:
-    """Plan a sync of the live collection; the job is done at once when nothing is to embed."""
-    collection = live_collection(rt, job_id)
+def running(rt: Runtime, job_id: str, source_uri: str, collection: str) -> None:
     rt.jobs.start(
         job_id,
-        state=JobState.PLANNING,
+        state=JobState.RUNNING,
         source=source_uri,
         collection=collection,
         model_version=model_version_of(collection),
     )
+
+
+def unlabelled(rt: Runtime, collection: str) -> bool:
+    """Whether the collection holds points of a release before shards (no label yet)."""
+    return next(iter(rt.store.points(collection, unlabelled=True)), None) is not None
+
+
+def start_sync(rt: Runtime, job_id: str, source_uri: str) -> None:
+    """List every shard of the source against the live collection."""
+    collection = live_collection(rt, job_id)
+    running(rt, job_id, source_uri, collection)
     rt.jobs.remember("source", source_uri)
-    lock = rt.redis.lock(f"{rt.settings.redis.prefix}:lock:sync:{collection}", timeout=3600)
-    with lock:
-        batches, _, _ = plan_into(rt, job_id, source_uri, collection, "s")
-    if batches:
-        rt.jobs.update(job_id, state=JobState.RUNNING)
-    else:
-        rt.jobs.finish(job_id, JobState.DONE, "nothing to embed")
-    return batches
+    rt.store.ensure_indexes(collection)
+    migrated = label_unlabelled(rt, collection, rt.source(source_uri))
+    if migrated:
+        rt.jobs.note_problems(job_id, [f"{migrated} points of an earlier release got a shard"])
+    start_round(rt, job_id, 0, load_map(rt.store, collection))
+
+
+def start_increment(rt: Runtime, job_id: str, source_uri: str) -> None:
+    """Plan what the change feed reported since the last increment."""
+    if not rt.settings.indexer.feed:
+        raise IndexerError("no change feed: set PHOTOSEARCH_INDEXER__FEED, or run a full sync")
+    try:
+        collection = rt.store.resolve(LIVE_ALIAS)
+    except CollectionNotFound:
+        raise IndexerError("nothing is indexed yet: run a full sync first") from None
+    if unlabelled(rt, collection):
+        raise IndexerError("the live collection has points of an earlier release: sync once")
+    running(rt, job_id, source_uri, collection)
+    rt.work.start_round(job_id, 0, [("feed:0", {"kind": "feed", "seq": 0})])
+
+
+def nightly_kind(rt: Runtime) -> JobKind:
+    """The increment when a feed is set and the live collection can take one, else a sync."""
+    if not rt.settings.indexer.feed:
+        return JobKind.SYNC
+    try:
+        collection = rt.store.resolve(LIVE_ALIAS)
+    except CollectionNotFound:
+        return JobKind.SYNC
+    return JobKind.SYNC if unlabelled(rt, collection) else JobKind.INCREMENT
+
+
+def finish_sync(rt: Runtime, job_id: str) -> str | None:
+    """The round is over: the job ends (failed if any photo failed for good). Returns the
+    collection, whose search index is then rebuilt where the engine does not do it itself."""
+    job = rt.jobs.get(job_id)
+    if job is None or job.state in FINISHED:
+        return None
+    state = JobState.FAILED if job.failed else JobState.DONE
+    rt.jobs.finish(job_id, state, f"{job.failed} photos failed" if job.failed else "")
+    rt.work.drop(job_id, rt.jobs.ttl_s)
+    return job.collection

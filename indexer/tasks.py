@@ -1,9 +1,16 @@
-"""Thin Celery tasks over the indexer's plain functions; retries are declared here."""
+"""Thin Celery tasks over the indexer's plain functions; retries are declared here.
+
+A job's tasks: `sync` / `increment` / `reindex` open its first round; `plan` and `embed_batch`
+are tokens that pull one shard or one batch each (indexer/workqueue.py) and hand out the next
+tokens (`pump`); the task that ends a round sends `finalize`, which ends the job or opens the
+next round.
+"""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+import threading
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from celery import Task
@@ -12,13 +19,17 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeout
 
+from indexer import increment as incrementing
+from indexer import planner
 from indexer import reindex as reindexing
+from indexer import sync as syncing
 from indexer.app import app
 from indexer.catalog import Photo
-from indexer.jobs import JobKind, Jobs, JobState
+from indexer.jobs import FINISHED, LIVE_LOCK, REINDEX_LOCK, JobKind, Jobs, JobState
 from indexer.pipeline import embed_photos
 from indexer.runtime import Runtime, close_runtime, get_runtime
-from indexer.sync import Batch, IndexerError, run_sync
+from indexer.shards import ShardRange
+from indexer.sync import IndexerError
 from photosearch.embedding.errors import (
     InferenceFailed,
     ModelVersionUnavailable,
@@ -26,7 +37,7 @@ from photosearch.embedding.errors import (
     TritonUnavailable,
 )
 from photosearch.settings import get_settings
-from photosearch.vectorstore import StoreError, model_version_of
+from photosearch.vectorstore import StoreError
 
 log = logging.getLogger(__name__)
 settings = get_settings()
@@ -56,6 +67,8 @@ RETRY: dict[str, Any] = {
     # own times, and a worker runs only `concurrency` tasks at once when the dependency returns.
     "retry_jitter": False,
 }
+# Shards are planned while fewer batches than this many times the broker's room wait in Redis.
+PLAN_AHEAD = 4
 
 
 def runtime() -> Runtime:
@@ -67,17 +80,114 @@ def _close(**_: object) -> None:
     close_runtime()
 
 
-def send_batches(job_id: str, collection: str, source_uri: str, batches: list[Batch]) -> None:
-    version = model_version_of(collection)
-    for batch in batches:
-        embed_batch.delay(
-            job_id,
-            batch.batch_id,
-            collection,
-            version,
-            source_uri,
-            [photo.to_wire() for photo in batch.photos],
-        )
+# --- starting jobs: the CLI, the admin API, beat and `up` -------------------------------------
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """The job that answers a request: a new one, a running one it joined, or none (refused)."""
+
+    job_id: str
+    joined: bool = False
+    refused: str = ""  # why nothing started
+
+
+def submit_sync(jobs: Jobs, source: str, kind: JobKind = JobKind.SYNC) -> Submitted:
+    """Start a sync or an increment of the live collection, unless a job already changes it:
+    the same kind over the same source is joined, anything else refuses this one."""
+    job_id = jobs.create(kind, source=source)
+    holder = jobs.claim_lock(LIVE_LOCK, job_id)
+    if holder is None:
+        (sync if kind == JobKind.SYNC else increment).delay(job_id, source)
+        return Submitted(job_id)
+    jobs.delete(job_id)
+    running = jobs.get(holder)
+    if running is not None and running.kind == kind and running.source == source:
+        return Submitted(holder, joined=True)
+    what = f"{running.kind} job {holder}" if running else f"job {holder}"
+    return Submitted(
+        holder, refused=f"{what} is changing the live collection; try again once it has finished"
+    )
+
+
+def queue_sync(jobs: Jobs, source: str) -> str:
+    """A full sync (or the running one it joins): `up`, the load tests and tests start this way."""
+    submitted = submit_sync(jobs, source)
+    if submitted.refused:
+        raise IndexerError(submitted.refused)
+    return submitted.job_id
+
+
+def submit_reindex(jobs: Jobs, model_version: int, source: str) -> Submitted:
+    """Start a reindex, unless one runs: the same version over the same source is joined."""
+    job_id = jobs.create(JobKind.REINDEX, source=source, model_version=model_version)
+    holder = jobs.claim_lock(REINDEX_LOCK, job_id)
+    if holder is None:
+        reindex.delay(job_id, model_version, source)
+        return Submitted(job_id)
+    jobs.delete(job_id)
+    running = jobs.get(holder)
+    if running is not None and running.model_version == model_version and running.source == source:
+        return Submitted(holder, joined=True)
+    version = running.model_version if running else "?"
+    return Submitted(
+        holder, refused=f"reindex job {holder} (model version {version}) is running; wait for it"
+    )
+
+
+# --- the tokens of a job's rounds --------------------------------------------------------------
+
+
+def pump(rt: Runtime, job_id: str) -> bool:
+    """Publish the tokens the job has room for: embedding up to max_queued_batches, planning
+    while the batches waiting are few. True when the round turned out to have ended."""
+    s = rt.settings.indexer
+    tokens = rt.work.reserve(
+        job_id,
+        max_embed=s.max_queued_batches,
+        max_plan=s.planners,
+        plan_ahead=PLAN_AHEAD * s.max_queued_batches,
+        ttl_s=s.visibility_timeout_s,
+    )
+    for token in tokens.plan:
+        plan.apply_async((job_id,), task_id=token)
+    for token in tokens.embed:
+        embed_batch.apply_async((job_id,), task_id=token)
+    return tokens.round_ended
+
+
+def after(rt: Runtime, job_id: str, round_ended: bool) -> None:
+    if pump(rt, job_id) or round_ended:
+        finalize.delay(job_id)
+
+
+def nudge(rt: Runtime, recent: int = 100) -> None:
+    """Move every unfinished job on, whatever was lost: tokens its room allows (the sweep gives
+    back the room and work of lost ones), and `finalize` where a round has ended or a reindex
+    waits (for its index, or for a sync to finish)."""
+    for job in rt.jobs.recent(recent):
+        if job.state in (*FINISHED, JobState.QUEUED) or job.kind == JobKind.ROLLBACK:
+            continue
+        ended = pump(rt, job.id)
+        waiting = job.kind == JobKind.REINDEX and job.phase == "indexing"
+        if ended or waiting or rt.work.round_done(job.id, job.round):
+            finalize.delay(job.id)
+
+
+def nudging(stop: threading.Event) -> threading.Thread:
+    """A worker's thread that nudges the jobs every min(30 s, visibility timeout) until stop."""
+
+    def run() -> None:
+        interval = min(30.0, float(settings.indexer.visibility_timeout_s))
+        while not stop.wait(interval):
+            try:
+                nudge(runtime())
+            except Exception:  # Redis down, say: the next round of nudges tries again
+                log.exception("nudging the index jobs failed")
+
+    thread = threading.Thread(target=run, name="nudge-jobs", daemon=True)
+    thread.start()
+    return thread
 
 
 class JobTask(Task[Any, Any]):
@@ -88,7 +198,9 @@ class JobTask(Task[Any, Any]):
     ) -> None:
         job_id = args[0] if args else kwargs.get("job_id")
         if job_id:
-            runtime().jobs.finish(job_id, JobState.FAILED, f"{type(exc).__name__}: {exc}")
+            rt = runtime()
+            rt.jobs.finish(job_id, JobState.FAILED, f"{type(exc).__name__}: {exc}")
+            rt.work.drop(job_id, rt.jobs.ttl_s)
 
 
 class BatchTask(Task[Any, Any]):
@@ -97,89 +209,132 @@ class BatchTask(Task[Any, Any]):
     def on_failure(
         self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: object
     ) -> None:
-        job_id, batch_id, *_rest, photos = args
+        job_id = args[0] if args else kwargs["job_id"]
         rt = runtime()
-        rt.metrics.photos.labels("failed").inc(len(photos))
-        rt.jobs.note_problems(job_id, [f"batch {batch_id}: {type(exc).__name__}: {exc}"])
-        if rt.jobs.complete_batch(job_id, batch_id, done=0, skipped=0, failed=len(photos)):
-            batches_finished(job_id)
+        claimed = rt.work.claim_batch(job_id, task_id)
+        if claimed is None:
+            return
+        failed = len(claimed.body["photos"]) if claimed.body else 0
+        rt.metrics.photos.labels("failed").inc(failed)
+        rt.jobs.note_problems(job_id, [f"batch {claimed.id}: {type(exc).__name__}: {exc}"])
+        after(rt, job_id, rt.work.complete(job_id, task_id, claimed.id, {"failed": failed}))
 
 
-def batches_finished(job_id: str) -> None:
-    """The job's last batch is counted: a sync is done, a reindex goes on to finalize."""
+@app.task(name="indexer.plan", base=JobTask, bind=True, **RETRY)
+def plan(self: Task[Any, Any], job_id: str) -> None:
+    """Plan one shard of the job (or one chunk of its feed)."""
     rt = runtime()
+    token = str(self.request.id)
+    unit = rt.work.claim_unit(job_id, token)
     job = rt.jobs.get(job_id)
-    # Already finished or finalizing: this is a batch delivered again after its job moved on.
-    if job is None or job.state != JobState.RUNNING:
+    if unit is None or job is None:
+        after(rt, job_id, rt.work.release(job_id, token))
         return
-    if job.kind == JobKind.REINDEX:
-        finalize.delay(job_id)
+    worker = str(self.request.hostname or "")
+    if unit["kind"] == "feed":
+        unit_id = f"feed:{unit['seq']}"
+        planned = incrementing.plan_feed(rt, job, int(unit["seq"]), worker)
+    else:
+        shard = ShardRange.from_wire(unit)
+        unit_id = shard.id
+        planned = planner.plan_shard(rt, job, shard, worker)
+    ended = rt.work.commit(
+        job_id,
+        token,
+        unit_id,
+        planned.record,
+        batches=planned.batches,
+        units=planned.units,
+        counts=planned.counts,
+        marks=planned.marks,
+    )
+    planned.after_commit()
+    after(rt, job_id, ended)
+
+
+@app.task(name="indexer.embed_batch", base=BatchTask, bind=True, **RETRY)
+def embed_batch(self: Task[Any, Any], job_id: str) -> None:
+    """Read, decode, embed and upsert one batch of the job; bad photos are recorded."""
+    rt = runtime()
+    token = str(self.request.id)
+    claimed = rt.work.claim_batch(job_id, token)
+    if claimed is None:
+        after(rt, job_id, rt.work.release(job_id, token))
         return
-    state = JobState.FAILED if job.failed else JobState.DONE
-    rt.jobs.finish(job_id, state, f"{job.failed} photos failed" if job.failed else "")
-    optimize.delay(job.collection)
+    job = rt.jobs.get(job_id)
+    if claimed.body is None or job is None:  # counted before this delivery
+        after(rt, job_id, rt.work.complete(job_id, token, claimed.id, {}))
+        return
+    photos = [
+        (Photo.from_wire({k: v for k, v in p.items() if k != "shard"}), str(p["shard"]))
+        for p in claimed.body["photos"]
+    ]
+    with rt.metrics.batch_seconds.time():
+        result = embed_photos(
+            rt,
+            collection=job.collection,
+            model_version=job.model_version,
+            source_uri=job.source,
+            photos=photos,
+        )
+    rt.metrics.photos.labels("done").inc(len(result.done))
+    rt.metrics.photos.labels("skipped").inc(len(result.skipped))
+    rt.skips.record(job.collection, result.skipped)
+    rt.skips.forget(job.collection, result.done)
+    rt.jobs.note_problems(job_id, (f"{key}: {why}" for key, (_, why) in result.skipped.items()))
+    counts = {"done": len(result.done), "skipped": len(result.skipped)}
+    after(rt, job_id, rt.work.complete(job_id, token, claimed.id, counts))
+
+
+@app.task(name="indexer.finalize", base=JobTask, **RETRY)
+def finalize(job_id: str) -> None:
+    """A round of the job ended (or a reindex waits): end the job, or take its next step. Safe
+    to run any number of times: nudges send it again whenever a job seems stalled."""
+    rt = runtime()
+    # One step at a time per job; another worker's nudge that finds it taken leaves it.
+    lock = rt.redis.lock(f"{rt.settings.redis.prefix}:job:{job_id}:finalize", timeout=900)
+    if not lock.acquire(blocking=False):
+        return
+    try:
+        job = rt.jobs.get(job_id)
+        if job is None or job.state in FINISHED:
+            return
+        if job.kind != JobKind.REINDEX:
+            if rt.work.round_done(job_id, job.round):
+                collection = syncing.finish_sync(rt, job_id)
+                if collection is not None:
+                    optimize.delay(collection)
+            return
+        reindexing.advance(rt, job_id)
+        job = rt.jobs.get(job_id)
+        assert job is not None
+        if job.state == JobState.DONE and rt.settings.indexer.feed:
+            # The changes the feed kept while the reindex held the live collection.
+            submit_sync(rt.jobs, job.source, JobKind.INCREMENT)
+    finally:
+        lock.release()
+    if job.state not in FINISHED and pump(rt, job_id):
+        finalize.delay(job_id)  # a round that ends as it starts (every shard split away)
 
 
 @app.task(name="indexer.sync", base=JobTask, **RETRY)
 def sync(job_id: str, source_uri: str) -> None:
-    """Diff a source against the live collection and send batches for what changed."""
+    """List the source shard by shard against the live collection."""
     rt = runtime()
-    batches = run_sync(rt, job_id, source_uri)
-    job = rt.jobs.get(job_id)
-    assert job is not None
-    send_batches(job_id, job.collection, source_uri, batches)
+    syncing.start_sync(rt, job_id, source_uri)
+    pump(rt, job_id)
 
 
-@app.task(name="indexer.scheduled_sync", ignore_result=True)
-def scheduled_sync() -> str | None:
-    """Beat's nightly sync of the configured (or last used) source."""
+@app.task(name="indexer.increment", base=JobTask, **RETRY)
+def increment(job_id: str, source_uri: str) -> None:
+    """Plan what the change feed reported since the last increment."""
     rt = runtime()
-    source = rt.jobs.recall("source") or rt.settings.indexer.source
-    if source is None:
-        log.warning("nightly sync skipped: no source configured (PHOTOSEARCH_INDEXER__SOURCE)")
-        return None
-    return queue_sync(rt.jobs, source)
-
-
-def queue_sync(jobs: Jobs, source: str) -> str:
-    """Record a sync job and send it: beat's nightly one, the CLI's, the admin API's, `up`'s
-    and the load test's all start this way. Returns the job id."""
-    job_id = jobs.create(JobKind.SYNC, source=source)
-    sync.delay(job_id, source)
-    return job_id
-
-
-@app.task(name="indexer.embed_batch", base=BatchTask, **RETRY)
-def embed_batch(
-    job_id: str,
-    batch_id: str,
-    collection: str,
-    model_version: int,
-    source_uri: str,
-    photos: list[dict[str, Any]],
-) -> dict[str, int]:
-    """Read, decode, embed and upsert one batch; bad photos are recorded, not retried."""
-    rt = runtime()
-    with rt.metrics.batch_seconds.time():
-        result = embed_photos(
-            rt,
-            collection=collection,
-            model_version=model_version,
-            source_uri=source_uri,
-            photos=[Photo.from_wire(p) for p in photos],
-        )
-    rt.metrics.photos.labels("done").inc(len(result.done))
-    rt.metrics.photos.labels("skipped").inc(len(result.skipped))
-    rt.jobs.record_skipped(collection, result.skipped)
-    rt.jobs.forget_skipped(collection, result.done)
-    rt.jobs.note_problems(
-        job_id, (f"{photo_id}: {reason}" for photo_id, (_, reason) in result.skipped.items())
-    )
-    if rt.jobs.complete_batch(
-        job_id, batch_id, done=len(result.done), skipped=len(result.skipped), failed=0
-    ):
-        batches_finished(job_id)
-    return {"done": len(result.done), "skipped": len(result.skipped)}
+    try:
+        syncing.start_increment(rt, job_id, source_uri)
+    except IndexerError as exc:
+        rt.jobs.finish(job_id, JobState.FAILED, str(exc))
+        return
+    pump(rt, job_id)
 
 
 @app.task(name="indexer.reindex", base=JobTask, **RETRY)
@@ -187,34 +342,38 @@ def reindex(job_id: str, model_version: int, source_uri: str) -> None:
     """Build a new collection with another model version beside the live one."""
     rt = runtime()
     try:
-        batches = reindexing.start_reindex(rt, job_id, model_version, source_uri)
+        reindexing.start_reindex(rt, job_id, model_version, source_uri)
     except IndexerError as exc:
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
         return
-    job = rt.jobs.get(job_id)
-    assert job is not None
-    if batches:
-        send_batches(job_id, job.collection, source_uri, batches)
-    else:
-        finalize.delay(job_id)
+    pump(rt, job_id)
 
 
-@app.task(name="indexer.finalize", base=JobTask, **RETRY)
-def finalize(job_id: str) -> None:
-    """Catch up, verify, switch the live alias; then sync once more against the new one."""
+@app.task(name="indexer.scheduled_sync", ignore_result=True)
+def scheduled_sync() -> str | None:
+    """Beat's nightly job: the increment when a feed is set, else a full sync."""
     rt = runtime()
-    try:
-        batches = reindexing.finalize(rt, job_id)
-    except IndexerError as exc:
-        rt.jobs.finish(job_id, JobState.FAILED, str(exc))
-        return
-    job = rt.jobs.get(job_id)
-    assert job is not None
-    if batches:
-        send_batches(job_id, job.collection, job.source, batches)
-    elif job.state == JobState.DONE:
-        # Photos a sync wrote into the old collection while the switch happened.
-        queue_sync(rt.jobs, job.source)
+    source = rt.jobs.recall("source") or rt.settings.indexer.source
+    if source is None:
+        log.warning("nightly sync skipped: no source configured (PHOTOSEARCH_INDEXER__SOURCE)")
+        return None
+    submitted = submit_sync(rt.jobs, source, syncing.nightly_kind(rt))
+    if submitted.refused:
+        log.warning("nightly job skipped: %s (a feed keeps its changes)", submitted.refused)
+    return submitted.job_id
+
+
+@app.task(name="indexer.scheduled_reconcile", ignore_result=True)
+def scheduled_reconcile() -> str | None:
+    """Beat's weekly full sync beside a feed: what the feed missed is found by listing."""
+    rt = runtime()
+    source = rt.jobs.recall("source") or rt.settings.indexer.source
+    if source is None:
+        return None
+    submitted = submit_sync(rt.jobs, source, JobKind.SYNC)
+    if submitted.refused:
+        log.warning("weekly full sync skipped: %s", submitted.refused)
+    return submitted.job_id
 
 
 @app.task(name="indexer.optimize", **RETRY)

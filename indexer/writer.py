@@ -9,7 +9,10 @@ from typing import Any
 from indexer.catalog import Photo
 from photosearch.embedding.arrays import Embeddings
 from photosearch.sources import Source
-from photosearch.vectorstore import PhotoPoint, VectorStore
+from photosearch.vectorstore import KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
+
+# A photo with the label of the shard it is written in.
+ShardPhoto = tuple[Photo, str]
 
 _EMPTY_METADATA: dict[str, Any] = {
     "title": None,
@@ -21,11 +24,13 @@ _EMPTY_METADATA: dict[str, Any] = {
 }
 
 
-def build_payload(photo: Photo, source: Source, model_version: int) -> dict[str, Any]:
+def build_payload(photo: Photo, source: Source, model_version: int, shard: str) -> dict[str, Any]:
     return {
         **_EMPTY_METADATA,
         **(photo.metadata or {}),
         "photo_id": photo.photo_id,
+        SHARD_FIELD: shard,
+        KEY_FIELD: photo.key,
         "source_uri": source.uri_of(photo.key),
         "content_version": photo.version,
         "meta_hash": photo.meta_hash,
@@ -39,14 +44,14 @@ def write_points(
     collection: str,
     source: Source,
     model_version: int,
-    photos: Sequence[Photo],
+    photos: Sequence[ShardPhoto],
     vectors: Embeddings,
 ) -> None:
     """Upsert; ids derive from photo ids, so writing a batch again replaces the same points."""
     store.upsert(
         collection,
         [
-            PhotoPoint(photo.photo_id, vector, build_payload(photo, source, model_version))
-            for photo, vector in zip(photos, vectors, strict=True)
+            PhotoPoint(photo.photo_id, vector, build_payload(photo, source, model_version, shard))
+            for (photo, shard), vector in zip(photos, vectors, strict=True)
         ],
     )

@@ -157,14 +157,21 @@ class ErrorResponse(BaseModel):
     details: list[dict[str, Any]] | None = None
 
 
-class SyncRequest(BaseModel):
+class SourceRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     source: str | None = Field(
         None, max_length=2000, description="file:///dir or s3://bucket/prefix; default: the last."
     )
 
 
-class ReindexRequest(SyncRequest):
+class SyncRequest(SourceRequest):
+    kind: Literal["sync", "increment"] = Field(
+        "sync",
+        description="sync: list the whole source; increment: what the change feed reported.",
+    )
+
+
+class ReindexRequest(SourceRequest):
     model_version: int = Field(ge=1, description="The exported model version to rebuild with.")
 
 
@@ -172,6 +179,9 @@ class JobAccepted(BaseModel):
     job_id: str
     kind: str
     status_url: str
+    joined: bool = Field(
+        False, description="True: the same job was running already; this is that job."
+    )
 
 
 class RollbackResponse(BaseModel):
@@ -187,6 +197,12 @@ class Job(BaseModel):
     source: str
     collection: str
     model_version: int
+    phase: str = Field(description="A reindex: load, indexing or catch-up.")
+    round: int = Field(description="A reindex: 0 the load, then each catch-up pass.")
+    listed: int = Field(description="Photos listed so far.")
+    shards_total: int = Field(description="Shards of the round (more as big ones are split).")
+    shards_planned: int
+    estimated_total: int = Field(description="total, extrapolated while shards are planned.")
     total: int
     done: int
     failed: int

@@ -122,10 +122,19 @@ def env_of(settings: Settings, extra: Mapping[str, str] | None = None) -> dict[s
 class WorkerProcess:
     """`photosearch worker` in its own process group, logging to a file."""
 
-    def __init__(self, settings: Settings, log: Path, concurrency: int = 2) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        log: Path,
+        concurrency: int = 2,
+        queues: list[str] | None = None,
+        name: str = "photosearch",
+    ) -> None:
         self.settings = settings
         self.log = log
         self.concurrency = concurrency
+        self.queues = queues
+        self.name = name
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> WorkerProcess:
@@ -138,6 +147,8 @@ class WorkerProcess:
                     "photosearch",
                     "worker",
                     f"--concurrency={self.concurrency}",
+                    *([f"--queues={','.join(self.queues)}"] if self.queues else []),
+                    f"--name={self.name}",
                 ],
                 env=env_of(self.settings),
                 stdout=out,

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from indexer.app import app, configure, control_queue, embed_queue
+from indexer.app import all_queues, app, configure
 from indexer.host import worker_thread
 from indexer.jobs import Jobs
 from indexer.runtime import Runtime
@@ -90,7 +90,7 @@ def test_reindex_through_the_api_keeps_query_and_collection_versions_equal_and_p
     settings, store, runtime = embedded
     root = tmp_path / "photos"
     photo_folder(root, 16)
-    queues = [control_queue(settings), embed_queue(settings)]
+    queues = all_queues(settings)
     with worker_thread(app, runtime, queues=queues), serving(settings, store) as api:
         admin = httpx.Client(base_url=api.url, headers=ADMIN, timeout=30)
         search = httpx.Client(base_url=api.url, headers=SEARCH, timeout=30)

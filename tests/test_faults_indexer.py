@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from indexer.app import app, configure
-from indexer.jobs import FINISHED, JobKind, Jobs, JobStatus
+from indexer.jobs import FINISHED, Jobs, JobStatus
 from indexer.tasks import queue_sync
 from model.triton_server import TritonServer
 from photosearch.settings import Settings
@@ -34,7 +34,7 @@ def settings(tmp_path: Path, triton: TritonServer, repository: Path) -> Iterator
 
 
 def listing(root: Path) -> set[str]:
-    return {o.key for o in LocalSource(root).list()}
+    return {o.key for o in LocalSource(root).list_range()}
 
 
 def assert_store_holds(settings: Settings, root: Path) -> None:
@@ -42,7 +42,7 @@ def assert_store_holds(settings: Settings, root: Path) -> None:
     store = open_store(settings)
     try:
         collection = store.resolve(LIVE_ALIAS)
-        ids = [v.photo_id for v in store.versions(collection)]
+        ids = [v.photo_id for v in store.points(collection)]
         assert len(ids) == len(set(ids)) == store.count(collection)
         assert set(ids) == listing(root)
         [some] = store.retrieve(collection, [ids[0]], with_vectors=True)
@@ -135,22 +135,6 @@ def test_a_worker_s_redis_killed_mid_sync_keeps_the_queued_batches_and_the_worke
             assert_store_holds(settings, root)
     finally:
         redis.stop()
-
-
-def test_a_batch_counted_again_counts_once_and_still_finishes_its_job(settings: Settings) -> None:
-    jobs = Jobs.from_settings(settings)
-    job_id = jobs.create(JobKind.SYNC, source="file:///photos")
-    jobs.add_batches(job_id, 2, 4)
-    assert not jobs.complete_batch(job_id, "s-0", done=2, skipped=0, failed=0)
-    # Delivered again before the end (a killed worker's batch): neither counted nor last.
-    assert not jobs.complete_batch(job_id, "s-0", done=2, skipped=0, failed=0)
-    assert jobs.complete_batch(job_id, "s-1", done=1, skipped=1, failed=0)
-    # The last batch run again because its worker never heard Redis's answer (Redis killed
-    # after the script ran): it is still the last, so the job gets finished all the same.
-    assert jobs.complete_batch(job_id, "s-1", done=1, skipped=1, failed=0)
-    job = jobs.get(job_id)
-    assert job is not None
-    assert (job.done, job.skipped, job.batches_done, job.batches_total) == (3, 1, 2, 2)
 
 
 class Tmpfs:

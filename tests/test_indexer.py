@@ -69,7 +69,7 @@ def stored(settings: Settings) -> tuple[VectorStore, str]:
 
 
 def listing(root: Path) -> dict[str, str]:
-    return {o.key: o.version for o in LocalSource(root).list() if o.key != "photos.jsonl"}
+    return {o.key: o.version for o in LocalSource(root).list_range() if o.key != "photos.jsonl"}
 
 
 def test_sync_makes_the_index_match_the_folder(
@@ -117,7 +117,7 @@ def test_sync_makes_the_index_match_the_folder(
 
     store, collection = stored(settings)
     try:
-        indexed = {v.photo_id: v.content_version for v in store.versions(collection)}
+        indexed = {v.photo_id: v.content_version for v in store.points(collection)}
         assert indexed == listing(root)
         assert store.count(collection) == len(keys) + 2 - 1
         [changed] = store.retrieve(collection, ["day1/photo001.png"], with_vectors=True)

@@ -59,17 +59,18 @@ def test_every_counter_series_exists_at_zero_before_anything_happens() -> None:
 def test_queue_length_and_the_oldest_tasks_age_are_read_from_redis(settings: Settings) -> None:
     metrics = IndexerMetrics(settings)
     empty = families(metrics)
-    assert empty["photosearch_indexer_queue_length"] == {"control": 0, "embed": 0}
-    assert empty["photosearch_indexer_oldest_task_age_seconds"] == {"control": 0, "embed": 0}
+    assert empty["photosearch_indexer_queue_length"] == {"control": 0, "plan": 0, "embed": 0}
+    idle = {"control": 0, "plan": 0, "embed": 0}
+    assert empty["photosearch_indexer_oldest_task_age_seconds"] == idle
 
     app = publisher(settings)
     for n in range(3):
-        app.send_task("indexer.embed_batch", args=["job", f"b{n}", "c", 1, "src", []])
+        app.send_task("indexer.embed_batch", args=[f"job{n}"])
         time.sleep(0.3)
     # The first message waits longest: the age is its age, not the newest one's.
     time.sleep(1.0)
     seen = families(metrics)
-    assert seen["photosearch_indexer_queue_length"] == {"control": 0, "embed": 3}
+    assert seen["photosearch_indexer_queue_length"] == {"control": 0, "plan": 0, "embed": 3}
     age = seen["photosearch_indexer_oldest_task_age_seconds"]["embed"]
     assert 1.6 <= age < 30, age
     raw = Redis.from_url(settings.redis.url).lindex(embed_queue(settings), -1)

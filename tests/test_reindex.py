@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from indexer import reindex as reindexing
-from indexer.app import app, configure, control_queue, embed_queue
+from indexer.app import all_queues, app, configure, control_queue, plan_queue
 from indexer.host import worker_thread
-from indexer.jobs import JobKind, Jobs, JobState
+from indexer.jobs import Jobs, JobState
 from indexer.runtime import Runtime
-from indexer.tasks import queue_sync, reindex
+from indexer.tasks import queue_sync, submit_reindex
 from model.triton_server import TritonServer
 from photosearch.sources import LocalSource
 from photosearch.vectorstore import (
@@ -81,7 +81,7 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
     source = str(root)
     store = open_store(settings)
     runtime = Runtime(settings, store=store)
-    everything = [control_queue(settings), embed_queue(settings)]
+    everything = all_queues(settings)
     try:
         with worker_thread(app, runtime, queues=everything):
             first = queue_sync(jobs, source)
@@ -91,13 +91,12 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
 
         searches = SearchLoop(runtime, store)
         searches.start()
-        job_id = jobs.create(JobKind.REINDEX, source=source, model_version=2)
         # Plan the reindex with no embedding worker yet, then change the source under it:
         # the catch-up pass must carry the changes into the new collection.
-        with worker_thread(app, runtime, queues=[control_queue(settings)]):
-            reindex.delay(job_id, 2, source)
+        with worker_thread(app, runtime, queues=[control_queue(settings), plan_queue(settings)]):
+            job_id = submit_reindex(jobs, 2, source).job_id
             deadline = time.monotonic() + 60
-            while (job := jobs.get(job_id)) is None or job.state != JobState.RUNNING:
+            while (job := jobs.get(job_id)) is None or not job.batches_total or job.planning:
                 assert time.monotonic() < deadline, job
                 time.sleep(0.05)
         write_photo(root / "late/new.jpg", 40)
@@ -116,8 +115,8 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
             assert model_version_of(v2) == 2 and v2 != v1
             assert searches.seen == {v1, v2}
             assert store.aliases()[PREVIOUS_ALIAS] == v1
-            in_source = {o.key for o in LocalSource(root).list()}
-            assert {v.photo_id for v in store.versions(v2)} == in_source
+            in_source = {o.key for o in LocalSource(root).list_range()}
+            assert {v.photo_id for v in store.points(v2)} == in_source
             assert store.count(v2) == len(in_source) == 24
             [old] = store.retrieve(v1, ["day2/photo000.jpg"], with_vectors=True)
             [new] = store.retrieve(v2, ["day2/photo000.jpg"], with_vectors=True)

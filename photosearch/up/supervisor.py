@@ -280,17 +280,16 @@ class Supervisor:
         try:
             from indexer.app import app, configure
             from indexer.cli import follow
-            from indexer.jobs import JobKind, Jobs, JobState
+            from indexer.jobs import Jobs, JobState
 
             configure(app, settings)
-            from indexer.tasks import queue_sync, reindex
+            from indexer.tasks import queue_sync, submit_reindex
 
             jobs = Jobs.from_settings(settings)
             live = ((readyz(self.base_url) or {}).get("checks") or {}).get("vector_store", {})
             if model is not None and model.exported and live.get("ok"):
                 version = model.manifest.version
-                job_id = jobs.create(JobKind.REINDEX, source=source, model_version=version)
-                reindex.delay(job_id, version, source)
+                job_id = submit_reindex(jobs, version, source).job_id
                 label = f"reindexing {source} with model version {version}"
             else:
                 job_id = queue_sync(jobs, source)

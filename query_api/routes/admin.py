@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlparse
 
 from fastapi import APIRouter, Query, Response
@@ -22,6 +22,9 @@ from query_api.schemas import (
     SyncRequest,
 )
 from query_api.services import Services
+
+if TYPE_CHECKING:
+    from indexer.tasks import Submitted
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 
@@ -49,19 +52,32 @@ def _job(services: Services, job: JobStatus) -> Job:
     return Job(**data, problems=services.jobs.problems(job.id)[:100])
 
 
-def _accepted(job_id: str, kind: str) -> JobAccepted:
-    return JobAccepted(job_id=job_id, kind=kind, status_url=f"/v1/admin/jobs/{job_id}")
+def _accepted(submitted: Submitted, kind: str) -> JobAccepted:
+    """The job answering the request; 409 when another job holds what it would change."""
+    if submitted.refused:
+        raise ApiError(409, submitted.refused)
+    return JobAccepted(
+        job_id=submitted.job_id,
+        kind=kind,
+        status_url=f"/v1/admin/jobs/{submitted.job_id}",
+        joined=submitted.joined,
+    )
 
 
 @router.post("/sync", status_code=202, response_model=JobAccepted, responses=ERRORS)
 async def start_sync(body: SyncRequest, services: ServicesDep, caller: AdminCaller) -> JobAccepted:
-    """Index what is new or changed in the source now (the nightly job, on demand)."""
-    from indexer.tasks import queue_sync
+    """Index what is new or changed in the source now (the nightly job, on demand); joins a
+    sync of the same kind and source already running."""
+    from indexer.tasks import submit_sync
 
-    def send() -> str:
-        return queue_sync(services.jobs, _source(services, body.source))
+    kind = JobKind(body.kind)
+    if kind == JobKind.INCREMENT and not services.settings.indexer.feed:
+        raise ApiError(422, "no change feed is configured (PHOTOSEARCH_INDEXER__FEED)")
 
-    return _accepted(await run_in_threadpool(send), JobKind.SYNC)
+    def send() -> Submitted:
+        return submit_sync(services.jobs, _source(services, body.source), kind)
+
+    return _accepted(await run_in_threadpool(send), kind)
 
 
 @router.post("/reindex", status_code=202, response_model=JobAccepted, responses=ERRORS)
@@ -69,7 +85,7 @@ async def start_reindex(
     body: ReindexRequest, services: ServicesDep, caller: AdminCaller
 ) -> JobAccepted:
     """Rebuild the index with another model version beside the live one, then switch."""
-    from indexer.tasks import reindex
+    from indexer.tasks import submit_reindex
 
     try:
         services.embedder.manifest(body.model_version)
@@ -78,11 +94,8 @@ async def start_reindex(
             422, f"model version {body.model_version} is not exported to the repository"
         ) from None
 
-    def send() -> str:
-        uri = _source(services, body.source)
-        job_id = services.jobs.create(JobKind.REINDEX, source=uri, model_version=body.model_version)
-        reindex.delay(job_id, body.model_version, uri)
-        return job_id
+    def send() -> Submitted:
+        return submit_reindex(services.jobs, body.model_version, _source(services, body.source))
 
     return _accepted(await run_in_threadpool(send), JobKind.REINDEX)
 

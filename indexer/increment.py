@@ -1,0 +1,119 @@
+"""The nightly increment: plan the keys a change feed reported, not the whole catalogue.
+
+Each key is asked for its state now (a stat per key: a HEAD on S3) and looked up in the live
+collection by key, so the cost is the night's changes: no listing. A changed manifest re-plans
+the shards under its folder, as a sync would (the root's: every shard).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import PurePosixPath
+
+from indexer.catalog import Manifests, folder_of, photo_of
+from indexer.diff import ShardPlan, classify
+from indexer.feed import open_feed
+from indexer.jobs import JobStatus
+from indexer.planner import Planned, Writes, carry_out, resolve_unmatched, shard_unit
+from indexer.runtime import Runtime
+from indexer.shards import load_map, prefix_range
+from photosearch.sources import is_photo
+
+
+def plan_feed(rt: Runtime, job: JobStatus, seq: int, worker: str) -> Planned:
+    """One chunk of the feed: its keys planned, the next chunk as a new unit if it has more."""
+    settings = rt.settings
+    source = rt.source(job.source)
+    feed = open_feed(
+        settings.indexer.feed or "",
+        source,
+        settings.s3,
+        rt.redis,
+        settings.redis.prefix,
+        hold_s=settings.indexer.visibility_timeout_s,
+    )
+    started = time.time()
+    try:
+        chunk = feed.read(settings.indexer.feed_chunk, until=job.started_at)
+        planned = plan_keys(rt, job, chunk.keys, worker, started)
+    except BaseException:
+        feed.close()
+        raise
+    planned.record["feed"] = seq
+    planned.marks.update(chunk.marks)
+    if chunk.more:
+        planned.units.append((f"feed:{seq + 1}", {"kind": "feed", "seq": seq + 1}))
+
+    def acknowledge() -> None:
+        try:
+            chunk.ack()
+        finally:
+            feed.close()
+
+    planned.after_commit = acknowledge
+    return planned
+
+
+def plan_keys(rt: Runtime, job: JobStatus, keys: list[str], worker: str, started: float) -> Planned:
+    """What the changed keys need in the live collection."""
+    settings = rt.settings.indexer
+    source = rt.source(job.source)
+    names = settings.metadata_files
+    changed_manifests = [k for k in keys if PurePosixPath(k).name in names]
+    wanted = [k for k in keys if PurePosixPath(k).name not in names]
+    found = dict(zip(wanted, rt.readers.map(source.stat, wanted), strict=True))
+    points = {p.key: p for p in rt.store.points_by_key(job.collection, wanted)}
+    skipped = rt.skips.get(job.collection, wanted)
+    shards = load_map(rt.store, job.collection)
+    here = {key for key, obj in found.items() if obj is not None and is_photo(key)}
+    manifests = Manifests(source, names, here.__contains__, lambda _: False)
+    manifests.load_above(here, unless=lambda _: False, threads=rt.readers)
+
+    writes = Writes(rt, job, source)
+    plan = ShardPlan()
+    labels: dict[str, str] = {}
+    unmatched = []
+    for key in wanted:
+        obj, point, bad = found[key], points.get(key), skipped.get(key)
+        if obj is None:
+            if point is not None:
+                writes.delete(point.shard, [point.photo_id])
+            if bad is not None:
+                plan.forget.append(key)
+            continue
+        if not is_photo(key):
+            if bad is None or bad[0] != obj.version:
+                suffix = PurePosixPath(key).suffix or "(no extension)"
+                plan.rejected[key] = (obj.version, f"unsupported file type {suffix}")
+            continue
+        photo = photo_of(obj, manifests.rows.get(key))
+        label = shards.label_of(key)
+        labels[photo.photo_id] = label
+        if point is not None and point.photo_id != photo.photo_id:
+            writes.delete(point.shard, [point.photo_id])  # the manifest gave the file a new id
+            point = None
+        if point is None:
+            unmatched.append((photo, label))
+        else:
+            plan.add(photo, classify(photo, point, label, bad[0] if bad else None))
+    warnings = list(manifests.warnings)
+    versions = {key: version for key, (version, _) in skipped.items()}
+    resolve_unmatched(rt, job.collection, source, unmatched, versions, plan, labels, warnings)
+    batches, counts = carry_out(rt, job, writes, plan, labels)
+    rt.jobs.note_problems(job.id, warnings)
+    rt.jobs.note_problems(job.id, (f"{k}: {reason}" for k, (_, reason) in plan.rejected.items()))
+    counts["listed"] = len(keys)
+    # A manifest changed: the shards under its folder are planned again, listing included.
+    units = [
+        shard_unit(shard)
+        for key in changed_manifests
+        for shard in shards.overlapping(*prefix_range(folder_of(key)))
+    ]
+    record = {
+        "keys": len(keys),
+        "changes": counts["changes"] + writes.deleted + writes.updated,
+        "worker": worker,
+        "started": started,
+        "finished": time.time(),
+    }
+    return Planned(record, batches, units=units, counts=counts)

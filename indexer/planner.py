@@ -1,0 +1,261 @@
+"""Planning one shard: list it, stream its points past the listing, and say what to embed.
+
+A planner reads; what it decides is carried out in three ways. Deletions and payload-only
+changes are written at once, in chunks (writing them again is harmless: a photo deleted is not
+found again, a payload is the same). Photos to embed become batches that the round commits
+with the shard, once, in one Redis script (indexer/workqueue.py): a planner killed before its
+commit is planned again from the start and nothing was sent twice. A shard that holds more
+than twice the shard size is split instead: its parts join the round and the points of each
+part are relabelled with its first key.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import islice
+from typing import Any
+
+from indexer.catalog import Photo, ShardTooBig, read_catalog
+from indexer.diff import ShardDiff, ShardPlan, resolve
+from indexer.jobs import JobStatus
+from indexer.runtime import Runtime
+from indexer.shards import ShardMap, ShardRange, split_bounds
+from indexer.writer import build_payload
+from photosearch.sources import Source
+from photosearch.vectorstore import IndexedPoint
+
+WRITE_CHUNK = 1000  # points per deletion, relabelling or payload request
+LOOKUP_CHUNK = 256  # identities per lookup of photos that may have moved
+EMIT_EVERY = 100  # a split of an empty shard hands its parts to the round this many at a time
+
+
+@dataclass
+class Planned:
+    """What a planner commits: a record of the unit, batches, units it adds, counts."""
+
+    record: dict[str, Any]
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    units: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    marks: dict[str, tuple[str, int]] = field(default_factory=dict)  # key -> (value, ttl s)
+    after_commit: Callable[[], None] = lambda: None  # a feed's acknowledgement
+
+
+def shard_unit(shard: ShardRange) -> tuple[str, dict[str, Any]]:
+    return shard.id, {"kind": "shard", **shard.to_wire()}
+
+
+def chunks(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
+    it = iter(items)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def keyed(point: IndexedPoint, source: Source) -> IndexedPoint:
+    """A point written before shards existed carries no key: read it off its address."""
+    if point.key:
+        return point
+    return replace(point, key=source.key_of(point.source_uri) or "")
+
+
+class Writes:
+    """The writes a plan makes at once, and what they count."""
+
+    def __init__(self, rt: Runtime, job: JobStatus, source: Source) -> None:
+        self.rt, self.job, self.source = rt, job, source
+        self.deleted = 0
+        self.updated = 0
+
+    def delete(self, shard: str | None, photo_ids: Sequence[str]) -> None:
+        for chunk in chunks(photo_ids, WRITE_CHUNK):
+            self.rt.store.delete_in_shard(self.job.collection, shard, chunk)
+            self.rt.jobs.add(self.job.id, deleted=len(chunk), changes=len(chunk))
+            self.deleted += len(chunk)
+
+    def payloads(self, photos: Sequence[tuple[Photo, str]]) -> None:
+        version = self.job.model_version
+        for chunk in chunks(photos, WRITE_CHUNK):
+            self.rt.store.set_payloads(
+                self.job.collection,
+                {p.photo_id: build_payload(p, self.source, version, label) for p, label in chunk},
+            )
+            self.rt.jobs.add(self.job.id, updated=len(chunk), changes=len(chunk))
+            self.updated += len(chunk)
+
+
+def resolve_unmatched(
+    rt: Runtime,
+    collection: str,
+    source: Source,
+    photos: Sequence[tuple[Photo, str]],
+    bad_version: dict[str, str],
+    plan: ShardPlan,
+    labels: dict[str, str],
+    warnings: list[str],
+) -> None:
+    """Photos with no point under their shard's label: new, moved from another shard, or
+    another photo's id. Looked up by id in the whole collection, a chunk at a time."""
+    for chunk in chunks(photos, LOOKUP_CHUNK):
+        ids = [photo.photo_id for photo, _ in chunk]
+        found = {p.photo_id: keyed(p, source) for p in rt.store.points_by_id(collection, ids)}
+        others = sorted(
+            {f.key for f in found.values() if f.key} - {photo.key for photo, _ in chunk}
+        )
+        there = dict(zip(others, rt.readers.map(source.stat, others), strict=True))
+        for photo, label in chunk:
+            point = found.get(photo.photo_id)
+            other_there = point is not None and there.get(point.key) is not None
+            action = resolve(photo, point, label, bad_version.get(photo.key), other_there)
+            if action is None:
+                assert point is not None
+                warnings.append(
+                    f"{photo.key}: id {photo.photo_id!r} is already used by {point.key}"
+                )
+                continue
+            plan.add(photo, action)
+            labels[photo.photo_id] = label
+
+
+def batches_of(photos: Sequence[tuple[Photo, str]], size: int) -> list[dict[str, Any]]:
+    return [
+        {"photos": [{**photo.to_wire(), "shard": label} for photo, label in chunk]}
+        for chunk in chunks(photos, size)
+    ]
+
+
+def carry_out(
+    rt: Runtime, job: JobStatus, writes: Writes, plan: ShardPlan, labels: dict[str, str]
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Write the payload-only changes and the skip records; the batches and counts to commit."""
+    writes.payloads([(photo, labels[photo.photo_id]) for photo in plan.payload])
+    rt.skips.record(job.collection, plan.rejected)
+    rt.skips.forget(job.collection, plan.forget)
+    embed = [(photo, labels[photo.photo_id]) for photo in plan.embed]
+    counts = {
+        "total": len(embed) + len(plan.rejected),
+        "skipped": len(plan.rejected),
+        "unchanged": plan.unchanged + plan.known_bad,
+        "changes": len(embed),
+    }
+    return batches_of(embed, rt.settings.indexer.batch_size), counts
+
+
+def plan_shard(rt: Runtime, job: JobStatus, shard: ShardRange, worker: str) -> Planned:
+    """Diff one shard of the source against its points."""
+    started = time.time()
+    settings = rt.settings.indexer
+    source = rt.source(job.source)
+    try:
+        catalog = read_catalog(
+            source, settings.metadata_files, shard, limit=2 * settings.shard_size
+        )
+    except ShardTooBig:
+        return split_shard(rt, job, shard, worker, started)
+    skipped = rt.skips.in_range(job.collection, shard.lo, shard.hi)
+    diff = ShardDiff(catalog, skipped, shard.lo)
+    writes = Writes(rt, job, source)
+    gone: list[str] = []
+    kept: set[str] = set()
+    for point in rt.store.points(job.collection, shard=shard.lo):
+        if diff.see(point):
+            gone.append(point.photo_id)
+            if len(gone) >= WRITE_CHUNK:
+                writes.delete(shard.lo, gone)
+                gone = []
+        else:
+            kept.add(point.photo_id)
+    writes.delete(shard.lo, gone)
+    plan = diff.finish()
+    labels = dict.fromkeys(catalog.photos, shard.lo)
+    bad = {key: version for key, (version, _) in skipped.items()}
+    unmatched = [(photo, shard.lo) for photo in plan.unmatched]
+    resolve_unmatched(rt, job.collection, source, unmatched, bad, plan, labels, catalog.warnings)
+    batches, counts = carry_out(rt, job, writes, plan, labels)
+    rt.jobs.note_problems(job.id, catalog.warnings)
+    rt.jobs.note_problems(job.id, (f"{k}: {reason}" for k, (_, reason) in plan.rejected.items()))
+    counts["listed"] = len(catalog.photos) + len(catalog.rejected)
+    # The points the shard holds once its batches are written: what verification expects of
+    # a round that changed nothing.
+    points = len(kept | {p.photo_id for p in plan.embed} | {p.photo_id for p in plan.payload})
+    record = {
+        "label": shard.lo,
+        "photos": len(catalog.photos),
+        "points": points,
+        "changes": counts["changes"] + writes.deleted + writes.updated,
+        "worker": worker,
+        "started": started,
+        "finished": time.time(),
+    }
+    return Planned(record, batches, counts=counts)
+
+
+def split_shard(
+    rt: Runtime, job: JobStatus, shard: ShardRange, worker: str, started: float
+) -> Planned:
+    """Cut an oversized shard every shard_size keys; its parts are planned in this round.
+
+    The listing streams (the bounds are all it keeps). A shard with no points yet (the first
+    index of a catalogue: one shard of everything) hands its parts over as they are found, so
+    planning starts long before a listing of 1e8 keys ends; one with points relabels them
+    first, so that each part finds its own."""
+    size = rt.settings.indexer.shard_size
+    source = rt.source(job.source)
+    keys = (obj.key for obj in source.list_range(shard.lo, shard.hi))
+    empty = next(iter(rt.store.points(job.collection, shard=shard.lo)), None) is None
+    bounds = [shard.lo]
+    emitted = 0  # parts handed over: those starting at bounds[:emitted]
+    for bound in split_bounds(keys, size):
+        bounds.append(bound)
+        if empty and len(bounds) - 1 - emitted >= EMIT_EVERY:
+            parts = [ShardRange(bounds[i], bounds[i + 1]) for i in range(emitted, len(bounds) - 1)]
+            rt.work.add_units(job.id, (shard_unit(part) for part in parts))
+            emitted = len(bounds) - 1
+    if not empty:
+        relabel(rt, job.collection, source, shard.lo, ShardMap(bounds))
+    ends: list[str | None] = [*bounds[1:], shard.hi]
+    parts = [ShardRange(lo, hi) for lo, hi in zip(bounds, ends, strict=True)]
+    record = {
+        "label": shard.lo,
+        "split": len(parts),
+        "worker": worker,
+        "started": started,
+        "finished": time.time(),
+    }
+    # Not a shard of the round itself: its parts are (so the ETA extrapolates over them).
+    counts = {"shards_total": -1, "shards_planned": -1}
+    return Planned(record, units=[shard_unit(part) for part in parts[emitted:]], counts=counts)
+
+
+def relabel(rt: Runtime, collection: str, source: Source, label: str, parts: ShardMap) -> None:
+    """Give the points of a split shard the label of the part their key falls in."""
+    moves: dict[str, list[str]] = defaultdict(list)
+    for point in rt.store.points(collection, shard=label):
+        key = keyed(point, source).key
+        new = parts.label_of(key) if key >= label else label
+        if new != label:
+            moves[new].append(point.photo_id)
+            if len(moves[new]) >= WRITE_CHUNK:
+                rt.store.set_shard(collection, new, moves.pop(new))
+    for new, photo_ids in moves.items():
+        rt.store.set_shard(collection, new, photo_ids)
+
+
+def label_unlabelled(rt: Runtime, collection: str, source: Source) -> int:
+    """Label the points written before shards existed (the first sync after an upgrade):
+    afterwards every point is read by its shard. Their payload is rewritten by the plan that
+    finds them (their key is missing); how many there were."""
+    labels = ShardMap(rt.store.shard_sizes(collection))
+    moves: dict[str, list[str]] = defaultdict(list)
+    count = 0
+    for point in rt.store.points(collection, unlabelled=True):
+        label = labels.label_of(keyed(point, source).key)
+        moves[label].append(point.photo_id)
+        count += 1
+        if len(moves[label]) >= WRITE_CHUNK:
+            rt.store.set_shard(collection, label, moves.pop(label))
+    for label, photo_ids in moves.items():
+        rt.store.set_shard(collection, label, photo_ids)
+    return count
