@@ -22,7 +22,7 @@ import pytest
 import yaml
 from fastapi.routing import APIRoute
 
-from indexer.app import control_queue, embed_queue
+from indexer.app import all_queues, embed_queue, plan_queue
 from photosearch.settings import Settings
 from query_api.metrics import Metrics
 from query_api.routes.health import router as health_router
@@ -401,17 +401,17 @@ def test_workers_scale_on_the_real_embed_queue(manifests: list[Doc], settings: S
     assert int(port) == broker.port
     assert meta.get("databaseIndex", "0") == (broker.path.lstrip("/") or "0")
     assert int(meta["listLength"]) >= 1
-    # The scaled workers are the embed queue's consumers; some worker takes each queue.
-    both = {embed_queue(settings), control_queue(settings)}
+    # The scaled workers plan and embed; some worker takes each queue.
+    every = set(all_queues(settings))
     consumed: dict[str, set[str]] = {}
     for name, deployment in of_kind(manifests, "Deployment").items():
         for container in containers(deployment):
             args = argv(container)
             if args[:2] == ["photosearch", "worker"]:
                 queues = args[args.index("--queues") + 1] if "--queues" in args else None
-                consumed[name] = set(queues.split(",")) if queues else both
-    assert consumed["worker"] == {embed_queue(settings)}
-    assert set().union(*consumed.values()) == both
+                consumed[name] = set(queues.split(",")) if queues else every
+    assert consumed["worker"] == {plan_queue(settings), embed_queue(settings)}
+    assert set().union(*consumed.values()) == every
 
 
 def test_addresses_in_the_config_are_services_of_the_deployment(
