@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from loadtests import bench_api, bench_decode, bench_diff, bench_indexer, bench_model
+from loadtests import bench_api, bench_decode, bench_indexer, bench_model, bench_scale
 
 F = TypeVar("F")
 
@@ -42,14 +42,104 @@ class Benchmark(Generic[F]):
 # (sizes, rates tried) goes in its context.
 
 
-def diff_context(f: bench_diff.DiffFigures) -> str:
-    s = f.seconds
-    scaled = "" if f.photos == 100_000 else f", scaled from {f.photos} photos"
+def sizes(f: bench_scale.ScaleFigures) -> str:
+    return f"{f.small.photos} and {f.large.photos} photos, shards of {f.shard_size}"
+
+
+def heap_context(f: bench_scale.ScaleFigures, size: bench_scale.SizeFigures) -> str:
     return (
-        f"listing {s['list']:.2f} + indexed versions {s['versions']:.2f} + comparison "
-        f"{s['compare']:.2f} s, {f.changed} changed, best of {bench_diff.REPEATS}{scaled}; "
-        "a 1e8 catalogue lists 1000x as much"
+        f"{size.photos} photos: the worst step of the split ({size.split.peak_mb:.1f} MB), "
+        f"a reindex's load ({size.load.peak_mb:.1f}) and a nightly full sync "
+        f"({size.nightly.peak_mb:.1f}), shards of {f.shard_size}"
     )
+
+
+SCALE: list[Figure[bench_scale.ScaleFigures]] = [
+    Figure(
+        "planner peak heap, smaller catalogue",
+        "MB",
+        lambda f: f.small.planner_peak_mb,
+        lambda f: heap_context(f, f.small),
+    ),
+    Figure(
+        "planner peak heap, larger catalogue",
+        "MB",
+        lambda f: f.large.planner_peak_mb,
+        lambda f: heap_context(f, f.large),
+    ),
+    Figure(
+        "planner peak heap, larger / smaller catalogue",
+        "x",
+        lambda f: f.memory_ratio,
+        lambda f: f"asked: within 1.2x; {sizes(f)}",
+    ),
+    Figure(
+        "the first sync's split of a catalogue (one listing)",
+        "keys/s",
+        lambda f: f.large.split.photos_per_s,
+        lambda f: f"{f.large.photos} keys listed and cut into shards by one planner",
+    ),
+    Figure(
+        "planning a reindex's load, one planner",
+        "photos/s",
+        lambda f: f.large.load.photos_per_s,
+        lambda f: (
+            f"{f.large.load.steps} shards of an empty collection "
+            f"({f.small.load.photos_per_s:.0f}/s at {f.small.photos})"
+        ),
+    ),
+    Figure(
+        "planning a nightly full sync, 1% changed, one planner",
+        "photos/s",
+        lambda f: f.large.nightly.photos_per_s,
+        lambda f: (
+            f"{f.large.photos} photos against their points "
+            f"({f.small.nightly.photos_per_s:.0f}/s at {f.small.photos})"
+        ),
+    ),
+    Figure(
+        "verification peak heap, larger catalogue",
+        "MB",
+        lambda f: f.large.verify_peak_mb,
+        lambda f: (
+            f"a count per shard and sample searches over {f.large.photos} points in "
+            f"{f.large.verify_s:.2f} s ({f.small.verify_peak_mb:.2f} MB at {f.small.photos})"
+        ),
+    ),
+    Figure(
+        "the broker's longest embed queue, larger catalogue",
+        "batches",
+        lambda f: float(f.large.broker_longest or 0),
+        lambda f: (
+            f"asked: never past max_queued_batches ({f.max_queued}); "
+            f"{f.small.broker_longest} at {f.small.photos}"
+        ),
+    ),
+    Figure(
+        "Redis commands per embedding batch",
+        "calls",
+        lambda f: f.large.redis_calls_per_batch or 0.0,
+        lambda f: (
+            "everything the sync asked the queue's Redis (the broker, the job's scripts, "
+            f"Celery's acks), batches of {f.batch_size}, larger catalogue"
+        ),
+    ),
+    Figure(
+        "Qdrant Edge upserts, larger catalogue",
+        "points/s",
+        lambda f: f.large.upserts_per_s,
+        lambda f: f"1000 points a request, {f.large.photos} points of 32 dims",
+    ),
+    Figure(
+        "indexing end to end, larger catalogue",
+        "photos/s",
+        lambda f: f.large.e2e_photos_per_s or 0.0,
+        lambda f: (
+            f"32x32 JPEGs, the tiny test model, a worker of 2 threads, batches of "
+            f"{f.batch_size} ({f.small.e2e_photos_per_s or 0:.0f}/s at {f.small.photos})"
+        ),
+    ),
+]
 
 
 def per_core(label: str) -> Figure[bench_decode.DecodeFigures]:
@@ -229,23 +319,6 @@ API: list[Figure[bench_api.ApiFigures]] = [
 BENCHMARKS: list[Benchmark[Any]] = [
     # Cheapest first, and the two that fork worker processes before anything starts threads.
     Benchmark(
-        "diff",
-        bench_diff.parser,
-        bench_diff.measure,
-        [
-            Figure(
-                "nightly diff of 1e5 photos, 1% changed",
-                "s",
-                lambda f: f.seconds["total"] * 100_000 / f.photos,
-                diff_context,
-            )
-        ],
-        "The nightly sync's plan: list a folder of 100,000 photos, read the versions indexed in "
-        "Qdrant Edge and compare, with 1% of the photos changed. The figure is the sum of the "
-        "three steps, best of 3; the capacity plan scales it to the 1e8 catalogue.",
-        quick=["--photos", "5000"],
-    ),
-    Benchmark(
         "decode",
         bench_decode.parser,
         bench_decode.measure,
@@ -297,6 +370,21 @@ BENCHMARKS: list[Benchmark[Any]] = [
         uses_model=True,
     ),
 ]
+BENCHMARKS.append(
+    Benchmark(
+        "scale",
+        bench_scale.parser,
+        bench_scale.measure,
+        SCALE,
+        "The indexer at scale, on synthetic catalogues of 1e5 and 1e6 small JPEGs in folders of "
+        "1000: what one planner task holds (Python heap, tracemalloc: the worst shard of a "
+        "first sync's split, a reindex's load and a nightly full sync with 1% changed) and how "
+        "fast it goes, the reindex verification's heap, and a real worker process indexing "
+        "the catalogue through Triton's tiny test model, the embed queue polled every "
+        "millisecond.",
+        quick=["--sizes", "1500,3000", "--shard-size", "500"],
+    )
+)
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
 

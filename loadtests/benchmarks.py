@@ -1,6 +1,6 @@
 """Run the benchmarks and print one Markdown table of their headline figures.
 
-    python -m loadtests.benchmarks [--only diff,decode,model,indexer,api] [--quick]
+    python -m loadtests.benchmarks [--only decode,model,indexer,api,scale] [--quick]
                                    [--write docs/benchmarks.md]
 
 Each benchmark is a loadtests/bench_*.py module, run through its measure() with its own
@@ -176,7 +176,7 @@ def page(rows: Sequence[Row], commands: dict[str, str], at: Occasion, took_s: fl
             "```sh",
             "python -m loadtests.benchmarks --write docs/benchmarks.md  # this page",
             "make bench ARGS='--write docs/benchmarks.md'               # the same",
-            "python -m loadtests.benchmarks --only api,diff             # a subset, printed only",
+            "python -m loadtests.benchmarks --only api,scale            # a subset, printed only",
             "python -m loadtests.benchmarks --quick                     # a first look: minutes",
             "```",
             "",

@@ -17,7 +17,7 @@ from loadtests.benchmark_rows import figure_names
 from tests.deployfiles import ROOT
 
 DOCS = ROOT / "docs" / "benchmarks.md"
-QUICK = ["diff", "decode"]  # no model export, seconds each
+QUICK = ["decode", "scale"]  # no shared model export: a minute or so
 # | benchmark | figure | value | unit | context |
 ROW = re.compile(r"^\| (?P<bench>[a-z]+) \| (?P<figure>[^|]+) \| (?P<value>[^|]+) \|[^|]+\|.*\|$")
 
@@ -78,7 +78,7 @@ def test_quick_run_prints_a_row_per_figure_with_a_positive_value(
         assert number(cell) > 0, key
     # stdout is the table alone; the benchmarks' own progress went to stderr.
     assert table_lines(stdout) == [line for line in stdout.splitlines() if line.strip()]
-    assert "== diff" in stderr and "== decode" in stderr
+    assert "== decode" in stderr and "== scale" in stderr
 
 
 def test_write_makes_a_page_with_date_commit_command_and_the_same_table(
@@ -98,14 +98,14 @@ def test_write_makes_a_page_with_date_commit_command_and_the_same_table(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
     assert re.search(rf"^- commit: {head}(\+dirty)?$", text, re.M), text
-    command = f"python -m loadtests.benchmarks --only diff,decode --quick --write {page}"
+    command = f"python -m loadtests.benchmarks --only decode,scale --quick --write {page}"
     assert f"- command: `{command}`" in text
     assert re.search(r"^- machine: .+, \d+ cores, .+ RAM, GPU: .+$", text, re.M), text
 
 
 def test_an_unknown_benchmark_is_refused() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "loadtests.benchmarks", "--only", "diff,nope"],
+        [sys.executable, "-m", "loadtests.benchmarks", "--only", "decode,nope"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -113,7 +113,7 @@ def test_an_unknown_benchmark_is_refused() -> None:
         check=False,
     )
     assert result.returncode == 2
-    assert "choose from diff, decode, model, indexer, api" in result.stderr
+    assert "choose from decode, model, indexer, api, scale" in result.stderr
     assert result.stdout == ""
 
 
