@@ -265,7 +265,10 @@ def end_to_end(
     calls = redis_calls(redis_url)
     with (
         QueueWatch(redis_url, embed_queue(settings)) as watch,
-        WorkerProcess(settings, work / "worker.log", concurrency=args.concurrency) as worker,
+        # The worker closes its embedded store on SIGTERM: at 1e6 points that took past 60 s.
+        WorkerProcess(
+            settings, work / "worker.log", concurrency=args.concurrency, stop_timeout_s=900
+        ) as worker,
     ):
         job = wait_job(jobs, queue_sync(jobs, str(root)), timeout_s=7200, worker=worker)
     # The watch's own LLENs, every millisecond, are not the indexer's.

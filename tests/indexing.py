@@ -129,8 +129,10 @@ class WorkerProcess:
         concurrency: int = 2,
         queues: list[str] | None = None,
         name: str = "photosearch",
+        stop_timeout_s: float = 60,
     ) -> None:
         self.settings = settings
+        self.stop_timeout_s = stop_timeout_s
         self.log = log
         self.concurrency = concurrency
         self.queues = queues
@@ -166,10 +168,17 @@ class WorkerProcess:
         return self.log.read_text(errors="replace")[-4000:]
 
     def stop(self) -> int:
-        """Warm shutdown (SIGTERM): tasks in flight finish, the store is closed."""
+        """Warm shutdown (SIGTERM): tasks in flight finish, the store is closed. A worker
+        still running past stop_timeout_s is killed, and that is an error."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(60)
+        try:
+            return self.process.wait(self.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise RuntimeError(
+                f"worker still running {self.stop_timeout_s:.0f} s after SIGTERM:\n{self.tail()}"
+            ) from None
 
     def kill(self) -> None:
         assert self.process is not None
