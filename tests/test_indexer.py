@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexer.jobs import Jobs
+from indexer.jobs import JobKind, Jobs
 from model.triton_server import TritonServer
 from photosearch.embedding.arrays import Embeddings
 from photosearch.embedding.client import EmbeddingClient
@@ -128,6 +129,45 @@ def test_sync_makes_the_index_match_the_folder(
         assert (titled.payload["title"], titled.payload["tags"]) == ("Moon walk", ["a"])
         assert titled.payload["source_uri"] == (root / "day2/photo000.jpg").as_uri()
         assert titled.payload["model_version"] == 1
+    finally:
+        store.close()
+
+
+def test_a_second_sync_joins_the_running_one_and_another_job_is_refused(
+    settings: Settings, jobs: Jobs, tmp_path: Path
+) -> None:
+    root = tmp_path / "photos"
+    keys = photo_folder(root, 12)
+    # Asked before any worker runs, so the first job is certainly still running.
+    first = cli(settings, "index", "sync", "--source", str(root))
+    assert first.returncode == 0, first.stderr
+    queued = re.search(r"job (\w+) queued", first.stdout)
+    assert queued is not None, first.stdout
+    job_id = queued[1]
+    again = cli(settings, "index", "sync", "--source", str(root))
+    assert again.returncode == 0, again.stderr
+    assert f"joined the running job {job_id}" in again.stdout
+    other = cli(settings, "index", "sync", "--source", str(tmp_path / "elsewhere"))
+    assert other.returncode == 1
+    assert f"refused: sync job {job_id} is changing the live collection" in other.stderr
+    from indexer.tasks import submit_sync
+
+    increment = submit_sync(jobs, str(root), JobKind.INCREMENT)
+    assert (increment.job_id, increment.joined) == (job_id, False)
+    assert increment.refused.startswith(f"sync job {job_id} is changing"), increment
+    assert [j.id for j in jobs.recent()] == [job_id]  # the refused and joined made no job
+
+    with WorkerProcess(settings, tmp_path / "worker.log") as worker:
+        job = wait_job(jobs, job_id, worker=worker)
+        assert (job.state, job.done, job.failed) == ("done", len(keys), 0), job
+        # Once it has finished, the same request starts a job of its own.
+        later = cli(settings, "index", "sync", "--source", str(root), "--wait")
+        assert later.returncode == 0, later.stderr + worker.tail()
+        own = re.search(r"job (\w+) queued", later.stdout)
+        assert own is not None and own[1] != job_id, later.stdout
+    store, collection = stored(settings)
+    try:
+        assert {v.photo_id for v in store.points(collection)} == set(keys)
     finally:
         store.close()
 
