@@ -314,16 +314,27 @@ class QdrantStore:
                 return
 
     def points_by_id(self, collection: str, photo_ids: Sequence[str]) -> list[IndexedPoint]:
+        fields = qm.PayloadSelectorInclude(include=POINT_FIELDS)
+        records = self._records(collection, photo_ids, fields, with_vectors=False)
+        return [indexed_point(record.payload) for record in records]
+
+    def _records(
+        self,
+        collection: str,
+        photo_ids: Sequence[str],
+        payload: bool | qm.PayloadSelectorInclude,
+        *,
+        with_vectors: bool,
+    ) -> list[qm.Record]:
         if not photo_ids:
             return []
         with self._op(collection):
-            records = self._client.retrieve(
+            return self._client.retrieve(
                 collection,
                 ids=[point_id(pid) for pid in photo_ids],
-                with_payload=qm.PayloadSelectorInclude(include=POINT_FIELDS),
-                with_vectors=False,
+                with_payload=payload,
+                with_vectors=[VECTOR_NAME] if with_vectors else False,
             )
-        return [indexed_point(record.payload) for record in records]
 
     def points_by_key(self, collection: str, keys: Sequence[str]) -> list[IndexedPoint]:
         if not keys:
@@ -369,15 +380,7 @@ class QdrantStore:
     def retrieve(
         self, collection: str, photo_ids: Sequence[str], *, with_vectors: bool = False
     ) -> list[StoredPhoto]:
-        if not photo_ids:
-            return []
-        with self._op(collection):
-            records = self._client.retrieve(
-                collection,
-                ids=[point_id(pid) for pid in photo_ids],
-                with_payload=True,
-                with_vectors=[VECTOR_NAME] if with_vectors else False,
-            )
+        records = self._records(collection, photo_ids, True, with_vectors=with_vectors)
         found: dict[str, StoredPhoto] = {}
         for record in records:
             payload = dict(record.payload or {})
