@@ -42,7 +42,8 @@ tools:
 test: lint tools
 	$(BIN)/pytest
 
-# Every benchmark, one table of their figures (loadtests/benchmarks.py): 10-15 min on 2 cores.
+# Every benchmark, one table of their figures (loadtests/benchmarks.py): ~40 min on 2 cores,
+# 30 of them the scale benchmark's catalogues of 1e5 and 1e6 photos.
 # ARGS="--write docs/benchmarks.md" refreshes the docs page, ARGS="--quick" is a first look.
 bench: setup
 	$(BIN)/python -m loadtests.benchmarks $(ARGS)
