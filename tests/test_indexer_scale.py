@@ -16,6 +16,7 @@ import pytest
 
 from indexer.app import control_queue, embed_queue, plan_queue
 from indexer.jobs import FINISHED, Jobs, JobStatus
+from indexer.shards import ShardMap
 from indexer.tasks import queue_sync, submit_reindex
 from indexer.workqueue import WorkQueue
 from model.triton_server import TritonServer
@@ -23,7 +24,7 @@ from photosearch.settings import Settings
 from photosearch.vectorstore import LIVE_ALIAS, VectorStore, model_version_of, open_store
 from tests.indexing import WorkerProcess, indexer_settings, wait_job
 from tests.qdrant_server import qdrant_stand_in
-from tests.scale import QueueWatch, image_inferences, many_photos
+from tests.scale import QueueWatch, image_inferences, many_photos, small_photo
 
 
 @pytest.fixture
@@ -81,6 +82,42 @@ def test_a_sync_of_20000_photos_never_queues_more_than_its_room(
     store = open_store(settings)
     try:
         assert_indexed_once(store, keys)
+    finally:
+        store.close()
+
+
+def test_a_shard_grown_past_twice_its_size_is_split_and_its_points_relabelled(
+    settings: Settings, tmp_path: Path
+) -> None:
+    root = tmp_path / "photos"
+    keys = many_photos(root, 100, per_folder=100)  # f000/p000000.jpg ... f000/p000099.jpg
+    settings.indexer.batch_size = 16
+    settings.indexer.shard_size = 50
+    settings.indexer.cpu_chunk = 16
+    jobs = Jobs.from_settings(settings)
+    with WorkerProcess(settings, tmp_path / "worker.log") as worker:
+        first = wait_job(jobs, queue_sync(jobs, str(root)), worker=worker)
+        # 100 photos fit one shard of 50 (a shard is split past twice its size).
+        assert (first.state, first.done, first.shards_total) == ("done", 100, 1), first
+        # 120 photos whose keys sort before every other: the shard grows to 220.
+        added = []
+        for n in range(120):
+            (root / "e").mkdir(exist_ok=True)
+            (root / "e" / f"{n:03d}.jpg").write_bytes(small_photo(1000 + n))
+            added.append(f"e/{n:03d}.jpg")
+        second = wait_job(jobs, queue_sync(jobs, str(root)), worker=worker)
+        assert (second.state, second.done, second.unchanged) == ("done", 120, 100), second
+    every = sorted(added + keys)  # the shard's keys, cut every 50
+    store = open_store(settings)
+    try:
+        assert_indexed_once(store, keys + added)
+        collection = store.resolve(LIVE_ALIAS)
+        sizes = store.shard_sizes(collection)
+        assert sizes == {"": 50, every[50]: 50, every[100]: 50, every[150]: 50, every[200]: 20}
+        # The points indexed before the split, as well as the new ones, carry their part's label.
+        shards = ShardMap(sizes)
+        wrong = [p for p in store.points(collection) if p.shard != shards.label_of(p.key)]
+        assert not wrong, wrong[:5]
     finally:
         store.close()
 
