@@ -231,16 +231,26 @@ def split_shard(
 
 def relabel(rt: Runtime, collection: str, source: Source, label: str, parts: ShardMap) -> None:
     """Give the points of a split shard the label of the part their key falls in."""
-    moves: dict[str, list[str]] = defaultdict(list)
-    for point in rt.store.points(collection, shard=label):
-        key = keyed(point, source).key
-        new = parts.label_of(key) if key >= label else label
-        if new != label:
-            moves[new].append(point.photo_id)
-            if len(moves[new]) >= WRITE_CHUNK:
-                rt.store.set_shard(collection, new, moves.pop(new))
-    for new, photo_ids in moves.items():
-        rt.store.set_shard(collection, new, photo_ids)
+    moves = (
+        (new, point.photo_id)
+        for point in rt.store.points(collection, shard=label)
+        if (key := keyed(point, source).key) >= label and (new := parts.label_of(key)) != label
+    )
+    set_labels(rt, collection, moves)
+
+
+def set_labels(rt: Runtime, collection: str, moves: Iterable[tuple[str, str]]) -> int:
+    """Give each (label, photo id) its label, a request per label and chunk; how many."""
+    pending: dict[str, list[str]] = defaultdict(list)
+    count = 0
+    for label, photo_id in moves:
+        pending[label].append(photo_id)
+        count += 1
+        if len(pending[label]) >= WRITE_CHUNK:
+            rt.store.set_shard(collection, label, pending.pop(label))
+    for label, photo_ids in pending.items():
+        rt.store.set_shard(collection, label, photo_ids)
+    return count
 
 
 def label_unlabelled(rt: Runtime, collection: str, source: Source) -> int:
@@ -248,14 +258,8 @@ def label_unlabelled(rt: Runtime, collection: str, source: Source) -> int:
     afterwards every point is read by its shard. Their payload is rewritten by the plan that
     finds them (their key is missing); how many there were."""
     labels = ShardMap(rt.store.shard_sizes(collection))
-    moves: dict[str, list[str]] = defaultdict(list)
-    count = 0
-    for point in rt.store.points(collection, unlabelled=True):
-        label = labels.label_of(keyed(point, source).key)
-        moves[label].append(point.photo_id)
-        count += 1
-        if len(moves[label]) >= WRITE_CHUNK:
-            rt.store.set_shard(collection, label, moves.pop(label))
-    for label, photo_ids in moves.items():
-        rt.store.set_shard(collection, label, photo_ids)
-    return count
+    moves = (
+        (labels.label_of(keyed(point, source).key), point.photo_id)
+        for point in rt.store.points(collection, unlabelled=True)
+    )
+    return set_labels(rt, collection, moves)

@@ -349,31 +349,29 @@ def reindex(job_id: str, model_version: int, source_uri: str) -> None:
     pump(rt, job_id)
 
 
+def scheduled(rt: Runtime, kind: JobKind, what: str) -> str | None:
+    """A job beat asks for, on the source last synced; refused or without a source: logged."""
+    source = rt.jobs.recall("source") or rt.settings.indexer.source
+    if source is None:
+        log.warning("%s skipped: no source configured (PHOTOSEARCH_INDEXER__SOURCE)", what)
+        return None
+    submitted = submit_sync(rt.jobs, source, kind)
+    if submitted.refused:
+        log.warning("%s skipped: %s", what, submitted.refused)
+    return submitted.job_id
+
+
 @app.task(name="indexer.scheduled_sync", ignore_result=True)
 def scheduled_sync() -> str | None:
     """Beat's nightly job: the increment when a feed is set, else a full sync."""
     rt = runtime()
-    source = rt.jobs.recall("source") or rt.settings.indexer.source
-    if source is None:
-        log.warning("nightly sync skipped: no source configured (PHOTOSEARCH_INDEXER__SOURCE)")
-        return None
-    submitted = submit_sync(rt.jobs, source, syncing.nightly_kind(rt))
-    if submitted.refused:
-        log.warning("nightly job skipped: %s (a feed keeps its changes)", submitted.refused)
-    return submitted.job_id
+    return scheduled(rt, syncing.nightly_kind(rt), "nightly job (a feed keeps its changes)")
 
 
 @app.task(name="indexer.scheduled_reconcile", ignore_result=True)
 def scheduled_reconcile() -> str | None:
     """Beat's weekly full sync beside a feed: what the feed missed is found by listing."""
-    rt = runtime()
-    source = rt.jobs.recall("source") or rt.settings.indexer.source
-    if source is None:
-        return None
-    submitted = submit_sync(rt.jobs, source, JobKind.SYNC)
-    if submitted.refused:
-        log.warning("weekly full sync skipped: %s", submitted.refused)
-    return submitted.job_id
+    return scheduled(runtime(), JobKind.SYNC, "weekly full sync")
 
 
 @app.task(name="indexer.optimize", **RETRY)
