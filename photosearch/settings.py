@@ -35,6 +35,12 @@ class TritonSettings(BaseModel):
     http_port: int = Field(8003, description="Local server: HTTP port (8000 is the API's).")
     grpc_port: int = Field(8001, description="Local server: gRPC port.")
     metrics_port: int = Field(8002, description="Local server: Prometheus metrics port.")
+    control_key: str | None = Field(
+        None,
+        description="Key Triton's model-control API (load, unload) demands in the "
+        "`photosearch-control-key` header; `photosearch triton serve` and `up` make one per "
+        "start when unset, so no other local process can unload a model.",
+    )
     startup_timeout_s: float = Field(
         120.0, gt=0, description="Local server: wait this long for ready."
     )
@@ -72,6 +78,20 @@ class ImageSettings(BaseModel):
         120_000_000, gt=0, description="Refuse images with more pixels (decompression bombs)."
     )
     max_bytes: int = Field(50 * 1024 * 1024, gt=0, description="Refuse larger encoded files.")
+
+
+class SourceSettings(BaseModel):
+    """Where photos may be read from, and the bounds of one read."""
+
+    allowed_roots: tuple[str, ...] = Field(
+        (),
+        description="Sources a sync or reindex may use, and originals may be read from: "
+        "file:///abs/path or s3://bucket/prefix roots (a source must be one or lie under one); "
+        "empty: any.",
+    )
+    read_timeout_s: float = Field(
+        30.0, gt=0, description="Deadline of reading one file from a source."
+    )
 
 
 class QdrantSettings(BaseModel):
@@ -220,6 +240,14 @@ class IndexerSettings(BaseModel):
     )
     verify_samples: int = Field(5, ge=0, description="Reindex: sample searches before switching.")
     job_ttl_days: int = Field(30, ge=1, description="How long job records are kept.")
+    max_delete_share: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="A sync, increment or reindex that would delete more than this share of "
+        "the live index is refused (nothing past the share is deleted) unless forced "
+        "(`--force`, `force: true`).",
+    )
     metrics_port: int = Field(
         9464, ge=0, le=65535, description="`photosearch worker`: Prometheus port; 0: none."
     )
@@ -238,6 +266,19 @@ class ApiSettings(BaseModel):
 
     host: str = Field("127.0.0.1", description="Address `photosearch api` listens on.")
     port: int = Field(8000, ge=1, le=65535, description="Port of the API and the search page.")
+    metrics_host: str = Field(
+        "127.0.0.1", description="Address of the internal /metrics listener (never public)."
+    )
+    metrics_port: int = Field(
+        9465,
+        ge=0,
+        le=65535,
+        description="Port of the internal /metrics listener, apart from the API's; 0: none.",
+    )
+    docs: bool = Field(
+        False,
+        description="Serve /docs (Swagger UI from the app's own files) and /openapi.json.",
+    )
     keys: tuple[ApiKey, ...] = Field(
         (),
         description='Callers as JSON: [{"name": "app", "sha256": "<hex>", "scopes": '
@@ -258,8 +299,29 @@ class ApiSettings(BaseModel):
     max_upload_bytes: int = Field(
         10 * 1024 * 1024, ge=1, description="Largest image accepted by image search."
     )
+    # CLIP sees 224x224 pixels: a 12-megapixel phone photo is plenty to search with.
     max_upload_pixels: int = Field(
-        40_000_000, ge=1, description="Most pixels of an image accepted by image search."
+        12_000_000, ge=1, description="Most pixels of an image accepted by image search."
+    )
+    max_json_bytes: int = Field(
+        64 * 1024, ge=1024, description="Largest JSON body (searches and admin calls)."
+    )
+    image_threads: int = Field(
+        2, ge=1, description="Threads reading and decoding images (uploads, thumbnails)."
+    )
+    image_queue: int = Field(
+        16,
+        ge=0,
+        description="Image jobs waiting for those threads, at most; past it 503 at once.",
+    )
+    image_memory_mb: int = Field(
+        384,
+        ge=16,
+        description="Decoded pixels the image threads may hold at once; an image needing "
+        "more than all of it is refused (422), others wait their turn.",
+    )
+    image_timeout_s: float = Field(
+        10.0, gt=0, description="Deadline of reading and decoding one image (503 past it)."
     )
     embed_timeout_s: float = Field(
         1.0, gt=0, description="Deadline of the text or image embedding of one request."
@@ -277,6 +339,15 @@ class ApiSettings(BaseModel):
     thumbnail_ttl_s: int = Field(86400, ge=1, description="How long thumbnails stay in Redis.")
     admin_wait_s: float = Field(
         10.0, gt=0, description="How long an admin rollback waits for the worker's answer."
+    )
+    header_timeout_s: float = Field(
+        10.0, gt=0, description="A connection's request headers must arrive within this."
+    )
+    body_timeout_s: float = Field(
+        30.0, gt=0, description="A request's body must arrive within this (408 past it)."
+    )
+    max_connections: int = Field(
+        1000, ge=1, description="Connections and requests served at once; past it 503."
     )
 
 
@@ -321,6 +392,7 @@ class Settings(BaseSettings):
     qdrant: QdrantSettings = QdrantSettings()
     redis: RedisSettings = RedisSettings()
     s3: S3Settings = S3Settings()
+    sources: SourceSettings = SourceSettings()
     indexer: IndexerSettings = IndexerSettings()
     api: ApiSettings = ApiSettings()
     up: UpSettings = UpSettings()
