@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -9,7 +13,13 @@ from PIL import Image
 from model.onnx_export import import_open_clip
 from photosearch.embedding.arrays import AnyArray
 from photosearch.embedding.errors import ImageTooLarge, InvalidImage
-from photosearch.embedding.images import ImageLimits, decode_image, prepare_image, to_rgb
+from photosearch.embedding.images import (
+    ImageLimits,
+    decode_image,
+    decoded_bytes,
+    prepare_image,
+    to_rgb,
+)
 from photosearch.embedding.manifest import ImagePreprocessing
 from tests.images import broken_files, encode, photo, png_header_only
 
@@ -22,8 +32,6 @@ SPEC = ImagePreprocessing(
 
 def _open_clip_pixels(data: bytes) -> AnyArray:
     """open_clip's own eval transform, back in 0..255 HWC for comparison."""
-    import io
-
     transform = import_open_clip().image_transform(SPEC.size, is_train=False)
     tensor = transform(Image.open(io.BytesIO(data))).numpy()
     mean, std = np.array(SPEC.mean)[:, None, None], np.array(SPEC.std)[:, None, None]
@@ -129,3 +137,44 @@ def test_pixel_and_byte_limits_refuse_bombs_before_decoding() -> None:
     small = ImageLimits(max_pixels=10_000, max_bytes=1_000)
     with pytest.raises(ImageTooLarge, match="bytes"):
         prepare_image(encode(photo(), quality=90), SPEC, small)
+
+
+def test_large_lossless_images_are_shrunk_first_and_still_match_open_clip() -> None:
+    # 2688x1792: shrunk by 4 right after decoding (shorter side 448, twice the 224 the resize
+    # needs), then resized as open_clip does from full size.
+    data = encode(photo("astronaut").resize((2688, 1792)), "PNG")
+    diff = np.abs(prepare_image(data, SPEC) - _open_clip_pixels(data))
+    assert diff.mean() < 1.0
+
+
+def test_a_shrunk_decode_still_turns_upright() -> None:
+    image = photo("chelsea").resize((1800, 1200))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees clockwise to show
+    out = io.BytesIO()
+    image.save(out, "PNG", exif=exif)
+    decoded = decode_image(out.getvalue(), min_size=224)
+    assert decoded.size == (600, 900)  # shrunk by 2, then turned
+    expected = image.transpose(Image.Transpose.ROTATE_270).reduce(2)
+    assert np.abs(np.asarray(decoded, np.int16) - np.asarray(expected, np.int16)).mean() < 1.0
+
+
+def test_sixteen_bit_grey_converts_in_integers_and_reserves_its_peak() -> None:
+    grey = np.tile(np.arange(0, 65536, 16, dtype=np.uint16), (64, 1))  # 4096 wide, 64 high
+    data = encode(Image.fromarray(grey), "PNG")
+    asked: list[int] = []
+
+    @contextmanager
+    def reserve(amount: int) -> Iterator[None]:
+        asked.append(amount)
+        yield
+
+    decoded = decode_image(data, min_size=16, reserve=reserve)
+    assert decoded.mode == "RGB"
+    # shrunk by 2 (64 // (2 * 16)): the top byte of each 16-bit value, averaged in pairs
+    assert decoded.size == (2048, 32)
+    assert decoded.getpixel((0, 0)) == (0, 0, 0)
+    assert decoded.getpixel((2047, 0)) == (255, 255, 255)
+    # held once: the 16-bit pixels, their 8-bit copy and the shrunk copies
+    assert asked == [decoded_bytes((4096, 64), "I;16", 16)]
+    assert asked[0] >= 4096 * 64 * 3

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +17,15 @@ from photosearch.embedding.manifest import ImagePreprocessing
 
 _RESAMPLE = {"bicubic": Image.Resampling.BICUBIC, "bilinear": Image.Resampling.BILINEAR}
 _SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N")
+# Bytes Pillow keeps per pixel: 1 for 8-bit single bands, 2 for 16-bit grey, else 4 (RGB too).
+_ONE_BYTE = ("1", "L", "P")
+# A decode is shrunk by whole factors while the shorter side keeps twice what the resize needs,
+# as Pillow's own `reducing_gap=2` does: the resample from there is as good as from full size.
+_REDUCING_GAP = 2
+# Converting the shrunk image to RGB and resizing it: its 4 bytes per pixel a few times over.
+_CONVERT_COPIES = 3
+
+Reserve = Callable[[int], AbstractContextManager[object]]
 # The resize scales the shorter side to `size`: a 1x60000 strip would become 224x13 million
 # pixels (9 GB) only for its centre to be kept. Past this ratio the centre is cut out first.
 _MAX_RATIO = 8
@@ -28,11 +39,39 @@ class ImageLimits:
     max_bytes: int = 50 * 1024 * 1024
 
 
-def decode_image(data: bytes, min_size: int, limits: ImageLimits | None = None) -> Image.Image:
+def bytes_per_pixel(mode: str) -> int:
+    if mode in _ONE_BYTE:
+        return 1
+    return 2 if mode in _SIXTEEN_BIT else 4
+
+
+def decoded_bytes(size: tuple[int, int], mode: str, min_size: int) -> int:
+    """What decoding an image of this size and mode holds at its peak, estimated from its header:
+    the decoded pixels, then the shrunk copy that is converted and resized."""
+    width, height = size
+    factor = _reduce_factor(size, min_size)
+    small = (width // factor + 1) * (height // factor + 1)
+    sixteen = width * height if mode in _SIXTEEN_BIT else 0  # the 8-bit copy of grey 16-bit
+    return width * height * bytes_per_pixel(mode) + sixteen + small * 4 * _CONVERT_COPIES
+
+
+def _reduce_factor(size: tuple[int, int], min_size: int) -> int:
+    return max(1, min(size) // (_REDUCING_GAP * max(min_size, 1)))
+
+
+def decode_image(
+    data: bytes,
+    min_size: int,
+    limits: ImageLimits | None = None,
+    reserve: Reserve | None = None,
+) -> Image.Image:
     """Decode to an upright RGB image whose shorter side is still >= min_size.
 
     JPEGs decode in draft mode: the DCT scales down by 2, 4 or 8 while decoding, so a
-    12-megapixel photo is never expanded to full size only to be shrunk to 224 pixels.
+    12-megapixel photo is never expanded to full size only to be shrunk to 224 pixels. Other
+    formats cannot be reduced while decoding: they are shrunk by a whole factor right after,
+    before any conversion copies them. `reserve(bytes)` is held around the decode: a caller's
+    bound on the memory decodes hold at once (estimated from the header, see decoded_bytes).
     """
     limits = limits or ImageLimits()
     if not data:
@@ -62,29 +101,59 @@ def decode_image(data: bytes, min_size: int, limits: ImageLimits | None = None) 
         raise InvalidImage(f"image has no pixels ({width}x{height})")
     if image.format == "JPEG":
         image.draft(image.mode, (min_size, min_size))
-    try:
-        image.load()
-    except (OSError, SyntaxError, ValueError, EOFError) as exc:
-        raise InvalidImage(f"corrupt or truncated image data: {exc}") from None
-    upright: Image.Image = image
-    try:
-        upright = ImageOps.exif_transpose(image)
-    except (OSError, SyntaxError, ValueError, KeyError, TypeError):
-        pass  # a broken EXIF block leaves the pixels as stored
-    return to_rgb(upright)
+    held = reserve(decoded_bytes(image.size, image.mode, min_size)) if reserve else nullcontext()
+    with held:
+        try:
+            image.load()
+        except (OSError, SyntaxError, ValueError, EOFError) as exc:
+            raise InvalidImage(f"corrupt or truncated image data: {exc}") from None
+        upright: Image.Image = _shrink(image, min_size)
+        try:
+            upright = ImageOps.exif_transpose(upright)
+        except (OSError, SyntaxError, ValueError, KeyError, TypeError):
+            pass  # a broken EXIF block leaves the pixels as stored
+        return to_rgb(upright)
+
+
+def _shrink(image: Image.Image, min_size: int) -> Image.Image:
+    """A whole-factor box reduction of a large decode, before it is converted or resized."""
+    factor = _reduce_factor(image.size, min_size)
+    if factor < 2:
+        return image
+    if image.mode in _SIXTEEN_BIT:
+        image = _sixteen_to_grey(image)  # Pillow cannot reduce 16-bit grey
+    elif image.mode in ("1", "P"):
+        image = image.convert("RGBA" if "transparency" in image.info else "RGB")
+    reduced = image.reduce(factor)
+    reduced.info = image.info  # EXIF orientation, transparency
+    return reduced
+
+
+def _sixteen_to_grey(image: Image.Image) -> Image.Image:
+    """0..65535 -> 0..255 in integers: the top byte, with no wider copy of the pixels."""
+    pixels = np.asarray(image)
+    grey = Image.fromarray((pixels >> 8).astype(np.uint8), mode="L")
+    grey.info = image.info
+    return grey
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
     """RGB from any mode: alpha over white, 16-bit and float scaled to 8 bits, CMYK converted."""
     if image.mode == "RGB":
         return image
-    if image.mode in _SIXTEEN_BIT or image.mode in ("I", "F"):
-        pixels = np.asarray(image, dtype=np.float64)
-        if image.mode == "F" and pixels.max(initial=0) <= 1.0:
-            pixels = pixels * 255.0
-        elif image.mode != "F" and (image.mode in _SIXTEEN_BIT or pixels.max(initial=0) > 255):
-            pixels = pixels / 257.0  # 0..65535 -> 0..255
-        image = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), mode="L")
+    # Never through float64: a 40-megapixel 16-bit grey PNG would take 320 MB per copy.
+    if image.mode in _SIXTEEN_BIT:
+        image = _sixteen_to_grey(image)
+    elif image.mode == "I":
+        ints = np.asarray(image)
+        if ints.max(initial=0) > 255:
+            ints = ints // 257  # 0..65535 -> 0..255
+        image = Image.fromarray(np.clip(ints, 0, 255).astype(np.uint8), mode="L")
+    elif image.mode == "F":
+        floats = np.asarray(image, dtype=np.float32)
+        if floats.max(initial=0) <= 1.0:
+            floats = floats * np.float32(255.0)
+        image = Image.fromarray(np.clip(floats, 0, 255).astype(np.uint8), mode="L")
     if image.mode == "P" and "transparency" in image.info:
         image = image.convert("RGBA")
     if image.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
@@ -132,7 +201,10 @@ def _centre_strip(image: Image.Image, keep: int) -> Image.Image:
 
 
 def prepare_image(
-    data: bytes, spec: ImagePreprocessing, limits: ImageLimits | None = None
+    data: bytes,
+    spec: ImagePreprocessing,
+    limits: ImageLimits | None = None,
+    reserve: Reserve | None = None,
 ) -> Pixels:
     """Bytes of any common format -> uint8 [size, size, 3], or InvalidImage with the reason."""
-    return resize_and_crop(decode_image(data, spec.size, limits), spec)
+    return resize_and_crop(decode_image(data, spec.size, limits, reserve), spec)
