@@ -117,7 +117,13 @@ def serve_command(
     ] = None,
 ) -> None:
     """Start tritonserver (explicit model control), wait until ready, stop on Ctrl-C / SIGTERM."""
-    from model.triton_server import Ports, TritonServer, TritonStartError
+    from model.triton_server import (
+        Ports,
+        TritonServer,
+        TritonStartError,
+        new_control_key,
+        write_control_key,
+    )
 
     settings = get_settings()
     ports = Ports(
@@ -125,31 +131,49 @@ def serve_command(
         grpc=grpc_port or settings.triton.grpc_port,
         metrics=metrics_port or settings.triton.metrics_port,
     )
-    server = TritonServer(
-        repository or settings.repository,
-        ports,
-        work_dir or settings.data_dir / "triton",
-        startup_timeout_s=settings.triton.startup_timeout_s,
-    )
+    work = work_dir or settings.data_dir / "triton"
+    # Unset: a key of this start's own, in a file only this user reads, so that no other
+    # local process can unload a model; `triton load` finds it there.
+    key, key_file = settings.triton.control_key, None
+    if key is None:
+        key = new_control_key()
+        key_file = write_control_key(work, key)
+    try:
+        server = TritonServer(
+            repository or settings.repository,
+            ports,
+            work,
+            startup_timeout_s=settings.triton.startup_timeout_s,
+            control_key=key,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="PHOTOSEARCH_TRITON__CONTROL_KEY") from None
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        server.start()
-    except TritonStartError as exc:
-        typer.secho(str(exc), fg="red", err=True)
-        raise typer.Exit(1) from None
-    typer.echo(
-        f"Triton ready: grpc 127.0.0.1:{ports.grpc}, http :{ports.http}, metrics :{ports.metrics}; "
-        f"log {server.log_path}"
-    )
-    assert server.process is not None
-    while not stop.wait(0.5):
-        if server.process.poll() is not None:
-            typer.secho(f"tritonserver exited:\n{server.log_tail()}", fg="red", err=True)
-            raise typer.Exit(1)
-    server.stop()
-    typer.echo("Triton stopped")
+        try:
+            server.start()
+        except TritonStartError as exc:
+            typer.secho(str(exc), fg="red", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(
+            f"Triton ready: grpc 127.0.0.1:{ports.grpc}, http :{ports.http}, "
+            f"metrics :{ports.metrics}; log {server.log_path}"
+        )
+        where = key_file or "PHOTOSEARCH_TRITON__CONTROL_KEY"
+        typer.echo(f"Loading and unloading models needs the control key: {where}")
+        assert server.process is not None
+        while not stop.wait(0.5):
+            if server.process.poll() is not None:
+                typer.secho(f"tritonserver exited:\n{server.log_tail()}", fg="red", err=True)
+                raise typer.Exit(1)
+        server.stop()
+        typer.echo("Triton stopped")
+    finally:
+        # The key of one start is worthless after it: leave no stale secret behind.
+        if key_file is not None:
+            key_file.unlink(missing_ok=True)
 
 
 @triton_app.command("load")
@@ -160,11 +184,25 @@ def load_command(
     import tritonclient.grpc as grpcclient
     from tritonclient.utils import InferenceServerException
 
-    client = grpcclient.InferenceServerClient(url or get_settings().triton.url)
+    from model.triton_server import grpc_control_headers, read_control_key
+
+    settings = get_settings()
+    # The setting, else the key a local `triton serve` wrote under the data directory.
+    key = settings.triton.control_key or read_control_key(settings.data_dir / "triton")
+    headers = grpc_control_headers(key) if key else None
+    client = grpcclient.InferenceServerClient(url or settings.triton.url)
     try:
         for name in (IMAGE_MODEL, TEXT_MODEL):
-            client.load_model(name)
+            client.load_model(name, headers=headers)
             typer.echo(f"{name}: loaded")
     except InferenceServerException as exc:
         typer.secho(f"load failed: {exc.message()}", fg="red", err=True)
+        if "restricted" in (exc.message() or ""):
+            typer.secho(
+                "set PHOTOSEARCH_TRITON__CONTROL_KEY to the key Triton was started with",
+                fg="red",
+                err=True,
+            )
         raise typer.Exit(1) from None
+    finally:
+        client.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -17,7 +19,52 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from photosearch.atomicfile import write_atomic
 from photosearch.embedding.manifest import IMAGE_MODEL, TEXT_MODEL
+
+# With a control key, Triton's model-repository API (index, load, unload) demands this header
+# over HTTP; over gRPC Triton expects it under its own prefix (metadata keys are lowercase).
+CONTROL_HEADER = "photosearch-control-key"
+GRPC_CONTROL_HEADER = f"triton-grpc-protocol-{CONTROL_HEADER}"
+# Triton reads the key out of a `categories:header=value` flag: keep it to characters that
+# cannot be taken for the flag's separators (token_urlsafe and `openssl rand -hex` qualify).
+_KEY_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,}")
+
+
+def control_flags(key: str) -> list[str]:
+    """tritonserver flags that make its model-control API demand `key`, over HTTP and gRPC."""
+    restricted = f"model-repository:{CONTROL_HEADER}={key}"
+    return [f"--http-restricted-api={restricted}", f"--grpc-restricted-protocol={restricted}"]
+
+
+def grpc_control_headers(key: str) -> dict[str, str]:
+    """What a tritonclient.grpc call to load or unload a model sends as `headers=`."""
+    return {GRPC_CONTROL_HEADER: key}
+
+
+def new_control_key() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def control_key_file(work_dir: Path) -> Path:
+    """Where a local server started without PHOTOSEARCH_TRITON__CONTROL_KEY keeps its key."""
+    return work_dir / "control-key"
+
+
+def write_control_key(work_dir: Path, key: str) -> Path:
+    """The key in a file only its owner reads (write_atomic's temporary file is 0600)."""
+    path = control_key_file(work_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, key + "\n")
+    return path
+
+
+def read_control_key(work_dir: Path) -> str | None:
+    path = control_key_file(work_dir)
+    try:
+        return path.read_text().strip() or None
+    except FileNotFoundError:
+        return None
 
 
 class TritonStartError(RuntimeError):
@@ -104,7 +151,14 @@ class TritonServer:
         startup_timeout_s: float = 120.0,
         log_path: Path | None = None,
         preexec_fn: Callable[[], None] | None = None,
+        control_key: str | None = None,
     ) -> None:
+        if control_key is not None and not _KEY_PATTERN.fullmatch(control_key):
+            raise ValueError(
+                "the Triton control key must be 16 or more letters, digits, '-' or '_'"
+            )
+        # None: model control is open to whoever reaches the ports (tests' own servers).
+        self.control_key = control_key
         self.repository = repository.resolve()
         self.ports = ports
         self.work_dir = work_dir
@@ -130,6 +184,10 @@ class TritonServer:
             f"--metrics-port={self.ports.metrics}",
             "--http-address=127.0.0.1",
             "--grpc-address=127.0.0.1",
+            # Loopback is open to every local process: only the key's holder loads or unloads.
+            # tritonserver takes the key on its command line only, so /proc shows it to users
+            # of this machine; it keeps out whatever merely reaches the ports.
+            *(control_flags(self.control_key) if self.control_key else []),
             # A batch of 64 ViT images is ~10 MB: size the stub's shared memory for it up front.
             "--backend-config=python,shm-default-byte-size=16777216",
             "--backend-config=python,shm-growth-byte-size=16777216",

@@ -18,6 +18,8 @@ from photosearch.embedding.manifest import ModelManifest
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS
 
 TINY_CONFIG = Path(__file__).parent / "data" / "tiny-clip.json"
+# The session Triton's model-control key, as PHOTOSEARCH_TRITON__CONTROL_KEY would give it.
+TRITON_CONTROL_KEY = "session-triton-control-key"
 
 
 def free_ports(count: int) -> list[int]:
@@ -86,8 +88,13 @@ def manifest(repository: Path) -> ModelManifest:
 
 @pytest.fixture(scope="session")
 def triton(repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
-    """A real tritonserver process serving the repository."""
-    server = TritonServer(repository, triton_ports(), tmp_path_factory.mktemp("triton"))
+    """A real tritonserver process serving the repository; loading and unloading need a key."""
+    server = TritonServer(
+        repository,
+        triton_ports(),
+        tmp_path_factory.mktemp("triton"),
+        control_key=TRITON_CONTROL_KEY,
+    )
     with server:
         yield server
 

@@ -10,8 +10,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
 
+from model.triton_server import grpc_control_headers
 from tests.conftest import TINY_CONFIG, triton_ports
 
 CLI = [sys.executable, "-m", "photosearch"]
@@ -69,7 +72,15 @@ def test_export_then_serve_answers_both_models_and_stops_on_sigterm(tmp_path: Pa
         assert serve.stdout is not None
         line = serve.stdout.readline()
         assert "Triton ready" in line, line + serve.stdout.read()
+        # No PHOTOSEARCH_TRITON__CONTROL_KEY: a key of this start, in a file of its owner's.
+        key_file = work / "control-key"
+        assert serve.stdout.readline().split(": ", 1)[1].strip() == str(key_file)
+        assert key_file.stat().st_mode & 0o777 == 0o600
         client = grpcclient.InferenceServerClient(f"127.0.0.1:{ports.grpc}")
+        with pytest.raises(InferenceServerException, match="restricted"):
+            client.unload_model("clip_text")
+        key = key_file.read_text().strip()
+        client.load_model("clip_text", headers=grpc_control_headers(key))
         ids = grpcclient.InferInput("input_ids", [1, 4], "INT64")
         ids.set_data_from_numpy(np.array([[49406, 320, 2368, 49407]], dtype=np.int64))
         text = client.infer("clip_text", [ids], model_version="1").as_numpy("text_embeds")
@@ -89,6 +100,7 @@ def test_export_then_serve_answers_both_models_and_stops_on_sigterm(tmp_path: Pa
         rest, _ = serve.communicate(timeout=60)
     assert serve.returncode == 0, rest
     assert "Triton stopped" in rest
+    assert not key_file.exists()
     deadline = time.monotonic() + 10
     while _processes_mentioning(str(work)) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,13 +19,21 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
+import tritonclient.grpc as grpcclient
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from tritonclient.grpc.aio import InferenceServerClient
+from tritonclient.utils import InferenceServerException
 
 from loadtests.openloop import fetch_text
 from model.repository import PYTHON_BACKEND, version_dir
-from model.triton_server import TritonServer
+from model.triton_server import (
+    CONTROL_HEADER,
+    GRPC_CONTROL_HEADER,
+    TritonServer,
+    grpc_control_headers,
+    write_control_key,
+)
 from photosearch.embedding.arrays import AnyArray
 from photosearch.embedding.client import EmbeddingClient, Priority
 from photosearch.embedding.errors import (
@@ -35,7 +48,7 @@ from photosearch.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, ModelManifes
 from photosearch.embedding.tokenizer import pad_batch
 from query_api.errors import install_handlers
 from tests.api import sample
-from tests.conftest import free_ports, triton_ports
+from tests.conftest import TRITON_CONTROL_KEY, free_ports, triton_ports
 from tests.images import broken_files, encode, photo
 
 QUERIES = ["a cat", "a red bicycle against a brick wall", "", "sunset " * 30, "Café &amp; crème 😀"]
@@ -121,6 +134,77 @@ async def test_triton_down_raises_unavailable_after_bounded_retries(repository: 
             await down.encode_texts(["a cat"], model_version=1, timeout_s=5.0)
         assert loop.time() - started < 5.0
         assert not await down.is_ready(1)
+
+
+# -- model control: only the key's holder loads or unloads ---------------------------------
+
+
+def _control(triton: TritonServer, action: str, headers: dict[str, str]) -> int:
+    """POST /v2/repository/models/clip_text/<action>: Triton's HTTP status."""
+    url = f"http://127.0.0.1:{triton.ports.http}/v2/repository/models/{TEXT_MODEL}/{action}"
+    request = urllib.request.Request(url, data=b"{}", headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as refused:
+        return refused.code
+
+
+async def test_unloading_without_the_control_key_is_refused_and_searches_go_on(
+    triton: TritonServer, client: EmbeddingClient
+) -> None:
+    before = await client.encode_texts(["a cat"], model_version=1)
+    # No key, a wrong key, the right key under gRPC's header name: all refused over HTTP.
+    for headers in ({}, {CONTROL_HEADER: "not-the-key"}, {GRPC_CONTROL_HEADER: TRITON_CONTROL_KEY}):
+        assert _control(triton, "unload", headers) == 403, headers
+    grpc = grpcclient.InferenceServerClient(triton.url)
+    try:
+        for grpc_headers in (
+            None,
+            grpc_control_headers("not-the-key"),
+            {CONTROL_HEADER: TRITON_CONTROL_KEY},
+        ):
+            with pytest.raises(InferenceServerException, match="restricted"):
+                grpc.unload_model(TEXT_MODEL, headers=grpc_headers)
+        with pytest.raises(InferenceServerException, match="restricted"):
+            grpc.get_model_repository_index()
+        assert grpc.is_model_ready(TEXT_MODEL, "1") and grpc.is_model_ready(IMAGE_MODEL, "1")
+    finally:
+        grpc.close()
+    # Inference needs no key: the API and the workers hold none.
+    after = await client.encode_texts(["a cat"], model_version=1)
+    np.testing.assert_allclose(after, before, atol=1e-6)
+
+
+def test_triton_load_sends_the_control_key_from_the_setting_or_the_key_file(
+    triton: TritonServer, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PHOTOSEARCH_")}
+    env["PHOTOSEARCH_DATA_DIR"] = str(tmp_path)
+    command = [sys.executable, "-m", "photosearch", "triton", "load", "--url", triton.url]
+
+    def load(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            command, env={**env, **extra}, capture_output=True, text=True, timeout=120
+        )
+
+    refused = load()
+    assert refused.returncode == 1, refused.stdout
+    assert "restricted" in refused.stderr and "PHOTOSEARCH_TRITON__CONTROL_KEY" in refused.stderr
+    loaded = load(PHOTOSEARCH_TRITON__CONTROL_KEY=TRITON_CONTROL_KEY)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.splitlines() == ["clip_image: loaded", "clip_text: loaded"]
+    # What `photosearch triton serve` leaves under DATA_DIR/triton when the setting is unset.
+    write_control_key(tmp_path / "triton", TRITON_CONTROL_KEY)
+    from_file = load()
+    assert from_file.returncode == 0, from_file.stderr
+    # Over HTTP the same key, under its own header name.
+    assert _control(triton, "load", {CONTROL_HEADER: TRITON_CONTROL_KEY}) == 200
+    grpc = grpcclient.InferenceServerClient(triton.url)
+    try:
+        assert grpc.is_model_ready(TEXT_MODEL, "1") and grpc.is_model_ready(IMAGE_MODEL, "1")
+    finally:
+        grpc.close()
 
 
 # -- scheduling: searches ahead of indexing, deadlines kept in Triton's queue ---------------
