@@ -23,6 +23,7 @@ import yaml
 from fastapi.routing import APIRoute
 
 from indexer.app import all_queues, embed_queue, plan_queue
+from model.triton_server import control_flags
 from photosearch.settings import Settings
 from query_api.metrics import Metrics
 from query_api.routes.health import router as health_router
@@ -164,8 +165,14 @@ def container_of(docs: list[Doc], kind: str, name: str) -> Doc:
     return container
 
 
+def secret_examples() -> dict[str, Doc]:
+    """The Secrets made out of band, by name, as secret.example.yaml shows them."""
+    return {d["metadata"]["name"]: d for d in load_all(BASE / "secret.example.yaml")}
+
+
 def secret_example() -> Doc:
-    return load_one(BASE / "secret.example.yaml")
+    """photosearch-secrets, what every PhotoSearch pod reads (envFrom)."""
+    return secret_examples()["photosearch-secrets"]
 
 
 @pytest.fixture
@@ -262,7 +269,8 @@ def test_production_pins_images_and_serves_its_host() -> None:
 
 def test_every_photosearch_variable_is_a_real_setting(manifests: list[Doc]) -> None:
     used = set(one(manifests, "ConfigMap", "photosearch-config")["data"])
-    used |= set(secret_example()["stringData"])
+    for secret in secret_examples().values():
+        used |= set(secret["stringData"])
     for doc in manifests:
         for container in containers(doc):
             used |= {e["name"] for e in container.get("env", [])}
@@ -439,7 +447,9 @@ def test_addresses_in_the_config_are_services_of_the_deployment(
     assert settings.redis.cache_url != settings.redis.url
 
 
-def test_ports_agree_with_the_settings(manifests: list[Doc], settings: Settings) -> None:
+def test_ports_agree_with_the_settings(
+    manifests: list[Doc], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def scraped(name: str) -> int:
         template = pod_template(one(manifests, "Deployment", name))
         assert template is not None
@@ -452,7 +462,19 @@ def test_ports_agree_with_the_settings(manifests: list[Doc], settings: Settings)
         )
         return port
 
-    assert scraped("api") == settings.api.port
+    # The API's metrics listener, on the pod's address: the settings its own env adds.
+    for variable in container_of(manifests, "Deployment", "api")["env"]:
+        if variable["name"].startswith("PHOTOSEARCH_"):
+            monkeypatch.setenv(variable["name"], variable["value"])
+    api_settings = Settings()
+    assert api_settings.api.metrics_host == "0.0.0.0"
+    assert scraped("api") == api_settings.api.metrics_port != settings.api.port
+    # The Service the Ingress uses reaches the API's port, never its metrics.
+    (service_port,) = one(manifests, "Service", "api")["spec"]["ports"]
+    api_ports = container_of(manifests, "Deployment", "api")["ports"]
+    assert {p["name"]: p["containerPort"] for p in api_ports}[service_port["targetPort"]] == (
+        settings.api.port
+    )
     assert scraped("worker") == settings.indexer.metrics_port
     assert scraped("worker-control") == settings.indexer.metrics_port
     triton = container_of(manifests, "Deployment", "triton")
@@ -462,6 +484,182 @@ def test_ports_agree_with_the_settings(manifests: list[Doc], settings: Settings)
     api = argv(container_of(manifests, "Deployment", "api"))
     assert api[:3] == ["photosearch", "api", "serve"]
     assert api[api.index("--port") + 1] == str(settings.api.port)
+
+
+# --- who may reach what: NetworkPolicies and Triton's control key ---
+
+# Where infra/monitoring's Prometheus runs (prometheus-k8s.yml), and the namespaces of the
+# ingress-nginx controller and of some other tenant of the cluster.
+MONITORING = "monitoring"
+PROMETHEUS = {"app.kubernetes.io/name": "prometheus"}
+INGRESS_NGINX = ("ingress-nginx", {"app.kubernetes.io/name": "ingress-nginx"})
+
+
+def selects(selector: Doc, labels: dict[str, str]) -> bool:
+    """A LabelSelector against a set of labels (an empty selector selects everything)."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        value = labels.get(expression["key"])
+        ok = {
+            "In": value in expression.get("values", []),
+            "NotIn": value not in expression.get("values", []),
+            "Exists": value is not None,
+            "DoesNotExist": value is None,
+        }[expression["operator"]]
+        if not ok:
+            return False
+    return True
+
+
+def container_port(template: Doc, port: str | int) -> int:
+    """A port a NetworkPolicy names (by number or by the containers' port name), as a number."""
+    if isinstance(port, int):
+        return port
+    named = {
+        p["name"]: p["containerPort"] for c in template["spec"]["containers"] for p in c["ports"]
+    }
+    assert port in named, f"no container port named {port}"
+    return int(named[port])
+
+
+def admits(
+    manifests: list[Doc], target: str, port: int, namespace: str, labels: dict[str, str]
+) -> bool:
+    """Whether a pod in `namespace` with `labels` may open `port` of Deployment `target`'s pods,
+    by the NetworkPolicies of the deployment (ingress rules are OR-ed; within a peer, a
+    namespaceSelector and a podSelector are AND-ed; a rule without `from` or `ports` admits
+    any source or any port)."""
+    deployment = one(manifests, "Deployment", target)
+    template = pod_template(deployment)
+    assert template is not None
+    home = deployment["metadata"]["namespace"]
+    policies = [
+        p
+        for p in of_kind(manifests, "NetworkPolicy").values()
+        if p["metadata"]["namespace"] == home
+        and "Ingress" in p["spec"]["policyTypes"]
+        and selects(p["spec"]["podSelector"], template["metadata"]["labels"])
+    ]
+    if not policies:
+        return True  # a pod no policy selects is not isolated
+
+    def peer_matches(peer: Doc) -> bool:
+        assert "ipBlock" not in peer, "ipBlock peers are not modelled here"
+        in_namespace = (
+            namespace == home
+            if "namespaceSelector" not in peer
+            else selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": namespace})
+        )
+        return in_namespace and selects(peer.get("podSelector", {}), labels)
+
+    for policy in policies:
+        for rule in policy["spec"].get("ingress", []):
+            ports = [container_port(template, p["port"]) for p in rule.get("ports", [])]
+            if (not ports or port in ports) and (
+                "from" not in rule or any(peer_matches(peer) for peer in rule["from"])
+            ):
+                return True
+    return False
+
+
+def pod_labels(manifests: list[Doc], kind: str, name: str) -> dict[str, str]:
+    template = pod_template(one(manifests, kind, name))
+    assert template is not None
+    labels: dict[str, str] = template["metadata"]["labels"]
+    return labels
+
+
+def test_network_policies_select_pods_and_name_their_ports(manifests: list[Doc]) -> None:
+    templates = [t for d in manifests if (t := pod_template(d)) is not None]
+    for name, policy in of_kind(manifests, "NetworkPolicy").items():
+        selected = [
+            t for t in templates if selects(policy["spec"]["podSelector"], t["metadata"]["labels"])
+        ]
+        assert selected, f"NetworkPolicy {name} selects no pod"
+        for rule in policy["spec"]["ingress"]:
+            for port in rule.get("ports", []):
+                for template in selected:
+                    container_port(template, port["port"])  # declared by every pod selected
+    assert {"triton", "api"} <= set(of_kind(manifests, "NetworkPolicy"))
+
+
+def test_only_the_api_and_the_workers_reach_triton_and_prometheus_its_metrics(
+    manifests: list[Doc], settings: Settings
+) -> None:
+    template = pod_template(one(manifests, "Deployment", "triton"))
+    assert template is not None
+    grpc = int(settings.triton.url.rsplit(":", 1)[1])
+    http = container_port(template, "http")
+    metrics = int(template["metadata"]["annotations"]["prometheus.io/port"])
+    ns = "photosearch"
+    for client in ("api", "worker", "worker-control"):
+        labels = pod_labels(manifests, "Deployment", client)
+        assert admits(manifests, "triton", grpc, ns, labels), client
+        assert admits(manifests, "triton", http, ns, labels), client
+        assert not admits(manifests, "triton", metrics, ns, labels), client
+        # The same labels in another namespace are someone else's pods.
+        assert not admits(manifests, "triton", grpc, "default", labels), client
+    for other in [
+        ("Deployment", "beat"),
+        ("CronJob", "model-export"),
+        ("StatefulSet", "redis-cache"),
+    ]:
+        labels = pod_labels(manifests, *other)
+        for port in (grpc, http, metrics):
+            assert not admits(manifests, "triton", port, ns, labels), (other, port)
+    assert admits(manifests, "triton", metrics, MONITORING, PROMETHEUS)
+    assert not admits(manifests, "triton", grpc, MONITORING, PROMETHEUS)
+    assert not admits(manifests, "triton", http, MONITORING, PROMETHEUS)
+    grafana = {"app.kubernetes.io/name": "grafana"}
+    assert not admits(manifests, "triton", metrics, MONITORING, grafana)
+    assert not admits(manifests, "triton", metrics, ns, PROMETHEUS)
+    assert not admits(manifests, "triton", grpc, *INGRESS_NGINX)
+
+
+def test_the_api_serves_anyone_and_its_metrics_only_prometheus(
+    manifests: list[Doc], settings: Settings
+) -> None:
+    template = pod_template(one(manifests, "Deployment", "api"))
+    assert template is not None
+    metrics = int(template["metadata"]["annotations"]["prometheus.io/port"])
+    assert metrics != settings.api.port
+    worker = pod_labels(manifests, "Deployment", "worker")
+    for namespace, labels in [INGRESS_NGINX, ("photosearch", worker), ("default", {})]:
+        assert admits(manifests, "api", settings.api.port, namespace, labels), namespace
+        assert not admits(manifests, "api", metrics, namespace, labels), namespace
+    assert admits(manifests, "api", metrics, MONITORING, PROMETHEUS)
+    assert not admits(manifests, "api", metrics, MONITORING, {"app.kubernetes.io/name": "grafana"})
+    # The adapter and the docs point at that Prometheus.
+    adapter = urlsplit(load_one(ADAPTER_VALUES)["prometheus"]["url"])
+    assert adapter.hostname == f"prometheus.{MONITORING}.svc"
+
+
+def test_triton_model_control_demands_the_key_only_triton_holds(manifests: list[Doc]) -> None:
+    variable = "PHOTOSEARCH_TRITON__CONTROL_KEY"
+    triton = container_of(manifests, "Deployment", "triton")
+    # The flags model/triton_server.py gives the local server, the key from the pod's env
+    # (Kubernetes expands $(VAR) in args from the container's env).
+    for flag in control_flags(f"$({variable})"):
+        assert flag in triton["args"], flag
+    [env] = [e for e in triton["env"] if e["name"] == variable]
+    reference = env["valueFrom"]["secretKeyRef"]
+    secrets = secret_examples()
+    assert reference["key"] in secrets[reference["name"]]["stringData"]
+    assert reference["name"] != secret_example()["metadata"]["name"], "not in every pod's Secret"
+    holders = set()
+    for doc in manifests:
+        for container in containers(doc):
+            sources = [
+                e.get("valueFrom", {}).get("secretKeyRef", {}) for e in container.get("env", [])
+            ]
+            sources += [s.get("secretRef", {}) for s in container.get("envFrom", [])]
+            if any(source.get("name") == reference["name"] for source in sources):
+                holders.add(doc["metadata"]["name"])
+            # Whatever loads models into Triton must hold the key too.
+            if argv(container)[:3] == ["photosearch", "triton", "load"]:
+                assert doc["metadata"]["name"] in holders, doc["metadata"]["name"]
+    assert holders == {"triton"}
 
 
 def test_pod_references_resolve_and_only_the_export_writes_the_models(
