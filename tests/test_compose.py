@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 import yaml
 
+from model.triton_server import control_flags
 from photosearch.settings import Settings
 from tests.deployfiles import ROOT, setting_variables
 
@@ -125,11 +126,19 @@ def test_every_photosearch_variable_is_a_setting_and_the_redis_roles_are_apart()
     assert env["PHOTOSEARCH_REDIS__CACHE_URL"].startswith("redis://redis-cache:")
 
 
-def listen_port(service: str) -> int:
-    """The port a service of ours serves metrics on, read from its command or the settings."""
-    command = services()[service]["command"]
+def api_port() -> int:
+    """The port the API replicas serve searches on (nginx's upstream), from their command."""
+    command = services()["api"]["command"]
+    return int(command[command.index("--port") + 1])
+
+
+def metrics_port(service: str) -> int:
+    """The port a service of ours serves metrics on, from its environment or the settings."""
+    env = services()[service].get("environment", {})
     if service == "api":
-        return int(command[command.index("--port") + 1])
+        # The API's own metrics listener, on every address of the container.
+        assert env["PHOTOSEARCH_API__METRICS_HOST"] == "0.0.0.0"
+        return int(env["PHOTOSEARCH_API__METRICS_PORT"])
     if service == "worker":
         return Settings().indexer.metrics_port
     raise AssertionError(service)
@@ -143,16 +152,98 @@ def test_prometheus_and_nginx_point_at_the_services_and_ports_compose_runs() -> 
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     for job, service in [("photosearch-api", "api"), ("photosearch-worker", "worker")]:
         [sd] = jobs[job]["dns_sd_configs"]
-        assert sd["names"] == [service] and sd["port"] == listen_port(service), job
+        assert sd["names"] == [service] and sd["port"] == metrics_port(service), job
+    assert metrics_port("api") != api_port(), "metrics apart from the port nginx proxies"
     assert jobs["triton"]["static_configs"][0]["targets"] == ["triton:8002"]
     # nginx: the two files test_nginx runs, and an upstream naming the api service's port.
     nginx = {v.split(":")[0] for v in s["nginx"]["volumes"]}
     assert nginx == {"./infra/nginx/upstream.conf", "./infra/nginx/photosearch.conf"}
     upstream = (ROOT / "infra/nginx/upstream.conf").read_text()
-    assert re.search(rf"server api:{listen_port('api')} resolve", upstream), upstream
+    assert re.search(rf"server api:{api_port()} resolve", upstream), upstream
     assert "listen 8080;" in (ROOT / "infra/nginx/photosearch.conf").read_text()
     assert s["nginx"]["ports"] == ["${PHOTOSEARCH_PORT:-8080}:8080"]
     assert s["api"].get("ports") is None, "replicas are reached through nginx only"
+
+
+# Compose's interpolation of the forms the file uses: $$, ${VAR}, ${VAR:-default}, ${VAR:?error}
+# (":" forms treat an empty value as unset, as compose does).
+INTERPOLATION = re.compile(r"\$(?:(\$)|\{(\w+)(?::([-?])([^}]*))?\})")
+ENV_EXAMPLE = ROOT / ".env.example"
+
+
+class Unset(Exception):
+    """A ${VAR:?...} whose variable is empty: compose refuses the file."""
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def one(match: re.Match[str]) -> str:
+        escaped, name, form, argument = match.groups()
+        if escaped:
+            return "$"
+        if env.get(name):
+            return env[name]
+        if form == "?":
+            raise Unset(f"{name}: {argument}")
+        return argument if form == "-" else ""
+
+    return INTERPOLATION.sub(one, value)
+
+
+def env_example() -> dict[str, str]:
+    """The variables .env.example sets (comments, the optional ones, left out)."""
+    lines = (line.strip() for line in ENV_EXAMPLE.read_text().splitlines())
+    pairs = (line.split("=", 1) for line in lines if line and not line.startswith("#"))
+    return dict(pairs)
+
+
+def required_variables() -> set[str]:
+    return {m[2] for m in INTERPOLATION.finditer(COMPOSE.read_text()) if m[3] == "?"}
+
+
+def test_secrets_have_no_defaults_and_env_example_names_each_one() -> None:
+    required = required_variables()
+    assert {"GRAFANA_ADMIN_PASSWORD", "PHOTOSEARCH_TRITON__CONTROL_KEY"} <= required
+    # .env.example lists them, empty: compose refuses to start until each is filled in.
+    example = env_example()
+    assert {name: example.get(name) for name in required} == dict.fromkeys(required, "")
+    filled = dict.fromkeys(required, "a-value-of-sixteen-chars")
+    interpolate(compose(), filled)
+    for name in required:
+        with pytest.raises(Unset, match=name):
+            interpolate(compose(), {**filled, name: ""})
+    assert "change-me" not in COMPOSE.read_text()
+    grafana = interpolate(services()["grafana"]["environment"], {"GRAFANA_ADMIN_PASSWORD": "pw"})
+    assert grafana["GF_SECURITY_ADMIN_PASSWORD"] == "pw"
+    assert grafana["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    assert grafana["GF_USERS_ALLOW_SIGN_UP"] == "false"
+
+
+def test_only_nginx_is_published_beyond_this_hosts_loopback() -> None:
+    published = {
+        name: [str(p) for p in service.get("ports", [])] for name, service in services().items()
+    }
+    assert published.pop("nginx") == ["${PHOTOSEARCH_PORT:-8080}:8080"]
+    assert published.pop("grafana") == ["127.0.0.1:3000:3000"]
+    assert published.pop("prometheus") == ["127.0.0.1:9090:9090"]
+    # Triton, the Redis pair, Qdrant, the API replicas: on the compose network only.
+    assert {name: ports for name, ports in published.items() if ports} == {}
+
+
+def test_triton_demands_the_control_key_to_load_or_unload_models() -> None:
+    key = "compose-control-key-0123"
+    for name in ("triton", "triton-cpu"):
+        command = interpolate(services()[name]["command"], {"PHOTOSEARCH_TRITON__CONTROL_KEY": key})
+        # The flags model/triton_server.py gives the local server.
+        for flag in control_flags(key):
+            assert flag in command, (name, flag)
+        assert "--model-control-mode=explicit" in command
 
 
 def test_every_file_compose_mounts_or_builds_from_exists() -> None:

@@ -213,7 +213,8 @@ def test_compose_config_scrapes_every_replica_of_each_job() -> None:
     assert set(jobs) >= JOBS
     # Docker's DNS answers one A record per replica of a compose service.
     for name, service, port in (
-        ("photosearch-api", "api", 8000),
+        # The API's internal metrics listener (PHOTOSEARCH_API__METRICS_PORT).
+        ("photosearch-api", "api", 9465),
         ("photosearch-worker", "worker", 9464),
     ):
         [dns] = jobs[name]["dns_sd_configs"]
