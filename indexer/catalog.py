@@ -18,7 +18,7 @@ from typing import Any
 
 from indexer.metadata import PhotoMetadata, parse_manifest
 from indexer.shards import ShardRange
-from photosearch.sources import Source, SourceObject, is_photo
+from photosearch.sources import Source, SourceObject, SourceRefused, is_photo
 
 
 class ShardTooBig(Exception):
@@ -111,7 +111,10 @@ class Manifests:
     def _fetch(self, manifest_key: str) -> bytes | None:
         try:
             return self.source.read(manifest_key)
-        except (FileNotFoundError, IsADirectoryError):
+        except FileNotFoundError:
+            return None
+        except SourceRefused as exc:  # a folder, a link, a FIFO, too large: not read
+            self.warnings.append(f"{manifest_key}: {exc}")
             return None
 
     def load(self, manifest_key: str, data: bytes | None = None) -> None:

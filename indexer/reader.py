@@ -10,7 +10,7 @@ from photosearch.embedding.arrays import Pixels
 from photosearch.embedding.errors import InvalidImage
 from photosearch.embedding.images import ImageLimits, prepare_image
 from photosearch.embedding.manifest import ImagePreprocessing
-from photosearch.sources import Source
+from photosearch.sources import Source, SourceRefused
 
 
 def read_photo(
@@ -21,6 +21,8 @@ def read_photo(
         data = source.read(photo.key)
     except FileNotFoundError:
         return "gone from the source before it could be read"
+    except SourceRefused as exc:  # a link, a FIFO, a folder, too large: final, not retried
+        return str(exc)
     try:
         return prepare_image(data, spec, limits)
     except InvalidImage as exc:

@@ -80,7 +80,7 @@ class Runtime:
     def source(self, uri: str) -> Source:
         with self._lock:
             if uri not in self._sources:
-                self._sources[uri] = open_source(uri, self.settings.s3)
+                self._sources[uri] = open_source(uri, self.settings)
             return self._sources[uri]
 
     def close(self) -> None:

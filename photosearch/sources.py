@@ -2,31 +2,62 @@
 
 The indexer lists them by key range, in key order (so a shard of the catalogue is listed at
 the cost of its own size), and reads and stats single files; the query API reads one photo
-back by its stored URI.
+back by its stored URI, under the root its point records. Every read is confined and bounded
+(photosearch/originals.py).
 """
 
 from __future__ import annotations
 
 import os
 import stat as stat_mode
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote_to_bytes, urlsplit
 
-from photosearch.settings import S3Settings
+from photosearch.originals import (
+    DEFAULT_LIMITS,
+    PhotoTooLarge,
+    ReadLimits,
+    ReadTimedOut,
+    SourceError,
+    SourceRefused,
+    SourceRoot,
+    SourceUnavailable,
+    check_source,
+    key_parts,
+    parse_source,
+    read_bounded,
+    read_file,
+    real_folder,
+    too_large,
+)
+from photosearch.settings import S3Settings, Settings
+
+__all__ = [
+    "PHOTO_SUFFIXES",
+    "LocalSource",
+    "PhotoTooLarge",
+    "ReadLimits",
+    "ReadTimedOut",
+    "S3Source",
+    "Source",
+    "SourceError",
+    "SourceObject",
+    "SourceRefused",
+    "SourceUnavailable",
+    "check_source",
+    "open_source",
+    "photo_root",
+    "read_photo",
+    "s3_client",
+    "s3_errors",
+]
 
 # What the indexer embeds; GIF is read at its first frame, TIFF at its first page.
 PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".gif", ".tif", ".tiff"})
-
-
-class SourceError(Exception):
-    """The source URI is malformed, or the source refuses to be listed (a final answer)."""
-
-
-class SourceUnavailable(SourceError, OSError):
-    """The source did not answer (network, throttling, a 5xx): worth trying again later."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +82,8 @@ class Source(Protocol):
         """One file's version now, or None when it is not there (or not a file)."""
 
     def read(self, key: str) -> bytes:
-        """A file's bytes; FileNotFoundError when it is gone."""
+        """A file's bytes, within the source's ReadLimits; FileNotFoundError when it is gone,
+        SourceRefused (PhotoTooLarge) when it may not be read, ReadTimedOut past the deadline."""
 
     def uri_of(self, key: str) -> str:
         """The address of one file, stored with its point."""
@@ -78,8 +110,9 @@ def in_range(key: str, lo: str, hi: str | None) -> bool:
 class LocalSource:
     """A folder tree; a file's version is its size and modification time in nanoseconds."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, limits: ReadLimits = DEFAULT_LIMITS) -> None:
         self.root = root.resolve()
+        self.limits = limits
         self.uri = self.root.as_uri()
         if not self.root.is_dir():
             raise SourceError(f"{self.root} is not a folder")
@@ -110,12 +143,6 @@ class LocalSource:
                 stat = entry.stat()
                 yield SourceObject(key, f"{stat.st_size}-{stat.st_mtime_ns}", stat.st_size)
 
-    def _path(self, key: str) -> Path:
-        path = (self.root / key).resolve()
-        if not path.is_relative_to(self.root):
-            raise FileNotFoundError(f"{key} is outside the source")
-        return path
-
     def stat(self, key: str) -> SourceObject | None:
         # Only a key as the listing spells it: no "..", no "./", no hidden part.
         parts = key.split("/")
@@ -130,16 +157,16 @@ class LocalSource:
         return SourceObject(key, f"{found.st_size}-{found.st_mtime_ns}", found.st_size)
 
     def read(self, key: str) -> bytes:
-        return self._path(key).read_bytes()
+        return read_file(self.root, key, self.limits)
 
     def uri_of(self, key: str) -> str:
         return (self.root / key).as_uri()
 
     def key_of(self, uri: str) -> str | None:
-        parsed = urlparse(uri)
+        parsed = urlsplit(uri)
         if parsed.scheme != "file":
             return None
-        path = Path(unquote(parsed.path))
+        path = Path(os.fsdecode(unquote_to_bytes(parsed.path)))
         return path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else None
 
     def close(self) -> None:
@@ -185,8 +212,11 @@ def s3_errors(what: str, exc: Exception) -> SourceError:
 class S3Source:
     """A bucket prefix through boto3; a file's version is its ETag."""
 
-    def __init__(self, bucket: str, prefix: str, settings: S3Settings) -> None:
+    def __init__(
+        self, bucket: str, prefix: str, settings: S3Settings, limits: ReadLimits = DEFAULT_LIMITS
+    ) -> None:
         self.bucket = bucket
+        self.limits = limits
         self.prefix = prefix.strip("/")
         self.root = f"{bucket}/{self.prefix}".rstrip("/")
         self.uri = f"s3://{self.root}"
@@ -231,9 +261,17 @@ class S3Source:
     def read(self, key: str) -> bytes:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        deadline = time.monotonic() + self.limits.timeout_s
         try:
             reply = self.client.get_object(Bucket=self.bucket, Key=self.key_prefix + key)
-            data: bytes = reply["Body"].read()
+            body = reply["Body"]
+            try:
+                size = int(reply.get("ContentLength") or 0)
+                if size > self.limits.max_bytes:
+                    raise PhotoTooLarge(too_large(size, self.limits))
+                data = read_bounded(body.read, self.limits, deadline)
+            finally:
+                body.close()
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 raise FileNotFoundError(self.uri_of(key)) from exc
@@ -252,27 +290,87 @@ class S3Source:
         self.client.close()
 
 
-def open_source(uri: str, s3: S3Settings) -> Source:
-    """file:///dir, a plain path, or s3://bucket/prefix."""
-    parsed = urlparse(uri)
-    if parsed.scheme in ("", "file"):
-        return LocalSource(Path(unquote(parsed.path) if parsed.scheme else uri))
-    if parsed.scheme == "s3":
-        if not parsed.netloc:
-            raise SourceError(f"{uri}: no bucket")
-        return S3Source(parsed.netloc, parsed.path, s3)
-    raise SourceError(f"{uri}: unsupported scheme {parsed.scheme!r} (file://, s3://)")
+def open_source(uri: str, settings: Settings) -> Source:
+    """A checked source (check_source): file:///dir, an absolute folder, or s3://bucket/prefix."""
+    root = parse_source(check_source(uri, settings))
+    limits = ReadLimits.from_settings(settings)
+    if root.scheme == "file":
+        return LocalSource(real_folder(root, settings), limits)
+    return S3Source(root.bucket, root.prefix, settings.s3, limits)
+
+
+def photo_root(payload: Mapping[str, Any], remembered: str | None) -> str:
+    """The root a stored photo is read under: the `source_root` its point records, else (a
+    point indexed before roots were recorded) `remembered`, the source synced last; with
+    neither, SourceRefused: no photo is read without a root to confine it to."""
+    root = payload.get("source_root") or remembered
+    if not isinstance(root, str) or not root:
+        raise SourceRefused("the photo records no source root, and no source was synced")
+    return root
+
+
+def _key_under(root: SourceRoot, photo_uri: str) -> str:
+    """The key of a stored photo's URI below its root; SourceRefused when it is not below."""
+    refused = SourceRefused(f"{photo_uri!r} is not a file of the source {root.uri}")
+    try:
+        parts = urlsplit(photo_uri)
+    except ValueError:
+        raise refused from None
+    if parts.scheme != root.scheme or "?" in photo_uri or "#" in photo_uri:
+        raise refused
+    if root.scheme == "s3":
+        key = parts.path.lstrip("/")
+        if parts.netloc != root.bucket or (root.prefix and not key.startswith(root.prefix + "/")):
+            raise refused
+        inside = key[len(root.prefix) + 1 :] if root.prefix else key
+        key_parts(inside)
+        return inside
+    if parts.netloc.lower() not in ("", "localhost"):
+        raise refused
+    raw = os.fsdecode(unquote_to_bytes(parts.path))
+    if not raw.startswith("/"):
+        raise refused
+    key_parts(raw[1:])  # no "", "." or ".." segment: PurePosixPath would drop the first two
+    path = PurePosixPath(raw)
+    # Points store real paths; a remembered root may be spelt through a link to them.
+    for folder in (root.path, PurePosixPath(os.path.realpath(root.path))):
+        if path.is_relative_to(folder) and path != folder:
+            return path.relative_to(folder).as_posix()
+    raise refused
+
+
+def read_photo(root_uri: str, photo_uri: str, settings: Settings) -> bytes:
+    """The bytes of one stored photo (`source_uri`), read only below `root_uri` (photo_root)
+    and within settings.images.max_bytes and settings.sources.read_timeout_s.
+
+    Raises FileNotFoundError when it is gone; SourceRefused when it may not be read (the root
+    not accepted, the photo outside it, a link, not a regular file), PhotoTooLarge (a
+    SourceRefused) past the size; ReadTimedOut (a SourceUnavailable, OSError) past the deadline,
+    SourceUnavailable when S3 does not answer: worth trying again.
+    """
+    root = parse_source(check_source(root_uri, settings))
+    limits = ReadLimits.from_settings(settings)
+    key = _key_under(root, photo_uri)
+    if root.scheme == "file":
+        return read_file(real_folder(root, settings), key, limits)
+    source = S3Source(root.bucket, root.prefix, settings.s3, limits)
+    try:
+        return source.read(key)
+    finally:
+        source.close()
 
 
 def read_uri(uri: str, s3: S3Settings) -> bytes:
-    """The bytes of one stored photo by the `source_uri` its point carries."""
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return Path(unquote(parsed.path)).read_bytes()
-    if parsed.scheme == "s3" and parsed.netloc:
-        source = S3Source(parsed.netloc, "", s3)
-        try:
-            return source.read(parsed.path.lstrip("/"))
-        finally:
-            source.close()
-    raise SourceError(f"{uri}: unsupported scheme {parsed.scheme!r} (file://, s3://)")
+    """Deprecated, for query_api/photos.py until it calls read_photo: one stored photo with
+    "/" as its root (no link anywhere on its path, a regular file, the default bounds)."""
+    root = SourceRoot("file", "", PurePosixPath("/"))
+    if uri.startswith("s3:"):
+        root = parse_source(f"s3://{urlsplit(uri).netloc}")
+    key = _key_under(root, uri)
+    if root.scheme == "file":
+        return read_file(Path("/"), key, DEFAULT_LIMITS)
+    source = S3Source(root.bucket, "", s3)
+    try:
+        return source.read(key)
+    finally:
+        source.close()

@@ -81,7 +81,7 @@ def test_s3_events_are_indexed_by_the_next_increment_without_a_listing(
             again = increment(jobs, source, worker)  # the feed is empty now
             assert (again.state, again.total, again.listed) == ("done", 0, 0), again
     after = stored(settings)
-    bucket = open_source(source, settings.s3)
+    bucket = open_source(source, settings)
     listed = {o.key: o.version for o in bucket.list_range()}
     bucket.close()
     listed.pop("notes.txt")

@@ -1,10 +1,13 @@
-"""Photo sources (local, S3 via moto) listed by key range, and metadata manifests."""
+"""Photo sources (local, S3 via moto) listed by key range, originals read confined and bounded,
+source URIs checked, and metadata manifests."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import stat
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -14,21 +17,33 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from indexer.catalog import Photo
 from indexer.metadata import parse_manifest
-from photosearch.settings import S3Settings
+from indexer.reader import read_photo as read_for_indexing
+from photosearch.embedding.images import ImageLimits
+from photosearch.embedding.manifest import ImagePreprocessing
+from photosearch.originals import read_bounded, read_file
+from photosearch.settings import S3Settings, Settings
 from photosearch.sources import (
     LocalSource,
+    PhotoTooLarge,
+    ReadLimits,
+    ReadTimedOut,
     S3Source,
     Source,
     SourceError,
+    SourceRefused,
     SourceUnavailable,
+    check_source,
     open_source,
+    photo_root,
+    read_photo,
     s3_errors,
 )
 from tests.conftest import free_ports
 from tests.indexing import write_photo
 
-NO_S3 = S3Settings()
+SETTINGS = Settings()
 _OPEN: list[Source] = []
 
 
@@ -150,23 +165,302 @@ def test_local_read_refuses_keys_outside_the_root(tmp_path: Path) -> None:
     root.mkdir()
     (tmp_path / "x").write_bytes(b"secret")
     source = LocalSource(root)
-    with pytest.raises(FileNotFoundError):
-        source.read("../x")
+    for key in ("../x", "a/../../x", "/x", "./x", ""):
+        with pytest.raises(SourceRefused, match="not a path inside the source"):
+            source.read(key)
     with pytest.raises(FileNotFoundError):
         source.read("missing.jpg")
+    with pytest.raises(FileNotFoundError):
+        source.read("missing/a.jpg")
 
 
 def test_open_source_takes_paths_and_file_uris_and_refuses_the_rest(tmp_path: Path) -> None:
     write_photo(tmp_path / "a.jpg", 0)
     for uri in (str(tmp_path), tmp_path.as_uri()):
-        source = open_source(uri, NO_S3)
+        source = open_source(uri, SETTINGS)
         assert isinstance(source, LocalSource) and list(listing(source)) == ["a.jpg"]
-    with pytest.raises(SourceError, match="unsupported scheme 'ftp'"):
-        open_source("ftp://host/photos", NO_S3)
+    with pytest.raises(SourceRefused, match="unsupported scheme 'ftp'"):
+        open_source("ftp://host/photos", SETTINGS)
+    with pytest.raises(SourceRefused, match="names no host"):
+        open_source("file://evil.example.com" + str(tmp_path), SETTINGS)
     with pytest.raises(SourceError, match="not a folder"):
-        open_source(str(tmp_path / "missing"), NO_S3)
+        open_source(str(tmp_path / "missing"), SETTINGS)
     with pytest.raises(SourceError, match="no bucket"):
-        open_source("s3:///prefix", NO_S3)
+        open_source("s3:///prefix", SETTINGS)
+
+
+# --- Originals confined: a regular file below its root, within a size and a deadline ----------
+
+
+def settings_of(**groups: Any) -> Settings:
+    return Settings(**groups)
+
+
+def folder_with(tmp_path: Path, files: dict[str, bytes]) -> Path:
+    root = tmp_path / "photos"
+    for key, data in files.items():
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(data)
+    root.mkdir(exist_ok=True)
+    return root
+
+
+def refused_everywhere(root: Path, key: str, match: str) -> None:
+    """The indexer's read and the API's read of one key both refuse it, with the reason."""
+    with pytest.raises(SourceRefused, match=match):
+        LocalSource(root).read(key)
+    with pytest.raises(SourceRefused, match=match):
+        read_photo(root.as_uri(), (root / key).as_uri(), SETTINGS)
+
+
+def test_a_photo_swapped_for_a_link_to_a_secret_is_refused_not_served(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_bytes(b"root:x:0:0")
+    root = folder_with(tmp_path, {"a.jpg": b"photo"})
+    assert read_photo(root.as_uri(), (root / "a.jpg").as_uri(), SETTINGS) == b"photo"
+    (root / "a.jpg").unlink()
+    (root / "a.jpg").symlink_to(tmp_path / "secret")
+    refused_everywhere(root, "a.jpg", "symbolic link")
+    (root / "b.jpg").symlink_to("/etc/passwd")
+    refused_everywhere(root, "b.jpg", "symbolic link")
+
+
+def test_links_inside_the_root_are_refused_too(tmp_path: Path) -> None:
+    root = folder_with(tmp_path, {"real/b.jpg": b"b"})
+    (root / "a.jpg").symlink_to(root / "real/b.jpg")
+    (root / "linked").symlink_to(root / "real")
+    refused_everywhere(root, "a.jpg", "symbolic link")
+    refused_everywhere(root, "linked/b.jpg", "symbolic link")
+    assert LocalSource(root).read("real/b.jpg") == b"b"
+
+
+def test_a_link_swapped_in_after_the_path_check_is_refused_when_opened(tmp_path: Path) -> None:
+    """The folders are opened one by one without following links: no window between a check of
+    the path and the open lets a link through."""
+    from photosearch import originals
+
+    root = folder_with(tmp_path, {"real/b.jpg": b"b"})
+    (root / "linked").symlink_to(root / "real")
+    (root / "c.jpg").symlink_to(root / "real/b.jpg")
+    # What read_file does after its check of the path, as if the links came in between.
+    for parts in (["linked", "b.jpg"], ["c.jpg"]):
+        with pytest.raises(SourceRefused, match="symbolic link"):
+            originals._open_below(str(root), parts)
+
+
+@pytest.mark.timeout(10)
+def test_a_fifo_where_a_photo_was_is_refused_at_once(tmp_path: Path) -> None:
+    root = folder_with(tmp_path, {})
+    os.mkfifo(root / "a.jpg")  # no writer: a blocking open or read would wait for ever
+    started = time.monotonic()
+    refused_everywhere(root, "a.jpg", "a FIFO, not a regular file")
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.timeout(10)
+def test_a_device_or_a_folder_is_refused_never_read(tmp_path: Path) -> None:
+    root = folder_with(tmp_path, {"folder.jpg/x.jpg": b"x"})
+    refused_everywhere(root, "folder.jpg", "a folder, not a regular file")
+    (root / "zero.jpg").symlink_to("/dev/zero")  # endless: a read would never end
+    refused_everywhere(root, "zero.jpg", "symbolic link")
+    try:
+        os.mknod(root / "dev.jpg", 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero's
+    except PermissionError:  # not root: the link above stands for it
+        return
+    refused_everywhere(root, "dev.jpg", "a character device, not a regular file")
+
+
+def test_a_file_above_the_size_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    root = folder_with(tmp_path, {"big.jpg": b"x" * 11, "fits.jpg": b"y" * 10})
+    small = settings_of(images={"max_bytes": 10})
+    with pytest.raises(PhotoTooLarge, match="file is 11 bytes, the limit is 10"):
+        read_photo(root.as_uri(), (root / "big.jpg").as_uri(), small)
+    with pytest.raises(PhotoTooLarge):
+        open_source(str(root), small).read("big.jpg")
+    assert read_photo(root.as_uri(), (root / "fits.jpg").as_uri(), small) == b"y" * 10
+
+
+def test_a_file_growing_past_the_limit_while_read_is_cut_one_byte_past_it() -> None:
+    asked: list[int] = []
+
+    def endless(n: int) -> bytes:
+        asked.append(n)
+        return b"z" * n
+
+    with pytest.raises(PhotoTooLarge, match="over 3000000 bytes"):
+        read_bounded(endless, ReadLimits(max_bytes=3_000_000, timeout_s=30))
+    assert sum(asked) == 3_000_001
+
+
+def dribbling(every_s: float) -> Callable[[int], bytes]:
+    """A read that gives one byte per call, slowly, and never ends (a stalled network)."""
+
+    def read(n: int) -> bytes:
+        time.sleep(every_s)
+        return b"."
+
+    return read
+
+
+@pytest.mark.timeout(10)
+def test_a_slow_read_ends_at_the_deadline_as_a_retryable_error() -> None:
+    started = time.monotonic()
+    with pytest.raises(ReadTimedOut, match=r"longer than 0\.3 s") as timed_out:
+        read_bounded(dribbling(0.02), ReadLimits(max_bytes=1000, timeout_s=0.3))
+    assert 0.3 <= time.monotonic() - started < 1.5
+    # The indexer retries OSErrors (a batch is tried again later); the API can answer 503.
+    error = timed_out.value
+    assert isinstance(error, SourceUnavailable) and isinstance(error, OSError)
+    assert isinstance(error, TimeoutError) and not isinstance(error, SourceRefused)
+
+
+def test_a_local_read_keeps_the_deadline_and_reads_whole_within_it(tmp_path: Path) -> None:
+    data = os.urandom(3 * 1024 * 1024 + 17)  # several chunks
+    root = folder_with(tmp_path, {"day/big.jpg": data})
+    assert read_file(root, "day/big.jpg", ReadLimits(timeout_s=30)) == data
+    with pytest.raises(ReadTimedOut):
+        read_file(root, "day/big.jpg", ReadLimits(timeout_s=1e-9))
+
+
+def test_the_indexer_skips_a_refused_file_with_its_reason(tmp_path: Path) -> None:
+    root = folder_with(tmp_path, {})
+    os.mkfifo(root / "a.jpg")
+    spec = ImagePreprocessing(size=224, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))
+    why = read_for_indexing(LocalSource(root), Photo("a.jpg", "a.jpg", "v"), spec, ImageLimits())
+    assert why == "a FIFO, not a regular file"
+
+
+# --- Source URIs: one spelling, no host, under the allowed roots ------------------------------
+
+
+def test_sources_are_normalized_to_one_spelling(tmp_path: Path) -> None:
+    for given, normal in [
+        ("/data/photos/", "file:///data/photos"),
+        ("/data/x/../photos", "file:///data/photos"),
+        ("//data//photos", "file:///data/photos"),
+        ("/data/a b", "file:///data/a%20b"),
+        ("file:///data/a%20b/", "file:///data/a%20b"),
+        ("file://localhost/data", "file:///data"),  # RFC 8089: this machine
+        ("FILE:/data", "file:///data"),
+        ("s3://bucket/cat/", "s3://bucket/cat"),
+        ("s3://bucket/", "s3://bucket"),
+    ]:
+        assert check_source(given, SETTINGS) == normal, given
+
+
+@pytest.mark.parametrize(
+    ("uri", "why"),
+    [
+        ("file://evil.example.com/etc", "names no host"),
+        ("file://127.0.0.1/etc", "names no host"),
+        ("file://user@localhost/etc", "names no host"),
+        ("photos", "a relative path"),
+        ("./photos", "a relative path"),
+        ("file:photos", "a relative path"),
+        ("ftp://host/photos", "unsupported scheme 'ftp'"),
+        ("http://host/photos", "unsupported scheme 'http'"),
+        ("file:///data?x=1", "query or fragment"),
+        ("file:///data#top", "query or fragment"),
+        ("s3://bucket/cat?versionId=1", "query or fragment"),
+        ("s3:///cat", "no bucket"),
+        ("s3://user@bucket/cat", "not a bucket name"),
+        ("s3://bucket/cat/../dog", "segment"),
+        ("s3://[bucket/cat", "use a folder"),
+        ("/data/\0x", "NUL"),
+    ],
+)
+def test_sources_that_are_not_ours_are_refused_with_the_reason(uri: str, why: str) -> None:
+    with pytest.raises(SourceRefused, match=why):
+        check_source(uri, SETTINGS)
+
+
+def test_allowed_roots_admit_their_own_trees_compared_by_whole_segments() -> None:
+    settings = settings_of(sources={"allowed_roots": ("file:///data", "s3://bucket/cat")})
+    for uri in (
+        "/data",
+        "file:///data/",
+        "/data/photos/2024",
+        "s3://bucket/cat",
+        "s3://bucket/cat/x",
+    ):
+        assert check_source(uri, settings)
+    for uri in (
+        "/data2",
+        "/dat",
+        "/data/../etc",
+        "/",
+        "s3://bucket/cat2",
+        "s3://bucket",
+        "s3://other/cat",
+        "file:///bucket/cat",
+    ):
+        with pytest.raises(SourceRefused, match="not under an allowed root"):
+            check_source(uri, settings)
+    broken = settings_of(sources={"allowed_roots": ("data",)})
+    with pytest.raises(SourceRefused, match="ALLOWED_ROOTS"):
+        check_source("/data", broken)
+
+
+def test_a_source_linked_out_of_an_allowed_root_is_refused(tmp_path: Path) -> None:
+    allowed = tmp_path / "allowed"
+    (allowed / "real").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside/a.jpg").write_bytes(b"a")
+    (allowed / "link").symlink_to(tmp_path / "outside")
+    settings = settings_of(sources={"allowed_roots": (allowed.as_uri(),)})
+    assert isinstance(open_source(str(allowed / "real"), settings), LocalSource)
+    with pytest.raises(SourceRefused, match="not under an allowed root"):
+        open_source(str(allowed / "link"), settings)
+    with pytest.raises(SourceRefused, match="not under an allowed root"):
+        read_photo((allowed / "link").as_uri(), (allowed / "link/a.jpg").as_uri(), settings)
+
+
+# --- The API's read of a stored photo: below the root its point records ------------------------
+
+
+def test_a_stored_photo_is_read_only_below_its_recorded_root(tmp_path: Path) -> None:
+    root = folder_with(tmp_path, {"day/a.jpg": b"a"})
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other/x.jpg").write_bytes(b"x")
+    assert read_photo(root.as_uri(), (root / "day/a.jpg").as_uri(), SETTINGS) == b"a"
+    assert read_photo(str(root), (root / "day/a.jpg").as_uri(), SETTINGS) == b"a"
+    for photo in (
+        (tmp_path / "other/x.jpg").as_uri(),
+        root.as_uri() + "/../other/x.jpg",
+        root.as_uri() + "/day/./a.jpg",
+        root.as_uri(),
+        "file://evil.example.com" + str(root / "day/a.jpg"),
+        "s3://bucket" + str(root / "day/a.jpg"),
+        (root / "day/a.jpg").as_uri() + "?x",
+        "file://[::1",
+    ):
+        with pytest.raises(SourceRefused):
+            read_photo(root.as_uri(), photo, SETTINGS)
+    with pytest.raises(SourceRefused, match="names no host"):
+        read_photo("file://evil.example.com" + str(root), (root / "day/a.jpg").as_uri(), SETTINGS)
+    with pytest.raises(FileNotFoundError):
+        read_photo(root.as_uri(), (root / "day/gone.jpg").as_uri(), SETTINGS)
+    elsewhere = settings_of(sources={"allowed_roots": ((tmp_path / "other").as_uri(),)})
+    with pytest.raises(SourceRefused, match="not under an allowed root"):
+        read_photo(root.as_uri(), (root / "day/a.jpg").as_uri(), elsewhere)
+
+
+def test_a_root_spelt_through_a_link_still_reads_the_real_paths_points_store(
+    tmp_path: Path,
+) -> None:
+    root = folder_with(tmp_path, {"a.jpg": b"a"})
+    (tmp_path / "alias").symlink_to(root)
+    # Points store the real path (LocalSource resolves its root); the remembered source may not.
+    assert read_photo(str(tmp_path / "alias"), (root / "a.jpg").as_uri(), SETTINGS) == b"a"
+    with pytest.raises(SourceRefused, match="not a file of the source"):
+        read_photo(str(root), (tmp_path / "alias/a.jpg").as_uri(), SETTINGS)
+
+
+def test_the_root_of_a_point_is_its_own_else_the_remembered_source_else_none() -> None:
+    assert photo_root({"source_root": "file:///a"}, "file:///b") == "file:///a"
+    assert photo_root({"source_uri": "file:///b/x.jpg"}, "file:///b") == "file:///b"
+    assert photo_root({"source_root": ""}, "file:///b") == "file:///b"
+    with pytest.raises(SourceRefused, match="no source root"):
+        photo_root({"source_uri": "file:///etc/passwd"}, None)
 
 
 # --- S3Source against moto's server -----------------------------------------------------------
@@ -175,7 +469,7 @@ def test_open_source_takes_paths_and_file_uris_and_refuses_the_rest(tmp_path: Pa
 @dataclass
 class S3:
     client: Any
-    settings: S3Settings
+    settings: Settings
 
 
 @pytest.fixture(scope="module")
@@ -188,13 +482,13 @@ def s3() -> Iterator[S3]:
         credentials = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
         client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **credentials)
         client.create_bucket(Bucket="photos")
-        settings = S3Settings(
+        s3 = S3Settings(
             endpoint_url=endpoint,
             access_key_id="testing",
             secret_access_key="testing",
             region="us-east-1",
         )
-        yield S3(client, settings)
+        yield S3(client, Settings(s3=s3))
         client.close()
     finally:
         server.stop()
@@ -227,6 +521,24 @@ def test_s3_source_lists_the_prefix_with_etags_and_reads(s3: S3) -> None:
     assert source.read("a.jpg") == b"new bytes"
     with pytest.raises(FileNotFoundError):
         source.read("day1/b.png")
+
+
+def test_s3_reads_are_confined_to_the_root_and_bounded(s3: S3) -> None:
+    s3.client.put_object(Bucket="photos", Key="conf/a.jpg", Body=b"abcd")
+    s3.client.put_object(Bucket="photos", Key="conf0/b.jpg", Body=b"b")
+    root = "s3://photos/conf"
+    assert read_photo(root, "s3://photos/conf/a.jpg", s3.settings) == b"abcd"
+    for photo in ("s3://photos/conf0/b.jpg", "s3://other/conf/a.jpg", "s3://photos/conf/../a"):
+        with pytest.raises(SourceRefused):
+            read_photo(root, photo, s3.settings)
+    small = Settings(s3=s3.settings.s3, images={"max_bytes": 3})
+    with pytest.raises(PhotoTooLarge, match="file is 4 bytes, the limit is 3"):
+        read_photo(root, "s3://photos/conf/a.jpg", small)
+    source = closing_after(open_source(root, small))
+    with pytest.raises(PhotoTooLarge):
+        source.read("a.jpg")
+    with pytest.raises(FileNotFoundError):
+        read_photo(root, "s3://photos/conf/gone.jpg", s3.settings)
 
 
 def test_s3_source_of_a_missing_bucket_raises_source_error(s3: S3) -> None:
