@@ -32,6 +32,8 @@ def build_payload(photo: Photo, source: Source, model_version: int, shard: str) 
         SHARD_FIELD: shard,
         KEY_FIELD: photo.key,
         "source_uri": source.uri_of(photo.key),
+        # The API reads the original only below it (photosearch.sources.read_photo).
+        "source_root": source.uri,
         "content_version": photo.version,
         "meta_hash": photo.meta_hash,
         "model_version": model_version,

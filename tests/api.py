@@ -100,6 +100,7 @@ def index_photos(
             **metadata_of(n),
             "photo_id": photo_id,
             "source_uri": files[photo_id].as_uri(),
+            "source_root": folder.as_uri(),
             "content_version": f"v{n}",
             "meta_hash": "m",
             "model_version": model_version,

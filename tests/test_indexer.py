@@ -128,6 +128,7 @@ def test_sync_makes_the_index_match_the_folder(
         [titled] = store.retrieve(collection, ["day2/photo000.jpg"])
         assert (titled.payload["title"], titled.payload["tags"]) == ("Moon walk", ["a"])
         assert titled.payload["source_uri"] == (root / "day2/photo000.jpg").as_uri()
+        assert titled.payload["source_root"] == root.as_uri()  # what the API reads under
         assert titled.payload["model_version"] == 1
     finally:
         store.close()
