@@ -81,10 +81,16 @@ def _started(submitted: Any, what: str, wait: bool) -> None:
 
 
 def _source(source: str | None, jobs: Any) -> str:
+    """The source asked for, else the last synced or configured one, checked and normalized."""
+    from photosearch.sources import SourceError, check_source
+
     uri = source or jobs.recall("source") or get_settings().indexer.source
     if uri is None:
         raise typer.BadParameter("no source: pass --source or set PHOTOSEARCH_INDEXER__SOURCE")
-    return str(uri)
+    try:
+        return check_source(str(uri), get_settings())
+    except SourceError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 @index_app.command("sync")

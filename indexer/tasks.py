@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ from photosearch.embedding.errors import (
     TritonUnavailable,
 )
 from photosearch.settings import get_settings
+from photosearch.sources import SourceError, check_source
 from photosearch.vectorstore import StoreError
 
 log = logging.getLogger(__name__)
@@ -317,11 +319,24 @@ def finalize(job_id: str) -> None:
         finalize.delay(job_id)  # a round that ends as it starts (every shard split away)
 
 
+def accepted_source(rt: Runtime, job_id: str, source_uri: str) -> str | None:
+    """The job's source in its one spelling; one refused (malformed, a host, outside the allowed
+    roots) fails the job with the reason before anything is listed, written or deleted."""
+    try:
+        return check_source(source_uri, rt.settings)
+    except SourceError as exc:
+        rt.jobs.finish(job_id, JobState.FAILED, f"refused: {exc}")
+        return None
+
+
 @app.task(name="indexer.sync", base=JobTask, **RETRY)
 def sync(job_id: str, source_uri: str) -> None:
     """List the source shard by shard against the live collection."""
     rt = runtime()
-    syncing.start_sync(rt, job_id, source_uri)
+    source = accepted_source(rt, job_id, source_uri)
+    if source is None:
+        return
+    syncing.start_sync(rt, job_id, source)
     pump(rt, job_id)
 
 
@@ -329,8 +344,11 @@ def sync(job_id: str, source_uri: str) -> None:
 def increment(job_id: str, source_uri: str) -> None:
     """Plan what the change feed reported since the last increment."""
     rt = runtime()
+    source = accepted_source(rt, job_id, source_uri)
+    if source is None:
+        return
     try:
-        syncing.start_increment(rt, job_id, source_uri)
+        syncing.start_increment(rt, job_id, source)
     except IndexerError as exc:
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
         return
@@ -341,8 +359,11 @@ def increment(job_id: str, source_uri: str) -> None:
 def reindex(job_id: str, model_version: int, source_uri: str) -> None:
     """Build a new collection with another model version beside the live one."""
     rt = runtime()
+    source = accepted_source(rt, job_id, source_uri)
+    if source is None:
+        return
     try:
-        reindexing.start_reindex(rt, job_id, model_version, source_uri)
+        reindexing.start_reindex(rt, job_id, model_version, source)
     except IndexerError as exc:
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
         return
@@ -355,6 +376,8 @@ def scheduled(rt: Runtime, kind: JobKind, what: str) -> str | None:
     if source is None:
         log.warning("%s skipped: no source configured (PHOTOSEARCH_INDEXER__SOURCE)", what)
         return None
+    with suppress(SourceError):  # refused: the job's task records why
+        source = check_source(source, rt.settings)
     submitted = submit_sync(rt.jobs, source, kind)
     if submitted.refused:
         log.warning("%s skipped: %s", what, submitted.refused)

@@ -151,6 +151,8 @@ def test_a_second_sync_joins_the_running_one_and_another_job_is_refused(
     other = cli(settings, "index", "sync", "--source", str(tmp_path / "elsewhere"))
     assert other.returncode == 1
     assert f"refused: sync job {job_id} is changing the live collection" in other.stderr
+    elsewhere = cli(settings, "index", "sync", "--source", "file://evil.example.com/etc")
+    assert elsewhere.returncode == 2 and "a file URI names no" in elsewhere.stderr
     from indexer.tasks import submit_sync
 
     increment = submit_sync(jobs, str(root), JobKind.INCREMENT)
@@ -161,6 +163,13 @@ def test_a_second_sync_joins_the_running_one_and_another_job_is_refused(
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
         job = wait_job(jobs, job_id, worker=worker)
         assert (job.state, job.done, job.failed) == ("done", len(keys), 0), job
+        # A source the CLI and API would refuse, sent straight to the task: the job ends with
+        # the reason before anything is listed, remembered or deleted.
+        sent = submit_sync(jobs, "file://evil.example.com/etc")
+        refused = wait_job(jobs, sent.job_id, worker=worker)
+        assert (refused.state, refused.listed, refused.deleted) == ("failed", 0, 0), refused
+        assert "names no host" in refused.message
+        assert jobs.recall("source") == root.as_uri()
         # Once it has finished, the same request starts a job of its own.
         later = cli(settings, "index", "sync", "--source", str(root), "--wait")
         assert later.returncode == 0, later.stderr + worker.tail()
@@ -266,5 +275,5 @@ def test_beat_runs_the_nightly_sync_on_its_cron(
         finally:
             beat.terminate()
             beat.wait(30)
-    assert (job.kind, job.state, job.done, job.source) == ("sync", "done", 3, str(root))
+    assert (job.kind, job.state, job.done, job.source) == ("sync", "done", 3, root.as_uri())
     assert list(settings.data_dir.glob("celerybeat-schedule*"))  # beat keeps its last runs

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import urlparse
 
 from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from indexer.jobs import FINISHED, JobKind, JobState, JobStatus
 from photosearch.embedding.errors import ModelVersionUnavailable
+from photosearch.sources import SourceError, check_source
 from query_api.deps import AdminCaller, ServicesDep
 from query_api.errors import ApiError
 from query_api.schemas import (
@@ -39,12 +39,9 @@ def _source(services: Services, asked: str | None) -> str:
     if uri is None:
         raise ApiError(422, "no source: give `source`, or set PHOTOSEARCH_INDEXER__SOURCE")
     try:
-        scheme = urlparse(uri).scheme
-    except ValueError:  # "s3://[bucket": urlparse reads a bracket as an IPv6 address
-        scheme = "invalid"
-    if scheme not in ("", "file", "s3"):
-        raise ApiError(422, f"source {uri!r}: use a folder, file:///dir or s3://bucket/prefix")
-    return uri
+        return check_source(uri, services.settings)
+    except SourceError as exc:  # a host, a relative path, outside the allowed roots...
+        raise ApiError(422, str(exc)) from None
 
 
 def _job(services: Services, job: JobStatus) -> Job:
