@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 import io
 import mimetypes
-import warnings
 
-from PIL import Image, ImageOps
+from PIL import Image
 
+from photosearch.embedding.images import ImageLimits, Reserve, decode_image
 from photosearch.sources import SourceError, read_uri
 from photosearch.vectorstore import StoredPhoto
 from query_api.errors import ApiError
@@ -43,15 +43,10 @@ def read_original(services: Services, record: StoredPhoto) -> bytes:
         ) from None
 
 
-def make_thumbnail(data: bytes, size: int, max_pixels: int) -> bytes:
-    """Blocking: a JPEG whose longest side is `size`, upright, decoded in draft mode."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-        opened = Image.open(io.BytesIO(data))
-        if opened.width * opened.height > max_pixels:
-            raise ApiError(422, "the stored photo has too many pixels for a thumbnail")
-        opened.draft("RGB", (size, size))
-        image = ImageOps.exif_transpose(opened).convert("RGB")
+def make_thumbnail(data: bytes, size: int, limits: ImageLimits, reserve: Reserve) -> bytes:
+    """Blocking: a JPEG whose longest side is `size`, upright; JPEGs decoded in draft mode,
+    others shrunk right after decoding, the decode holding its memory through `reserve`."""
+    image = decode_image(data, size, limits, reserve)
     image.thumbnail((size, size), Image.Resampling.LANCZOS)
     out = io.BytesIO()
     image.save(out, "JPEG", quality=82, optimize=True)

@@ -26,6 +26,7 @@ from photosearch.vectorstore import (
 )
 from query_api.auth import KeyRing
 from query_api.errors import Unavailable
+from query_api.imagework import ImageWork
 from query_api.metrics import Metrics
 
 T = TypeVar("T")
@@ -44,6 +45,7 @@ class Services:
     metrics: Metrics
     keys: KeyRing
     store_pool: ThreadPoolExecutor
+    images: ImageWork
     own_store: bool
     # In-flight text embeddings: concurrent misses of one query share one Triton call.
     inflight: dict[tuple[int, str], asyncio.Future[Embeddings]] = field(default_factory=dict)
@@ -85,6 +87,13 @@ class Services:
             metrics=metrics,
             keys=KeyRing(api.keys, api.anonymous_search),
             store_pool=ThreadPoolExecutor(api.store_threads, thread_name_prefix="store"),
+            images=ImageWork(
+                api.image_threads,
+                api.image_queue,
+                api.image_memory_mb * 1024 * 1024,
+                api.image_timeout_s,
+                api.retry_after_s,
+            ),
             own_store=store is None,
         )
 
@@ -101,6 +110,7 @@ class Services:
         await self.redis.aclose()
         self.jobs.redis.close()
         self.store_pool.shutdown(wait=True, cancel_futures=True)
+        self.images.close()
         if self.own_store:
             self.store.close()
 

@@ -38,13 +38,17 @@ def _chunk(kind: bytes, body: bytes) -> bytes:
     return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
 
 
-def png_bomb(width: int, height: int) -> bytes:
-    """A complete, valid 1-bit PNG of width x height white pixels: kilobytes on disk that
-    decode to width * height pixels (a real decompression bomb, not only a lying header)."""
-    row = b"\0" + b"\xff" * ((width + 7) // 8)  # filter byte 0, then the packed bits
+def png_bomb(width: int, height: int, bit_depth: int = 1) -> bytes:
+    """A complete, valid greyscale PNG of width x height pixels (1-bit white, or 16-bit
+    black): kilobytes on disk that decode to width * height pixels (a real decompression
+    bomb, not only a lying header)."""
+    if bit_depth == 1:
+        row = b"\0" + b"\xff" * ((width + 7) // 8)  # filter byte 0, then the packed bits
+    else:
+        row = b"\0" + b"\0" * (width * bit_depth // 8)
     compressor = zlib.compressobj(9)
     body = b"".join(compressor.compress(row) for _ in range(height)) + compressor.flush()
-    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)  # bit depth 1, greyscale
+    header = struct.pack(">IIBBBBB", width, height, bit_depth, 0, 0, 0, 0)  # greyscale
     return (
         b"\x89PNG\r\n\x1a\n"
         + _chunk(b"IHDR", header)

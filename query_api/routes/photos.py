@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
+from photosearch.embedding.images import ImageLimits
 from photosearch.vectorstore import CollectionNotFound, StoredPhoto
 from query_api.deps import RootPath, SearchCaller, ServicesDep
 from query_api.errors import ApiError
@@ -26,8 +26,10 @@ router = APIRouter(prefix="/v1/photos", tags=["photos"])
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorResponse} for code in (401, 403, 404, 422, 503)
 }
-# Photos change only with their content version, which the ETag carries.
-_CACHE = "public, max-age=86400"
+# Photos change only with their content version, which the ETag carries. Where a key is
+# needed to see them, no shared cache (a CDN, a proxy) may keep them for the next caller.
+_PUBLIC = "public, max-age=86400"
+_PRIVATE = "private, max-age=86400"
 
 
 async def _record(services: Services, photo_id: str) -> StoredPhoto:
@@ -43,10 +45,13 @@ async def _record(services: Services, photo_id: str) -> StoredPhoto:
     return found[0]
 
 
-def _validators(record: StoredPhoto, variant: str) -> tuple[dict[str, str], str]:
+def _validators(
+    services: Services, record: StoredPhoto, variant: str
+) -> tuple[dict[str, str], str]:
     """The caching headers of one rendition of a photo, and its ETag for If-None-Match."""
     etag = etag_of(record, variant)
-    return {"ETag": etag, "Cache-Control": _CACHE}, etag
+    cache = _PUBLIC if services.settings.api.anonymous_search else _PRIVATE
+    return {"ETag": etag, "Cache-Control": cache}, etag
 
 
 @router.get("/{photo_id:path}/similar", response_model=SearchResponse, responses=ERRORS)
@@ -70,11 +75,11 @@ async def image(
 ) -> Response:
     """The original file of the photo."""
     record = await _record(services, photo_id)
-    headers, etag = _validators(record, "original")
+    headers, etag = _validators(services, record, "original")
     if if_none_match == etag:
         return Response(status_code=304, headers=headers)
-    data = await asyncio.get_running_loop().run_in_executor(
-        services.store_pool, read_original, services, record
+    data = await services.images.single_flight(
+        etag, lambda: services.images.run(lambda reserve: read_original(services, record))
     )
     return Response(data, media_type=media_type(record), headers=headers)
 
@@ -86,23 +91,30 @@ async def thumbnail(
     caller: SearchCaller,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """A JPEG thumbnail for result grids, kept in Redis for a day."""
+    """A JPEG thumbnail for result grids: made once per photo version, kept in Redis."""
     record = await _record(services, photo_id)
     size = services.settings.api.thumbnail_size
-    headers, etag = _validators(record, f"thumb{size}")
+    headers, etag = _validators(services, record, f"thumb{size}")
     if if_none_match == etag:
         return Response(status_code=304, headers=headers)
     key = thumbnail_key(services, etag)
     data = await services.cache.get_bytes(key)
     if data is None:
+        images = services.settings.images
+        limits = ImageLimits(images.max_pixels, images.max_bytes)
 
-        def build() -> bytes:
-            return make_thumbnail(
-                read_original(services, record), size, services.settings.images.max_pixels
+        async def build() -> bytes:
+            # Concurrent first requests share this one job (keyed by the ETag); the Redis
+            # write is inside it so they also share one write.
+            made = await services.images.run(
+                lambda reserve: make_thumbnail(
+                    read_original(services, record), size, limits, reserve
+                ),
             )
+            await services.cache.put_bytes(key, made, services.settings.api.thumbnail_ttl_s)
+            return made
 
-        data = await asyncio.get_running_loop().run_in_executor(services.store_pool, build)
-        await services.cache.put_bytes(key, data, services.settings.api.thumbnail_ttl_s)
+        data = await services.images.single_flight(etag, build)
     return Response(data, media_type="image/jpeg", headers=headers)
 
 
