@@ -142,7 +142,11 @@ class SearchResponse(BaseModel):
     results: list[Result]
     model_version: int = Field(description="The model version that embedded the query.")
     collection: str = Field(description="The collection searched (built with model_version).")
-    cached: bool = Field(description="The query embedding came from the cache.")
+    cached: bool | None = Field(
+        None,
+        description="Callers with the admin scope: the query embedding came from the cache. "
+        "Null for every other caller (it would tell whether someone searched the phrase).",
+    )
     limit: int
     offset: int
     next_offset: int | None = Field(description="Offset of the next page; null on the last.")
@@ -154,13 +158,22 @@ class ErrorResponse(BaseModel):
 
     error: str = Field(description="A stable code: invalid_request, unauthorized, ...")
     message: str = Field(description="What was wrong, for a person.")
-    details: list[dict[str, Any]] | None = None
+    details: list[dict[str, Any]] | None = Field(
+        None, description="422: the first few validation errors (loc, msg, type)."
+    )
+    more_errors: int | None = Field(None, description="422: how many errors were left out.")
 
 
 class SourceRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     source: str | None = Field(
         None, max_length=2000, description="file:///dir or s3://bucket/prefix; default: the last."
+    )
+    force: bool = Field(
+        False,
+        description="Go on even past PHOTOSEARCH_INDEXER__MAX_DELETE_SHARE: a sync that would "
+        "delete more than that share of the live index, or a reindex whose switch would drop "
+        "it, is refused otherwise (the job says so).",
     )
 
 
@@ -216,6 +229,17 @@ class Job(BaseModel):
     started_at: float
     finished_at: float
     message: str
+    force: bool = Field(False, description="Asked with force: no delete guard.")
+    refused: bool = Field(
+        False,
+        description="Refused by the delete guard (failed): the message gives the counts, the "
+        "share and how to force it.",
+    )
+    live_count: int = Field(0, description="Photos of the live index when the guard counted.")
+    delete_budget: int = Field(0, description="Deletions the job may make without force.")
+    held: int = Field(
+        0, description="Deletions held back until the whole listing was seen within the budget."
+    )
     problems: list[str] = Field(default_factory=list)
 
 

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from photosearch.embedding.arrays import Embeddings
 from photosearch.embedding.errors import EmbeddingError
+from photosearch.embedding.images import prepare_image
 from photosearch.querycache import normalize_query
 from photosearch.vectorstore import CollectionNotFound, Hit, StoredPhoto, model_version_of
 from query_api.errors import ApiError, Unavailable
@@ -115,7 +116,7 @@ async def _search(
 
 
 def _response(
-    root: str, hits: list[Hit], collection: str, cached: bool, page: Page, start: float
+    root: str, hits: list[Hit], collection: str, cached: bool | None, page: Page, start: float
 ) -> SearchResponse:
     results = [
         Result(score=hit.score, **to_photo(root, hit.photo_id, hit.payload))
@@ -153,7 +154,11 @@ async def _with_live_collection(
     raise AssertionError("unreachable")
 
 
-async def text_search(svc: Services, root: str, query: TextSearch) -> SearchResponse:
+async def text_search(
+    svc: Services, root: str, query: TextSearch, reveal_cache: bool
+) -> SearchResponse:
+    """`reveal_cache`: say whether the embedding came from the cache. Only to an operator (an
+    admin key): to anyone else it would tell whether some other caller searched the phrase."""
     start = time.perf_counter()
     normalized = normalize_query(query.q)
 
@@ -163,7 +168,7 @@ async def text_search(svc: Services, root: str, query: TextSearch) -> SearchResp
 
     hits, cached, collection = await _with_live_collection(svc, run)
     svc.later(svc.cache.count(normalized))
-    return _response(root, hits, collection, cached, query, start)
+    return _response(root, hits, collection, cached if reveal_cache else None, query, start)
 
 
 async def image_search(svc: Services, root: str, data: bytes, page: Page) -> SearchResponse:
@@ -171,17 +176,21 @@ async def image_search(svc: Services, root: str, data: bytes, page: Page) -> Sea
 
     async def run(collection: str) -> tuple[list[Hit], bool]:
         version = model_version_of(collection)
+        spec = svc.embedder.manifest(version).image
+        limits = svc.embedder.image_limits
+        # Decoded on the image threads, inside their memory budget, not on the tokenizer's.
+        pixels = await svc.images.run(lambda reserve: prepare_image(data, spec, limits, reserve))
         vectors = await _timed_embed(
             svc,
             "image",
-            lambda: svc.embedder.encode_image_bytes(
-                [data], model_version=version, timeout_s=svc.settings.api.embed_timeout_s * 5
+            lambda: svc.embedder.encode_images(
+                [pixels], model_version=version, timeout_s=svc.settings.api.embed_timeout_s * 5
             ),
         )
         return await _search(svc, "image", collection, vectors[0], page), False
 
-    hits, cached, collection = await _with_live_collection(svc, run)
-    return _response(root, hits, collection, cached, page, start)
+    hits, _, collection = await _with_live_collection(svc, run)
+    return _response(root, hits, collection, None, page, start)
 
 
 async def similar_search(svc: Services, root: str, photo_id: str, page: Page) -> SearchResponse:
@@ -196,5 +205,5 @@ async def similar_search(svc: Services, root: str, photo_id: str, page: Page) ->
             raise ApiError(404, f"no photo {photo_id!r} in the index")
         return await _search(svc, "similar", collection, found[0].vector, page, photo_id), False
 
-    hits, cached, collection = await _with_live_collection(svc, run)
-    return _response(root, hits, collection, cached, page, start)
+    hits, _, collection = await _with_live_collection(svc, run)
+    return _response(root, hits, collection, None, page, start)

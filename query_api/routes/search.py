@@ -27,7 +27,7 @@ async def search_get(
     root: RootPath,
 ) -> SearchResponse:
     """Photos that match a description; repeat `tags_any` / `tags_all` for several tags."""
-    return await text_search(services, root, query)
+    return await text_search(services, root, query, "admin" in caller.scopes)
 
 
 @router.post("", response_model=SearchResponse, responses=ERRORS)
@@ -35,7 +35,7 @@ async def search_post(
     query: TextSearch, services: ServicesDep, caller: SearchCaller, root: RootPath
 ) -> SearchResponse:
     """The same search with a JSON body (long filter lists)."""
-    return await text_search(services, root, query)
+    return await text_search(services, root, query, "admin" in caller.scopes)
 
 
 @router.post("/image", response_model=SearchResponse, responses=ERRORS)

@@ -147,7 +147,8 @@
     const parts = [`${shown} result${shown === 1 ? "" : "s"}`];
     if (body.next_offset !== null) parts[0] += ", more available";
     parts.push(`model version ${body.model_version}`);
-    if (current.text) {
+    // Told to an operator's key only (null otherwise): whether the cache answered.
+    if (current.text && body.cached !== null && body.cached !== undefined) {
       parts.push(body.cached ? "query embedding cached" : "query embedding not cached");
     }
     parts.push(`${Math.round(body.took_ms)} ms`);
