@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
-from contextlib import ExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from prometheus_client import start_http_server
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from photosearch.settings import Settings, get_settings
 from photosearch.vectorstore import VectorStore
-from query_api.errors import ApiError, error_body, install_handlers
+from query_api.errors import install_handlers
+from query_api.guards import BodyLimit, SecurityHeaders
 from query_api.metrics import Metrics, MetricsMiddleware
 from query_api.routes import admin, health, model, photos, search
 from query_api.services import Services
@@ -24,6 +24,15 @@ from query_api.services import Services
 STATIC = Path(__file__).parent / "static"
 # Multipart framing around an upload: boundaries and part headers.
 _MULTIPART_SLACK = 64 * 1024
+UPLOAD_ROUTES = ("/v1/search/image",)
+# Swagger UI from the app's own files: no third-party script on the origin that keeps the key.
+_DOCS_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>PhotoSearch API</title>
+<link rel="stylesheet" href="/docs/static/swagger-ui.css"></head>
+<body><div id="swagger-ui"></div>
+<script src="/docs/static/swagger-ui-bundle.js"></script>
+<script src="/static/docs.js"></script></body></html>
+"""
 
 
 class _Static(StaticFiles):
@@ -33,47 +42,6 @@ class _Static(StaticFiles):
         response = super().file_response(*args, **kwargs)
         response.headers["Cache-Control"] = "no-cache"
         return response
-
-
-class BodyLimit:
-    """Refuse a request body above the upload limit before it is read into memory."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._too_large(send)
-            return
-        seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                raise ApiError(413, f"the request body is larger than {self.max_bytes} bytes")
-            return message
-
-        await self.app(scope, counted, send)
-
-    async def _too_large(self, send: Send) -> None:
-        body = json.dumps(
-            error_body("too_large", f"the request body is larger than {self.max_bytes} bytes")
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
 
 
 def create_app(
@@ -103,6 +71,7 @@ def create_app(
         try:
             # The worker stops (finishing its tasks) before the store it writes is closed.
             with ExitStack() as worker:
+                worker.enter_context(metrics_listener(settings, metrics))
                 app.state.embedded_worker = None
                 if embedded_worker:
                     from indexer.host import embedded_worker as start_worker
@@ -114,21 +83,61 @@ def create_app(
         finally:
             await services.close()
 
+    api = settings.api
     app = FastAPI(
         title="PhotoSearch",
         version="1",
         summary="Search PhotoStock's photos by text, by image, or for more like one.",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json" if api.docs else None,
     )
-    install_handlers(app, settings.api.retry_after_s)
+    install_handlers(app, api.retry_after_s)
     for router in (search.router, model.router, photos.router, admin.router, health.router):
         app.include_router(router)
-    app.add_middleware(BodyLimit, max_bytes=settings.api.max_upload_bytes + _MULTIPART_SLACK)
+    upload = api.max_upload_bytes + _MULTIPART_SLACK
+    app.add_middleware(
+        BodyLimit,
+        default_bytes=api.max_json_bytes,
+        limits=dict.fromkeys(UPLOAD_ROUTES, upload),
+        timeout_s=api.body_timeout_s,
+    )
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(SecurityHeaders)
     app.mount("/static", _Static(directory=STATIC), name="static")
+    if api.docs:
+        _serve_docs(app)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
 
     return app
+
+
+@contextmanager
+def metrics_listener(settings: Settings, metrics: Metrics) -> Iterator[None]:
+    """/metrics on a listener of its own (an internal port): key names, per-key counts and
+    collection names are for the operator's Prometheus, never for the public port."""
+    api = settings.api
+    if not api.metrics_port:
+        yield
+        return
+    server, thread = start_http_server(api.metrics_port, api.metrics_host, metrics.registry)
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def _serve_docs(app: FastAPI) -> None:
+    from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]
+
+    app.mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return HTMLResponse(_DOCS_PAGE)

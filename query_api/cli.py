@@ -44,11 +44,13 @@ def serve_command(
     import uvicorn
 
     from query_api.app import create_app
+    from query_api.server import server_config
 
     settings = get_settings()
     logging.getLogger("uvicorn.access").addFilter(_QuietProbes())
-    uvicorn.run(
+    config = server_config(
         create_app(settings, embedded_worker=embedded_worker),
+        settings,
         host=host or settings.api.host,
         port=port or settings.api.port,
         log_level=log_level,
@@ -56,6 +58,7 @@ def serve_command(
         proxy_headers=True,
         timeout_graceful_shutdown=10,
     )
+    uvicorn.Server(config).run()
 
 
 @api_app.command("key")

@@ -21,6 +21,7 @@ from photosearch.settings import Settings
 from photosearch.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name
 from query_api.app import create_app
 from query_api.auth import hash_key
+from query_api.server import server_config
 from tests.conftest import free_ports
 from tests.images import encode
 from tests.indexing import REDIS_URL, variant
@@ -131,9 +132,9 @@ def sample(text: str, name: str, **labels: str) -> float:
     return total
 
 
-def metric(url: str, name: str, **labels: str) -> float:
-    """The same, read from the app's /metrics."""
-    return sample(httpx.get(url + "/metrics").text, name, **labels)
+def metric(metrics_url: str, name: str, **labels: str) -> float:
+    """The same, read from the app's metrics listener (its internal port)."""
+    return sample(httpx.get(metrics_url).text, name, **labels)
 
 
 class ApiServer:
@@ -142,11 +143,18 @@ class ApiServer:
     def __init__(
         self, settings: Settings, store: VectorStore | None = None, embedded_worker: bool = False
     ) -> None:
-        self.port = free_ports(1)[0]
+        self.port, metrics_port = free_ports(2)
         self.url = f"http://127.0.0.1:{self.port}"
+        # Each app in this process gets its own metrics listener.
+        settings = settings.model_copy(
+            update={"api": settings.api.model_copy(update={"metrics_port": metrics_port})}
+        )
+        self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        self.settings = settings
         self.app = create_app(settings, store=store, embedded_worker=embedded_worker)
-        config = uvicorn.Config(
+        config = server_config(
             self.app,
+            settings,
             host="127.0.0.1",
             port=self.port,
             log_level="warning",

@@ -23,6 +23,8 @@ from tests.faultload import RedisProcess
 from tests.indexing import drop_keys
 
 SEARCH = {"X-API-Key": SEARCH_KEY}
+# An operator's key: only it is told whether the query embedding came from the cache.
+OPERATOR = {"X-API-Key": ADMIN_KEY}
 
 
 @pytest.fixture
@@ -38,7 +40,7 @@ def private_redis(tmp_path: Path) -> Iterator[RedisProcess]:
 def search(url: str, q: str) -> tuple[int, dict[str, Any], float]:
     start = time.perf_counter()
     response = httpx.get(
-        url + "/v1/search", params={"q": q, "limit": 5}, headers=SEARCH, timeout=30
+        url + "/v1/search", params={"q": q, "limit": 5}, headers=OPERATOR, timeout=30
     )
     return (
         response.status_code,
@@ -70,19 +72,19 @@ def test_redis_stopped_mid_test_searches_still_answer_and_the_cache_returns(
                 answered.append(seconds)
             # Bypassed, not waited on: connection refused, then no Redis call for redis_retry_s.
             assert max(answered) < 5
-            assert metric(api.url, "photosearch_query_cache_total", result="bypass") >= 4
+            assert metric(api.metrics_url, "photosearch_query_cache_total", result="bypass") >= 4
             ready = httpx.get(api.url + "/readyz")
             assert ready.status_code == 200 and ready.json()["status"] == "degraded"
             assert ready.json()["checks"]["redis"]["ok"] is False
-            assert metric(api.url, "photosearch_dependency_ready", dependency="redis") == 0
-            assert metric(api.url, "photosearch_dependency_ready", dependency="triton") == 1
+            assert metric(api.metrics_url, "photosearch_dependency_ready", dependency="redis") == 0
+            assert metric(api.metrics_url, "photosearch_dependency_ready", dependency="triton") == 1
 
             private_redis.start()
             time.sleep(settings.api.redis_retry_s + 0.2)
             search(api.url, "a busy market")  # fills the cache again
             assert search(api.url, "a busy market")[1]["cached"] is True
             assert httpx.get(api.url + "/readyz").json()["status"] == "ready"
-            assert metric(api.url, "photosearch_dependency_ready", dependency="redis") == 1
+            assert metric(api.metrics_url, "photosearch_dependency_ready", dependency="redis") == 1
     finally:
         store.close()
 
@@ -172,4 +174,4 @@ def test_vector_store_unreachable_is_a_503_and_readyz_names_it(
         ready = httpx.get(api.url + "/readyz")
         assert ready.status_code == 503
         assert ready.json()["checks"]["vector_store"]["ok"] is False
-        assert metric(api.url, "photosearch_vector_store_errors_total") >= 1
+        assert metric(api.metrics_url, "photosearch_vector_store_errors_total") >= 1

@@ -43,6 +43,7 @@ ADMIN = {"X-API-Key": ADMIN_KEY}
 @dataclass
 class Api:
     url: str
+    metrics_url: str
     settings: Settings
     store: VectorStore
     indexed: Indexed
@@ -52,8 +53,10 @@ class Api:
     def get(self, path: str, headers: dict[str, str] | None = None, **kw: Any) -> httpx.Response:
         return httpx.get(self.url + path, headers=SEARCH if headers is None else headers, **kw)
 
-    def search(self, q: str, **params: Any) -> dict[str, Any]:
-        response = self.get("/v1/search", params={"q": q, **params})
+    def search(
+        self, q: str, headers: dict[str, str] | None = None, **params: Any
+    ) -> dict[str, Any]:
+        response = self.get("/v1/search", headers, params={"q": q, **params})
         assert response.status_code == 200, response.text
         body: dict[str, Any] = response.json()
         return body
@@ -65,7 +68,7 @@ def api(
 ) -> Iterator[Api]:
     """24 real-photo variants embedded by Triton, plus one point planted at a query's embedding."""
     tmp = tmp_path_factory.mktemp("api")
-    settings = api_settings(tmp / "data", triton.url, repository, cache_ttl_s=2)
+    settings = api_settings(tmp / "data", triton.url, repository, cache_ttl_s=2, docs=True)
     store = open_store(settings)
     indexed = index_photos(store, settings, tmp / "photos", 24)
     [text_vector] = asyncio.run(embed_texts(settings, [PLANTED_QUERY], 1))
@@ -77,6 +80,7 @@ def api(
         with serving(settings, store) as server:
             yield Api(
                 server.url,
+                server.metrics_url,
                 settings,
                 store,
                 indexed,
@@ -96,9 +100,10 @@ def brute_force(api: Api, vector: Any, ids: list[str] | None = None) -> list[tup
 
 
 def test_text_search_ranks_by_the_query_embedding_and_caches_it_until_the_ttl(api: Api) -> None:
-    misses = metric(api.url, "photosearch_query_cache_total", result="miss")
-    hits = metric(api.url, "photosearch_query_cache_total", result="hit")
-    first = api.search("  A RED bicycle   against a brick wall ", limit=10)
+    misses = metric(api.metrics_url, "photosearch_query_cache_total", result="miss")
+    hits = metric(api.metrics_url, "photosearch_query_cache_total", result="hit")
+    # Whether the cache answered is told to an operator's (admin) key only.
+    first = api.search("  A RED bicycle   against a brick wall ", ADMIN, limit=10)
 
     assert first["results"][0]["id"] == PLANTED
     assert first["results"][0]["score"] == pytest.approx(1.0, abs=1e-4)
@@ -110,15 +115,17 @@ def test_text_search_ranks_by_the_query_embedding_and_caches_it_until_the_ttl(ap
     assert [r["id"] for r in first["results"]] == [pid for pid, _ in expected]
     assert [r["score"] for r in first["results"]] == pytest.approx([s for _, s in expected], 1e-4)
 
-    again = api.search(PLANTED_QUERY, limit=10)  # the same normalized query
+    again = api.search(PLANTED_QUERY, ADMIN, limit=10)  # the same normalized query
     assert again["cached"] is True
     assert [r["id"] for r in again["results"]] == [r["id"] for r in first["results"]]
-    assert metric(api.url, "photosearch_query_cache_total", result="miss") == misses + 1
-    assert metric(api.url, "photosearch_query_cache_total", result="hit") == hits + 1
+    assert metric(api.metrics_url, "photosearch_query_cache_total", result="miss") == misses + 1
+    assert metric(api.metrics_url, "photosearch_query_cache_total", result="hit") == hits + 1
+    # Any other caller cannot tell that someone searched this phrase before.
+    assert api.search(PLANTED_QUERY, limit=10)["cached"] is None
 
     time.sleep(api.settings.api.cache_ttl_s + 0.5)
-    assert api.search(PLANTED_QUERY, limit=10)["cached"] is False
-    assert api.search(PLANTED_QUERY, limit=10)["cached"] is True
+    assert api.search(PLANTED_QUERY, ADMIN, limit=10)["cached"] is False
+    assert api.search(PLANTED_QUERY, ADMIN, limit=10)["cached"] is True
 
 
 def test_results_carry_metadata_and_the_page_urls(api: Api) -> None:
@@ -213,7 +220,7 @@ def test_image_search_finds_an_altered_copy_and_more_like_this_excludes_the_phot
     )
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["results"][0]["id"] == "photo005.jpg" and body["cached"] is False
+    assert body["results"][0]["id"] == "photo005.jpg" and body["cached"] is None
 
     similar = api.get("/v1/photos/photo005.jpg/similar", params={"limit": 10}).json()
     ids = [r["id"] for r in similar["results"]]
@@ -236,11 +243,13 @@ def test_api_keys_scopes_and_counts_per_key(api: Api) -> None:
     assert api.get("/v1/admin/jobs", headers=ADMIN).status_code == 200
     assert api.get("/v1/admin/jobs", headers={}).status_code == 401
 
-    before = metric(api.url, "photosearch_requests_by_key_total", key="ops-admin")
+    before = metric(api.metrics_url, "photosearch_requests_by_key_total", key="ops-admin")
     for _ in range(3):
         assert api.get("/v1/search?q=cat", headers=ADMIN).is_success
-    assert metric(api.url, "photosearch_requests_by_key_total", key="ops-admin") == before + 3
-    assert metric(api.url, "photosearch_requests_by_key_total", key="invalid") >= 1
+    assert (
+        metric(api.metrics_url, "photosearch_requests_by_key_total", key="ops-admin") == before + 3
+    )
+    assert metric(api.metrics_url, "photosearch_requests_by_key_total", key="invalid") >= 1
 
 
 @pytest.mark.parametrize(
@@ -393,7 +402,6 @@ def test_openapi_documents_every_endpoint_and_health_answers(api: Api) -> None:
         "/v1/admin/jobs",
         "/healthz",
         "/readyz",
-        "/metrics",
     ):
         assert path in paths, path
     params = {p["name"] for p in paths["/v1/search"]["get"]["parameters"]}
@@ -406,7 +414,8 @@ def test_openapi_documents_every_endpoint_and_health_answers(api: Api) -> None:
     assert ready.status_code == 200 and ready.json()["status"] == "ready"
     api.search("a fresh query for the metrics")
     assert api.get("/v1/search?q=cat&limit=0").status_code == 422
-    text = httpx.get(api.url + "/metrics").text
+    assert httpx.get(api.url + "/metrics").status_code == 404  # not on the public port
+    text = httpx.get(api.metrics_url).text
     for name in (
         "photosearch_http_request_duration_seconds_bucket",
         "photosearch_triton_request_duration_seconds_bucket",
@@ -419,8 +428,8 @@ def test_openapi_documents_every_endpoint_and_health_answers(api: Api) -> None:
     assert 'route="/v1/search"' in text
     # Readiness is exported per dependency for the alerts; nothing is in flight between calls.
     for dependency in ("vector_store", "triton", "redis"):
-        assert metric(api.url, "photosearch_dependency_ready", dependency=dependency) == 1
-    assert metric(api.url, "photosearch_http_requests_in_flight") == 0
+        assert metric(api.metrics_url, "photosearch_dependency_ready", dependency=dependency) == 1
+    assert metric(api.metrics_url, "photosearch_http_requests_in_flight") == 0
 
 
 def test_model_names_the_live_version_and_its_weights_without_a_server_path(api: Api) -> None:

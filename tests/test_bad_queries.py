@@ -123,7 +123,8 @@ def test_bad_queries_are_422_with_the_reason_through_get_and_post(
 @pytest.mark.parametrize(
     ("body", "says"),
     [
-        ({"q": "x" * 100_000}, "q: String should have at most 500 characters"),
+        # (A body past the JSON limit is refused before validation: test_api_security.)
+        ({"q": "x" * 10_000}, "q: String should have at most 500 characters"),
         ({"q": {"$where": "sleep(1000)"}}, "q: Input should be a valid string"),
         ({"q": ["cat"]}, "q: Input should be a valid string"),
         ({"q": None}, "q: Input should be a valid string"),

@@ -1,13 +1,12 @@
-"""Liveness, readiness (which dependency failed) and the Prometheus metrics."""
+"""Liveness and readiness (which dependency failed); /metrics has a listener of its own."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from photosearch.vectorstore import model_version_of
 from query_api.deps import ServicesDep
@@ -75,16 +74,3 @@ async def readyz(services: ServicesDep) -> JSONResponse:
     ready = checks["vector_store"]["ok"] and checks["triton"]["ok"]
     status = "ready" if ready and checks["redis"]["ok"] else "degraded" if ready else "not ready"
     return JSONResponse({"status": status, "checks": checks}, status_code=200 if ready else 503)
-
-
-# The schema says what the answer is: Prometheus' text format, not FastAPI's default JSON.
-@router.get(
-    "/metrics",
-    response_class=Response,
-    responses={
-        200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}}}
-    },
-)
-async def metrics(services: ServicesDep) -> Response:
-    """Prometheus exposition."""
-    return Response(generate_latest(services.metrics.registry), media_type=CONTENT_TYPE_LATEST)
