@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import mimetypes
 
 from PIL import Image
 
 from photosearch.embedding.images import ImageLimits, Reserve, decode_image
-from photosearch.sources import SourceError, read_uri
+from photosearch.sources import (
+    PhotoTooLarge,
+    SourceRefused,
+    SourceUnavailable,
+    photo_root,
+    read_photo,
+)
 from photosearch.vectorstore import StoredPhoto
-from query_api.errors import ApiError
+from query_api.errors import ApiError, Unavailable
 from query_api.services import Services
+
+log = logging.getLogger(__name__)
 
 
 def _source_uri(record: StoredPhoto) -> str:
@@ -34,12 +43,27 @@ def media_type(record: StoredPhoto) -> str:
 
 
 def read_original(services: Services, record: StoredPhoto) -> bytes:
-    """Blocking: the photo file, from the folder or bucket the indexer read it from."""
+    """Blocking: the photo file, from the folder or bucket the indexer read it from, only as a
+    regular file below that source's root, within the size limit and the read deadline."""
+    uri = _source_uri(record)
+    photo = record.photo_id
     try:
-        return read_uri(_source_uri(record), services.settings.s3)
-    except (FileNotFoundError, SourceError):
-        raise ApiError(
-            404, f"the file of photo {record.photo_id!r} is gone from its source"
+        remembered = None if record.payload.get("source_root") else services.jobs.recall("source")
+        return read_photo(photo_root(record.payload, remembered), uri, services.settings)
+    except FileNotFoundError:
+        raise ApiError(404, f"the file of photo {photo!r} is gone from its source") from None
+    except PhotoTooLarge as exc:
+        raise ApiError(422, f"the file of photo {photo!r} is too large to serve: {exc}") from None
+    except SourceRefused as exc:
+        # A link out of the source, a FIFO or a device where the photo was: never served. The
+        # reason goes to the log, not to the caller (it may name paths outside the source).
+        log.warning("refused to read photo %r (%s): %s", photo, uri, exc)
+        raise ApiError(404, f"the file of photo {photo!r} cannot be read from its source") from None
+    except SourceUnavailable as exc:
+        raise Unavailable(
+            "source",
+            f"the source of photo {photo!r} did not answer: {exc}",
+            services.settings.api.retry_after_s,
         ) from None
 
 
