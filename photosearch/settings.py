@@ -314,11 +314,13 @@ class ApiSettings(BaseModel):
         ge=0,
         description="Image jobs waiting for those threads, at most; past it 503 at once.",
     )
+    # A 100-megapixel PNG original (PNG cannot be reduced while decoding) takes ~400 MB: its
+    # thumbnail fits, one at a time, in the API pod's memory limit (infra/k8s/base/api.yaml).
     image_memory_mb: int = Field(
-        384,
+        512,
         ge=16,
         description="Decoded pixels the image threads may hold at once; an image needing "
-        "more than all of it is refused (422), others wait their turn.",
+        "more than all of it is refused (413), others wait their turn.",
     )
     image_timeout_s: float = Field(
         10.0, gt=0, description="Deadline of reading and decoding one image (503 past it)."
