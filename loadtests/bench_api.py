@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import random
@@ -57,8 +58,10 @@ from loadtests.vocabulary import Queries
 from model.triton_server import TritonServer
 from photosearch.embedding.manifest import load_manifest
 from photosearch.settings import Settings
+from query_api.auth import hash_key
 from tests.conftest import free_ports, triton_ports
 
+OPERATOR_KEY = "ps_bench-operator"  # this process's own API, on loopback, for this run only
 CACHED_RATE = 100.0  # requests/s of the cached target
 CACHED_P99_MS = 10.0
 UNCACHED_P99_MS = 100.0
@@ -144,11 +147,13 @@ class LoadResults:
 
 
 async def load(
-    url: str, triton_metrics: str, args: argparse.Namespace, queries: Queries
+    url: str, metrics: tuple[str, str], args: argparse.Namespace, queries: Queries
 ) -> LoadResults:
+    """`metrics`: the API's and Triton's /metrics URLs."""
     host, _, port = url.removeprefix("http://").partition(":")
-    pool = HttpPool(host, int(port), CONNECTIONS)
-    probe = Probe(f"{url}/metrics", triton_metrics)
+    # The operator's key: only it is told per answer whether the cache answered.
+    pool = HttpPool(host, int(port), CONNECTIONS, {"X-API-Key": OPERATOR_KEY})
+    probe = Probe(*metrics)
     try:
         print("warm-up: 30 uncached searches at 10/s ...", flush=True)
         warmup = await run_phase(pool, probe, "warm-up", 10, queries.take(30), expect_cached=False)
@@ -345,6 +350,9 @@ def measure(args: argparse.Namespace) -> ApiFigures:
         "PHOTOSEARCH_REDIS__URL": args.redis_url,
         "PHOTOSEARCH_REDIS__PREFIX": prefix,
         "PHOTOSEARCH_API__ANONYMOUS_SEARCH": "true",
+        "PHOTOSEARCH_API__KEYS": json.dumps(
+            [{"name": "bench", "sha256": hash_key(OPERATOR_KEY), "scopes": ["search", "admin"]}]
+        ),
     }
     for name in ("PHOTOSEARCH_QDRANT__URL", "PHOTOSEARCH_QDRANT__PATH"):
         if os.environ.pop(name, None) is not None:
@@ -387,11 +395,18 @@ def measure(args: argparse.Namespace) -> ApiFigures:
         work = Path(tmp)
         try:
             with TritonServer(repo, triton_ports(), work / "triton") as triton:
-                env = {**os.environ, "PHOTOSEARCH_TRITON__URL": triton.url}
-                (port,) = free_ports(1)
+                port, metrics_port = free_ports(2)
+                env = {
+                    **os.environ,
+                    "PHOTOSEARCH_TRITON__URL": triton.url,
+                    "PHOTOSEARCH_API__METRICS_PORT": str(metrics_port),
+                }
                 print("starting the API ...", flush=True)
                 with api_process(env, port, work / "api.log", args.api_log_level) as url:
-                    metrics = f"http://127.0.0.1:{triton.ports.metrics}/metrics"
+                    metrics = (
+                        f"http://127.0.0.1:{metrics_port}/metrics",
+                        f"http://127.0.0.1:{triton.ports.metrics}/metrics",
+                    )
                     results = asyncio.run(load(url, metrics, args, queries))
                 log = (work / "api.log").read_text(errors="replace").splitlines()
                 problems = [line for line in log if "ERROR" in line or "Traceback" in line]

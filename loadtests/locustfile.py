@@ -98,7 +98,8 @@ def _check(resp: ResponseContextManager, kind: str) -> None:
         return
     meta["results"] = len(results)
     if kind == "text":
-        meta["cached"] = bool(data.get("cached"))
+        # Told to an operator's (admin) key only; null for the apps' and visitors' searches.
+        meta["cached"] = data.get("cached")
     resp.success()
 
 

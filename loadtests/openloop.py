@@ -26,8 +26,11 @@ Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 class HttpPool:
     """GET over a pool of keep-alive connections; at most `size` requests in flight."""
 
-    def __init__(self, host: str, port: int, size: int) -> None:
+    def __init__(
+        self, host: str, port: int, size: int, headers: dict[str, str] | None = None
+    ) -> None:
         self.host, self.port = host, port
+        self._extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._idle: list[Conn] = []
         self._slots = asyncio.Semaphore(size)
 
@@ -70,7 +73,8 @@ class HttpPool:
 
     async def _exchange(self, conn: Conn, target: str) -> tuple[int, bytes, bool]:
         reader, writer = conn
-        writer.write(f"GET {target} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n\r\n".encode())
+        host = f"Host: {self.host}:{self.port}\r\n"
+        writer.write(f"GET {target} HTTP/1.1\r\n{host}{self._extra}\r\n".encode())
         await writer.drain()
         head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         status = int(head[0].split(" ", 2)[1])

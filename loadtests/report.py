@@ -177,7 +177,8 @@ def _cache_lines(summary: dict[str, Any]) -> list[str]:
         "",
         f"- Hit ratio from the API's metrics: {api}",
         f"- Of the text searches answered (200), the share whose embedding came from the "
-        "cache (failed searches are all misses, so under errors this reads high): "
+        "cache, where the answer said (an operator's key only; failed searches are all "
+        "misses, so under errors this reads high): "
         f"{_ratio(summary['cache_hit_ratio_answers'])}",
         f"- The most a cold cache can reach with this query curve and this many searches "
         f"(repeats of an earlier query): {_ratio(summary['cache_hit_ratio_ceiling'])}",

@@ -178,7 +178,7 @@ def _drive(
         f"{scenario.name}: {scenario.rate:g}/s for {scenario.duration_s:g} s, {users} users "
         f"({plan.groups['text'].users} site visitors, {plan.groups['internal'].users} internal)"
     )
-    sampler = Sampler(f"{target.url}/metrics", target.triton_metrics, sample_every_s)
+    sampler = Sampler(target.metrics_url, target.triton_metrics, sample_every_s)
     env = dict(os.environ, PHOTOSEARCH_LOADTEST_PLAN=str(out / "plan.json"))
     sampler.start()
     with (out / "locust.log").open("wb") as log:
@@ -244,6 +244,7 @@ def add_system_arguments(parser: argparse.ArgumentParser, *, remote: bool) -> No
     if remote:
         system.add_argument("--url", help="another deployment's API (no up.json)")
         system.add_argument("--triton-metrics", help="with --url: Triton's /metrics URL")
+        system.add_argument("--api-metrics", help="with --url: the API's /metrics URL")
         system.add_argument("--admin-key", help="with --url: a key with the admin scope, to sync")
 
 
@@ -265,7 +266,14 @@ def up_data_dir(args: argparse.Namespace) -> Path:
 def open_target(args: argparse.Namespace, out: Path) -> Target:
     """The system the options name: started, attached to, or reached by its URL."""
     if getattr(args, "url", None):
-        return Target(args.url.rstrip("/"), args.triton_metrics, None, args.api_key, args.admin_key)
+        return Target(
+            args.url.rstrip("/"),
+            args.triton_metrics,
+            None,
+            args.api_key,
+            args.admin_key,
+            api_metrics=args.api_metrics,
+        )
     data_dir = up_data_dir(args)
     if not args.start:
         return attach(data_dir, args.api_key)

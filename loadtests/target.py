@@ -34,6 +34,15 @@ class Target:
     admin_key: str | None = None  # --url: a key that may start a sync through the admin API
     photos: Path | None = None  # the photo folder this run owns (--start)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    api_metrics: str | None = None  # the API's /metrics: a listener apart from its URL
+
+    @property
+    def metrics_url(self) -> str:
+        """The API's /metrics: its own listener (up's API__METRICS_PORT) or what --api-metrics
+        gave; a deployment's public URL does not serve it."""
+        if self.api_metrics is None:
+            raise TargetError("the API's /metrics is not known: pass --api-metrics URL")
+        return self.api_metrics
 
     def stop(self) -> None:
         """Stop the `photosearch up` this run started (SIGTERM: it stops its children)."""
@@ -72,7 +81,9 @@ def attach(data_dir: Path, api_key: str | None) -> Target:
     if not http_ok(f"{url}/healthz"):
         raise TargetError(f"{url} (from {state_file}) does not answer: is `photosearch up` up?")
     settings, triton = _from_up_env(state.get("env", {}))
-    return Target(url, triton, settings, api_key)
+    api = settings.api
+    metrics = f"http://127.0.0.1:{api.metrics_port}/metrics" if api.metrics_port else None
+    return Target(url, triton, settings, api_key, api_metrics=metrics)
 
 
 def start(data_dir: Path, photos: Path, port: int, redis_port: int, log: Path) -> Target:

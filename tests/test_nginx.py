@@ -85,10 +85,17 @@ class ApiProcess:
     def __init__(self, settings: Settings, port: int, log: Path) -> None:
         self.settings, self.port, self.log = settings, port, log
         self.url = f"http://127.0.0.1:{port}"
+        self.metrics_port = free_ports(1)[0]  # /metrics has a listener of its own
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        env = env_of(self.settings, {"PHOTOSEARCH_API__ANONYMOUS_SEARCH": "true"})
+        env = env_of(
+            self.settings,
+            {
+                "PHOTOSEARCH_API__ANONYMOUS_SEARCH": "true",
+                "PHOTOSEARCH_API__METRICS_PORT": str(self.metrics_port),
+            },
+        )
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "photosearch", "api", "serve", f"--port={self.port}"],
@@ -105,7 +112,7 @@ class ApiProcess:
 
     def searches(self) -> float:
         """Searches this process answered (its own counter: a restarted process starts at 0)."""
-        text = httpx.get(self.url + "/metrics", timeout=5).text
+        text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
         return sample(text, "photosearch_http_request_duration_seconds_count", route="/v1/search")
 
     def kill(self) -> None:
