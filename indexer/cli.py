@@ -14,6 +14,14 @@ from photosearch.settings import get_settings
 index_app = typer.Typer(help="Index photos: nightly sync, full reindex, rollback, status.")
 
 WaitOption = Annotated[bool, typer.Option("--wait", help="Follow the job with a progress bar.")]
+ForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Delete even more than PHOTOSEARCH_INDEXER__MAX_DELETE_SHARE of the live index "
+        "(a job that would is refused otherwise).",
+    ),
+]
 
 
 def _jobs() -> Any:
@@ -60,10 +68,13 @@ def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
 
 
 def _follow(job_id: str) -> None:
-    """Follow a job; exit 1 when it failed."""
+    """Follow a job; exit 1 when it failed (a refusal's message on stderr)."""
     from indexer.jobs import JobState
 
-    if follow(_jobs(), job_id).state == JobState.FAILED:
+    job = follow(_jobs(), job_id)
+    if job.refused:
+        typer.echo(job.message, err=True)
+    if job.state == JobState.FAILED:
         raise typer.Exit(1)
 
 
@@ -99,24 +110,26 @@ def sync_command(
         str | None, typer.Option(help="file:///dir, a folder, or s3://bucket/prefix.")
     ] = None,
     wait: WaitOption = False,
+    force: ForceOption = False,
 ) -> None:
     """List the source: index what is new or changed, delete what is gone (the full sync)."""
     from indexer.tasks import submit_sync
 
     jobs = _jobs()
     uri = _source(source, jobs)
-    _started(submit_sync(jobs, uri), f"sync of {uri}", wait)
+    _started(submit_sync(jobs, uri, force=force), f"sync of {uri}", wait)
 
 
 @index_app.command("increment")
-def increment_command(wait: WaitOption = False) -> None:
+def increment_command(wait: WaitOption = False, force: ForceOption = False) -> None:
     """Index what the change feed (PHOTOSEARCH_INDEXER__FEED) reported, listing nothing."""
     from indexer.jobs import JobKind
     from indexer.tasks import submit_sync
 
     jobs = _jobs()
     uri = _source(None, jobs)
-    _started(submit_sync(jobs, uri, JobKind.INCREMENT), f"increment of {uri}", wait)
+    submitted = submit_sync(jobs, uri, JobKind.INCREMENT, force=force)
+    _started(submitted, f"increment of {uri}", wait)
 
 
 @index_app.command("cancel")
@@ -142,13 +155,21 @@ def reindex_command(
     model_version: Annotated[int, typer.Option(min=1, help="The Triton model version to use.")],
     source: Annotated[str | None, typer.Option(help="[default: the last synced source]")] = None,
     wait: WaitOption = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Switch even to a collection of fewer than (1 - "
+            "PHOTOSEARCH_INDEXER__MAX_DELETE_SHARE) x the live one's photos.",
+        ),
+    ] = False,
 ) -> None:
     """Rebuild every photo with a new model version beside the live index, then switch."""
     from indexer.tasks import submit_reindex
 
     jobs = _jobs()
     uri = _source(source, jobs)
-    submitted = submit_reindex(jobs, model_version, uri)
+    submitted = submit_reindex(jobs, model_version, uri, force=force)
     _started(submitted, f"reindex with model version {model_version} of {uri}", wait)
 
 

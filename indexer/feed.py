@@ -39,12 +39,14 @@ SEEN_TTL_S = 14 * 86400
 @dataclass
 class FeedChunk:
     """Changed keys, what to commit with their plan (key -> (value, ttl s; 0 for none)), what
-    to do once it is committed, and whether the feed has more."""
+    to do once it is committed, what to do when its plan is refused (given back to the feed
+    at once, for a forced increment), and whether the feed has more."""
 
     keys: list[str]
     more: bool
     marks: dict[str, tuple[str, int]] = field(default_factory=dict)
     ack: Callable[[], None] = lambda: None
+    give_back: Callable[[], None] = lambda: None
 
 
 class Feed(Protocol):
@@ -141,7 +143,19 @@ class SqsFeed:
                 ]
                 self.client.delete_message_batch(QueueUrl=self.queue_url, Entries=entries)
 
-        return FeedChunk(list(keys), more, marks, ack)
+        def give_back() -> None:
+            # Visible again now, not after hold_s: the forced increment that follows a refusal
+            # finds them (their seen marks were never committed).
+            for start in range(0, len(done), 10):
+                entries = [
+                    {"Id": str(n), "ReceiptHandle": h, "VisibilityTimeout": 0}
+                    for n, h in enumerate(done[start : start + 10])
+                ]
+                self.client.change_message_visibility_batch(
+                    QueueUrl=self.queue_url, Entries=entries
+                )
+
+        return FeedChunk(list(keys), more, marks, ack, give_back)
 
     def close(self) -> None:
         self.client.close()

@@ -2,15 +2,19 @@
 
 Each key is asked for its state now (a stat per key: a HEAD on S3) and looked up in the live
 collection by key, so the cost is the night's changes: no listing. A changed manifest re-plans
-the shards under its folder, as a sync would (the root's: every shard).
+the shards under its folder, as a sync would (the root's: every shard). A chunk's deletions
+are counted against the job's budget before any is made (indexer/deleteguard.py); a chunk
+refused is not committed, so the feed keeps its changes.
 """
 
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from pathlib import PurePosixPath
 
 from indexer.catalog import Manifests, folder_of, photo_of
+from indexer.deleteguard import DeletesRefused, reserve
 from indexer.diff import ShardPlan, classify
 from indexer.feed import open_feed
 from indexer.jobs import JobStatus
@@ -35,7 +39,11 @@ def plan_feed(rt: Runtime, job: JobStatus, seq: int, worker: str) -> Planned:
     started = time.time()
     try:
         chunk = feed.read(settings.indexer.feed_chunk, until=job.started_at)
-        planned = plan_keys(rt, job, chunk.keys, worker, started)
+        try:
+            planned = plan_keys(rt, job, f"feed:{seq}", chunk.keys, worker, started)
+        except DeletesRefused:
+            chunk.give_back()
+            raise
     except BaseException:
         feed.close()
         raise
@@ -54,7 +62,9 @@ def plan_feed(rt: Runtime, job: JobStatus, seq: int, worker: str) -> Planned:
     return planned
 
 
-def plan_keys(rt: Runtime, job: JobStatus, keys: list[str], worker: str, started: float) -> Planned:
+def plan_keys(
+    rt: Runtime, job: JobStatus, unit_id: str, keys: list[str], worker: str, started: float
+) -> Planned:
     """What the changed keys need in the live collection."""
     settings = rt.settings.indexer
     source = rt.source(job.source)
@@ -73,11 +83,12 @@ def plan_keys(rt: Runtime, job: JobStatus, keys: list[str], worker: str, started
     plan = ShardPlan()
     labels: dict[str, str] = {}
     unmatched = []
+    gone: dict[str | None, list[str]] = defaultdict(list)  # shard -> ids, deleted once counted
     for key in wanted:
         obj, point, bad = found[key], points.get(key), skipped.get(key)
         if obj is None:
             if point is not None:
-                writes.delete(point.shard, [point.photo_id])
+                gone[point.shard].append(point.photo_id)
             if bad is not None:
                 plan.forget.append(key)
             continue
@@ -90,12 +101,15 @@ def plan_keys(rt: Runtime, job: JobStatus, keys: list[str], worker: str, started
         label = shards.label_of(key)
         labels[photo.photo_id] = label
         if point is not None and point.photo_id != photo.photo_id:
-            writes.delete(point.shard, [point.photo_id])  # the manifest gave the file a new id
+            gone[point.shard].append(point.photo_id)  # the manifest gave the file a new id
             point = None
         if point is None:
             unmatched.append((photo, label))
         else:
             plan.add(photo, classify(photo, point, label, bad[0] if bad else None))
+    reserve(rt, job, unit_id, sum(len(ids) for ids in gone.values()))
+    for shard, ids in gone.items():
+        writes.delete(shard, ids)
     warnings = list(manifests.warnings)
     versions = {key: version for key, (version, _) in skipped.items()}
     resolve_unmatched(rt, job.collection, source, unmatched, versions, plan, labels, warnings)

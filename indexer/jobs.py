@@ -57,8 +57,9 @@ FINISHED = (JobState.DONE, JobState.FAILED)
 _INTS = (
     *("listed", "total", "done", "failed", "skipped", "deleted", "updated", "unchanged"),
     *("batches_total", "batches_done", "model_version", "round", "changes"),
-    *("shards_total", "shards_planned"),
+    *("shards_total", "shards_planned", "live_count", "delete_budget", "held"),
 )
+_BOOLS = ("force", "refused")
 _FLOATS = ("created_at", "started_at", "finished_at")
 
 
@@ -85,8 +86,16 @@ class JobStatus:
     batches_done: int = 0
     shards_total: int = 0  # of the round (grows while big shards are split)
     shards_planned: int = 0
-    round: int = 0  # a reindex: 0 the load, then its catch-up passes
+    round: int = 0  # a reindex: 0 the load, then catch-up passes; a sync: 1 its held shards
     changes: int = 0  # of the round: embedded, updated or deleted photos it planned
+    # The delete guard (indexer/deleteguard.py): the live index's size when the job started,
+    # the deletions it may make, those held back until the whole listing was seen; forced
+    # past it, or refused by it.
+    live_count: int = 0
+    delete_budget: int = 0
+    held: int = 0
+    force: bool = False
+    refused: bool = False
     created_at: float = 0.0
     started_at: float = 0.0
     finished_at: float = 0.0
@@ -204,6 +213,8 @@ class Jobs:
             data[name] = int(data.get(name) or 0)
         for name in _FLOATS:
             data[name] = float(data.get(name) or 0.0)
+        for name in _BOOLS:
+            data[name] = data.get(name) in ("1", "True")
         known = JobStatus.__dataclass_fields__
         return JobStatus(**{k: v for k, v in data.items() if k in known})
 

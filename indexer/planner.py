@@ -2,11 +2,13 @@
 
 A planner reads; what it decides is carried out in three ways. Deletions and payload-only
 changes are written at once, in chunks (writing them again is harmless: a photo deleted is not
-found again, a payload is the same). Photos to embed become batches that the round commits
-with the shard, once, in one Redis script (indexer/workqueue.py): a planner killed before its
-commit is planned again from the start and nothing was sent twice. A shard that holds more
-than twice the shard size is split instead: its parts join the round and the points of each
-part are relabelled with its first key.
+found again, a payload is the same), the deletions once the delete guard has counted them
+(indexer/deleteguard.py): a shard that would lose more than the share of its points is held
+back whole, and planned again, confirmed, once the job's listing is within its budget. Photos
+to embed become batches that the round commits with the shard, once, in one Redis script
+(indexer/workqueue.py): a planner killed before its commit is planned again from the start and
+nothing was sent twice. A shard that holds more than twice the shard size is split instead: its
+parts join the round and the points of each part are relabelled with its first key.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from itertools import islice
 from typing import Any
 
 from indexer.catalog import Photo, ShardTooBig, read_catalog
+from indexer.deleteguard import guarded, holds_back, reserve
 from indexer.diff import ShardDiff, ShardPlan, resolve
 from indexer.jobs import JobStatus
 from indexer.runtime import Runtime
@@ -44,8 +47,21 @@ class Planned:
     after_commit: Callable[[], None] = lambda: None  # a feed's acknowledgement
 
 
-def shard_unit(shard: ShardRange) -> tuple[str, dict[str, Any]]:
-    return shard.id, {"kind": "shard", **shard.to_wire()}
+def shard_unit(shard: ShardRange, confirm: bool = False) -> tuple[str, dict[str, Any]]:
+    """A shard to plan; confirm: one held back earlier, now within the job's budget."""
+    unit: dict[str, Any] = {"kind": "shard", **shard.to_wire()}
+    if confirm:
+        unit["confirm"] = True
+    return shard.id, unit
+
+
+def held_units(planned: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The shards a round held back (their records), as units of a round that confirms them."""
+    return [
+        shard_unit(ShardRange(record["label"], record.get("hi")), confirm=True)
+        for record in planned
+        if record.get("held")
+    ]
 
 
 def chunks(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
@@ -143,8 +159,10 @@ def carry_out(
     return batches_of(embed, rt.settings.indexer.batch_size), counts
 
 
-def plan_shard(rt: Runtime, job: JobStatus, shard: ShardRange, worker: str) -> Planned:
-    """Diff one shard of the source against its points."""
+def plan_shard(
+    rt: Runtime, job: JobStatus, shard: ShardRange, worker: str, confirm: bool = False
+) -> Planned:
+    """Diff one shard of the source against its points; confirm: never held back."""
     started = time.time()
     settings = rt.settings.indexer
     source = rt.source(job.source)
@@ -157,16 +175,22 @@ def plan_shard(rt: Runtime, job: JobStatus, shard: ShardRange, worker: str) -> P
     skipped = rt.skips.in_range(job.collection, shard.lo, shard.hi)
     diff = ShardDiff(catalog, skipped, shard.lo)
     writes = Writes(rt, job, source)
+    # The ids of what is gone are held until the whole shard is seen (no more than its points,
+    # as `kept`), so that the guard decides before the first deletion.
     gone: list[str] = []
     kept: set[str] = set()
     for point in rt.store.points(job.collection, shard=shard.lo):
         if diff.see(point):
             gone.append(point.photo_id)
-            if len(gone) >= WRITE_CHUNK:
-                writes.delete(shard.lo, gone)
-                gone = []
         else:
             kept.add(point.photo_id)
+    reserve(rt, job, shard.id, len(gone))
+    share = rt.settings.indexer.max_delete_share
+    if not confirm and guarded(job) and holds_back(len(gone), len(gone) + len(kept), share):
+        # Nothing is written, embedded or counted: the confirming round plans it all.
+        record: dict[str, Any] = {"label": shard.lo, "hi": shard.hi, "held": len(gone)}
+        record |= {"worker": worker, "started": started, "finished": time.time()}
+        return Planned(record, counts={"held": len(gone)})
     writes.delete(shard.lo, gone)
     plan = diff.finish()
     labels = dict.fromkeys(catalog.photos, shard.lo)

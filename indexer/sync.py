@@ -1,13 +1,15 @@
 """The sync: bring the live collection level with its source, shard by shard (a full sync), or
 with the changes its feed reported (an increment). Planning and embedding are the rounds'
-(indexer/workqueue.py, planner.py); this starts and ends them."""
+(indexer/workqueue.py, planner.py); this starts and ends them, with the budget of deletions
+the job may make (indexer/deleteguard.py) and a last round for the shards it held back."""
 
 from __future__ import annotations
 
 from redis.lock import Lock
 
+from indexer.deleteguard import open_budget
 from indexer.jobs import FINISHED, JobKind, JobState
-from indexer.planner import label_unlabelled, shard_unit
+from indexer.planner import held_units, label_unlabelled, shard_unit
 from indexer.runtime import Runtime
 from indexer.shards import ShardMap, load_map
 from photosearch.embedding.manifest import list_versions
@@ -63,6 +65,7 @@ def start_sync(rt: Runtime, job_id: str, source_uri: str) -> None:
     """List every shard of the source against the live collection."""
     collection = live_collection(rt, job_id)
     running(rt, job_id, source_uri, collection)
+    open_budget(rt, job_id, collection)
     rt.jobs.remember("source", source_uri)
     rt.store.ensure_indexes(collection)
     migrated = label_unlabelled(rt, collection, rt.source(source_uri))
@@ -82,6 +85,7 @@ def start_increment(rt: Runtime, job_id: str, source_uri: str) -> None:
     if unlabelled(rt, collection):
         raise IndexerError("the live collection has points of an earlier release: sync once")
     running(rt, job_id, source_uri, collection)
+    open_budget(rt, job_id, collection)
     rt.work.start_round(job_id, 0, [("feed:0", {"kind": "feed", "seq": 0})])
 
 
@@ -97,10 +101,23 @@ def nightly_kind(rt: Runtime) -> JobKind:
 
 
 def finish_sync(rt: Runtime, job_id: str) -> str | None:
-    """The round is over: the job ends (failed if any photo failed for good). Returns the
-    collection, whose search index is then rebuilt where the engine does not do it itself."""
+    """The round is over: the shards it held back are planned again in a round of their own,
+    their deletions within the budget now that the whole listing has been seen; or the job
+    ends (failed if any photo failed for good). Returns the collection when it ended, whose
+    search index is then rebuilt where the engine does not do it itself."""
     job = rt.jobs.get(job_id)
     if job is None or job.state in FINISHED:
+        return None
+    held = held_units(rt.work.planned(job_id).values())
+    if held:
+        rt.jobs.update(
+            job_id,
+            message=f"{len(held)} shards losing more than max_delete_share="
+            f"{rt.settings.indexer.max_delete_share:g} of their photos were held back until "
+            f"the whole listing was seen: {job.held} deletions, within the budget of "
+            f"{job.delete_budget}",
+        )
+        rt.work.start_round(job_id, job.round + 1, held)
         return None
     state = JobState.FAILED if job.failed else JobState.DONE
     rt.jobs.finish(job_id, state, f"{job.failed} photos failed" if job.failed else "")

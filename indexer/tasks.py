@@ -26,6 +26,7 @@ from indexer import reindex as reindexing
 from indexer import sync as syncing
 from indexer.app import app
 from indexer.catalog import Photo
+from indexer.deleteguard import DeletesRefused, refuse
 from indexer.jobs import FINISHED, LIVE_LOCK, REINDEX_LOCK, JobKind, Jobs, JobState
 from indexer.pipeline import embed_photos
 from indexer.runtime import Runtime, close_runtime, get_runtime
@@ -94,17 +95,21 @@ class Submitted:
     refused: str = ""  # why nothing started
 
 
-def submit_sync(jobs: Jobs, source: str, kind: JobKind = JobKind.SYNC) -> Submitted:
+def submit_sync(
+    jobs: Jobs, source: str, kind: JobKind = JobKind.SYNC, *, force: bool = False
+) -> Submitted:
     """Start a sync or an increment of the live collection, unless a job already changes it:
-    the same kind over the same source is joined, anything else refuses this one."""
-    job_id = jobs.create(kind, source=source)
+    the same kind over the same source (and force) is joined, anything else refuses this one.
+    force: it may delete more than max_delete_share of the live index."""
+    job_id = jobs.create(kind, source=source, force=int(force))
     holder = jobs.claim_lock(LIVE_LOCK, job_id)
     if holder is None:
         (sync if kind == JobKind.SYNC else increment).delay(job_id, source)
         return Submitted(job_id)
     jobs.delete(job_id)
     running = jobs.get(holder)
-    if running is not None and running.kind == kind and running.source == source:
+    asked = (kind, source, force)
+    if running is not None and (running.kind, running.source, running.force) == asked:
         return Submitted(holder, joined=True)
     what = f"{running.kind} job {holder}" if running else f"job {holder}"
     return Submitted(
@@ -112,24 +117,31 @@ def submit_sync(jobs: Jobs, source: str, kind: JobKind = JobKind.SYNC) -> Submit
     )
 
 
-def queue_sync(jobs: Jobs, source: str) -> str:
+def queue_sync(jobs: Jobs, source: str, *, force: bool = False) -> str:
     """A full sync (or the running one it joins): `up`, the load tests and tests start this way."""
-    submitted = submit_sync(jobs, source)
+    submitted = submit_sync(jobs, source, force=force)
     if submitted.refused:
         raise IndexerError(submitted.refused)
     return submitted.job_id
 
 
-def submit_reindex(jobs: Jobs, model_version: int, source: str) -> Submitted:
-    """Start a reindex, unless one runs: the same version over the same source is joined."""
-    job_id = jobs.create(JobKind.REINDEX, source=source, model_version=model_version)
+def submit_reindex(
+    jobs: Jobs, model_version: int, source: str, *, force: bool = False
+) -> Submitted:
+    """Start a reindex, unless one runs: the same version over the same source is joined.
+    force: it may switch to a collection of fewer than (1 - max_delete_share) x the live one's
+    photos."""
+    job_id = jobs.create(
+        JobKind.REINDEX, source=source, model_version=model_version, force=int(force)
+    )
     holder = jobs.claim_lock(REINDEX_LOCK, job_id)
     if holder is None:
         reindex.delay(job_id, model_version, source)
         return Submitted(job_id)
     jobs.delete(job_id)
     running = jobs.get(holder)
-    if running is not None and running.model_version == model_version and running.source == source:
+    asked = (model_version, source, force)
+    if running is not None and (running.model_version, running.source, running.force) == asked:
         return Submitted(holder, joined=True)
     version = running.model_version if running else "?"
     return Submitted(
@@ -233,13 +245,19 @@ def plan(self: Task[Any, Any], job_id: str) -> None:
         after(rt, job_id, rt.work.release(job_id, token))
         return
     worker = str(self.request.hostname or "")
-    if unit["kind"] == "feed":
-        unit_id = f"feed:{unit['seq']}"
-        planned = incrementing.plan_feed(rt, job, int(unit["seq"]), worker)
-    else:
-        shard = ShardRange.from_wire(unit)
-        unit_id = shard.id
-        planned = planner.plan_shard(rt, job, shard, worker)
+    try:
+        if unit["kind"] == "feed":
+            unit_id = f"feed:{unit['seq']}"
+            planned = incrementing.plan_feed(rt, job, int(unit["seq"]), worker)
+        else:
+            shard = ShardRange.from_wire(unit)
+            unit_id = shard.id
+            planned = planner.plan_shard(rt, job, shard, worker, bool(unit.get("confirm")))
+    except DeletesRefused as exc:
+        # The job ends here: no unit is planned, and nothing deleted, after this one.
+        refuse(rt, job_id, str(exc))
+        rt.work.release(job_id, token)
+        return
     ended = rt.work.commit(
         job_id,
         token,
@@ -303,14 +321,15 @@ def finalize(job_id: str) -> None:
             return
         if job.kind != JobKind.REINDEX:
             if rt.work.round_done(job_id, job.round):
+                # Ends the job, or opens the round of the shards held back.
                 collection = syncing.finish_sync(rt, job_id)
                 if collection is not None:
                     optimize.delay(collection)
-            return
-        reindexing.advance(rt, job_id)
+        else:
+            reindexing.advance(rt, job_id)
         job = rt.jobs.get(job_id)
         assert job is not None
-        if job.state == JobState.DONE and rt.settings.indexer.feed:
+        if job.kind == JobKind.REINDEX and job.state == JobState.DONE and rt.settings.indexer.feed:
             # The changes the feed kept while the reindex held the live collection.
             submit_sync(rt.jobs, job.source, JobKind.INCREMENT)
     finally:
