@@ -6,7 +6,8 @@ again while the reindex holds the live collection (so no increment writes to the
 only). A round that changes nothing is the verification: each shard's listing equals its
 points, and the collection's count per shard (a facet) equals what the round expected. Then
 the popular queries are embedded with the new model and the aliases switch, the alias lock
-held for that alone.
+held for that alone, unless the new collection holds fewer than (1 - max_delete_share) x the
+live one's photos and the reindex is not forced (indexer/deleteguard.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import random
 from collections import defaultdict
 from collections.abc import Sequence
 
+from indexer.deleteguard import refuse, switch_refusal
 from indexer.jobs import FINISHED, LIVE_LOCK, JobState
 from indexer.runtime import Runtime
 from indexer.shards import ShardMap, load_map
@@ -124,7 +126,8 @@ def verify(rt: Runtime, job_id: str, collection: str) -> None:
 
 
 def switch(rt: Runtime, job_id: str) -> None:
-    """Verify, warm the cache, move the aliases; the job ends (its locks released)."""
+    """Verify, check what the switch would drop, warm the cache, move the aliases; the job
+    ends (its locks released)."""
     job = rt.jobs.get(job_id)
     assert job is not None
     collection = job.collection
@@ -132,6 +135,10 @@ def switch(rt: Runtime, job_id: str) -> None:
         verify(rt, job_id, collection)
     except IndexerError as exc:
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
+        return
+    refusal = switch_refusal(rt, job)
+    if refusal is not None:
+        refuse(rt, job_id, refusal)
         return
     warmed = warm_cache(rt, job_id, model_version_of(collection))
     with alias_lock(rt):
