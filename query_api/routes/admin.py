@@ -64,7 +64,8 @@ def _accepted(submitted: Submitted, kind: str) -> JobAccepted:
 @router.post("/sync", status_code=202, response_model=JobAccepted, responses=ERRORS)
 async def start_sync(body: SyncRequest, services: ServicesDep, caller: AdminCaller) -> JobAccepted:
     """Index what is new or changed in the source now (the nightly job, on demand); joins a
-    sync of the same kind and source already running."""
+    sync of the same kind, source and force already running. One that would delete more than
+    max_delete_share of the live index is refused (the job says so) unless forced."""
     from indexer.tasks import submit_sync
 
     kind = JobKind(body.kind)
@@ -72,7 +73,8 @@ async def start_sync(body: SyncRequest, services: ServicesDep, caller: AdminCall
         raise ApiError(422, "no change feed is configured (PHOTOSEARCH_INDEXER__FEED)")
 
     def send() -> Submitted:
-        return submit_sync(services.jobs, _source(services, body.source), kind)
+        source = _source(services, body.source)
+        return submit_sync(services.jobs, source, kind, force=body.force)
 
     return _accepted(await run_in_threadpool(send), kind)
 
@@ -92,7 +94,8 @@ async def start_reindex(
         ) from None
 
     def send() -> Submitted:
-        return submit_reindex(services.jobs, body.model_version, _source(services, body.source))
+        source = _source(services, body.source)
+        return submit_reindex(services.jobs, body.model_version, source, force=body.force)
 
     return _accepted(await run_in_threadpool(send), JobKind.REINDEX)
 
