@@ -80,6 +80,17 @@ def test_s3_events_are_indexed_by_the_next_increment_without_a_listing(
 
             again = increment(jobs, source, worker)  # the feed is empty now
             assert (again.state, again.total, again.listed) == ("done", 0, 0), again
+
+            # 4 of the 7 photos deleted: past max_delete_share (0.5), the increment is refused
+            # and deletes nothing; the feed gives the events back for the forced one.
+            for key in ("day0/p2.jpg", "day0/p4.jpg", "day1/p3.jpg", "day1/p5.jpg"):
+                s3.delete_object(Bucket=BUCKET, Key=f"cat/{key}")
+            refused = increment(jobs, source, worker)
+            assert (refused.state, refused.refused, refused.deleted) == ("failed", True, 0)
+            assert "photosearch index increment --force" in refused.message, refused
+            forced = submit_sync(jobs, source, JobKind.INCREMENT, force=True)
+            job = wait_job(jobs, forced.job_id, worker=worker)
+            assert (job.state, job.deleted, job.listed) == ("done", 4, 4), job
     after = stored(settings)
     bucket = open_source(source, settings)
     listed = {o.key: o.version for o in bucket.list_range()}
