@@ -358,19 +358,3 @@ def read_photo(root_uri: str, photo_uri: str, settings: Settings) -> bytes:
         return source.read(key)
     finally:
         source.close()
-
-
-def read_uri(uri: str, s3: S3Settings) -> bytes:
-    """Deprecated, for query_api/photos.py until it calls read_photo: one stored photo with
-    "/" as its root (no link anywhere on its path, a regular file, the default bounds)."""
-    root = SourceRoot("file", "", PurePosixPath("/"))
-    if uri.startswith("s3:"):
-        root = parse_source(f"s3://{urlsplit(uri).netloc}")
-    key = _key_under(root, uri)
-    if root.scheme == "file":
-        return read_file(Path("/"), key, DEFAULT_LIMITS)
-    source = S3Source(root.bucket, "", s3)
-    try:
-        return source.read(key)
-    finally:
-        source.close()
