@@ -48,7 +48,9 @@ def read_original(services: Services, record: StoredPhoto) -> bytes:
     uri = _source_uri(record)
     photo = record.photo_id
     try:
-        remembered = None if record.payload.get("source_root") else services.jobs.recall("source")
+        remembered = None
+        if not record.payload.get("source_root"):  # a point from before roots were recorded
+            remembered = services.jobs.recall("source") or services.settings.indexer.source
         return read_photo(photo_root(record.payload, remembered), uri, services.settings)
     except FileNotFoundError:
         raise ApiError(404, f"the file of photo {photo!r} is gone from its source") from None
