@@ -126,12 +126,15 @@ def worker_metrics() -> IndexerMetrics:
     return IndexerMetrics()
 
 
-def serve_metrics(settings: Settings, host: str = "0.0.0.0") -> None:
-    """Expose the worker's metrics and its queues' backlog on :metrics_port/metrics."""
+def serve_metrics(settings: Settings) -> None:
+    """Expose the worker's metrics and its queues' backlog on metrics_host:metrics_port."""
     metrics = worker_metrics()
     metrics.watch_queues(settings)
+    indexer = settings.indexer
     try:
-        start_http_server(settings.indexer.metrics_port, addr=host, registry=metrics.registry)
+        start_http_server(
+            indexer.metrics_port, addr=indexer.metrics_host, registry=metrics.registry
+        )
     except OSError as exc:
         # Indexing matters more than its metrics: a taken port is logged, the worker goes on.
         log.error("worker metrics not served on :%s: %s", settings.indexer.metrics_port, exc)

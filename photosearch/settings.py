@@ -248,6 +248,11 @@ class IndexerSettings(BaseModel):
         "the live index is refused (nothing past the share is deleted) unless forced "
         "(`--force`, `force: true`).",
     )
+    metrics_host: str = Field(
+        "127.0.0.1",
+        description="`photosearch worker`: address of its Prometheus listener (0.0.0.0 in a "
+        "container, where Prometheus scrapes it over the network).",
+    )
     metrics_port: int = Field(
         9464, ge=0, le=65535, description="`photosearch worker`: Prometheus port; 0: none."
     )
