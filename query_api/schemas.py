@@ -6,7 +6,14 @@ import unicodedata
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 from photosearch.vectorstore import SearchFilter
 
@@ -95,6 +102,14 @@ class Page(Filters):
     limit: int = Field(20, ge=1, le=MAX_LIMIT, description="Results per page.")
     offset: int = Field(0, ge=0, le=MAX_OFFSET, description="Results to skip (pagination).")
 
+    @field_validator("limit", "offset", mode="before")
+    @classmethod
+    def _not_a_boolean(cls, value: object) -> object:
+        # JSON's true is not 1 (pydantic's lax mode would take it); a query string is text.
+        if isinstance(value, bool):
+            raise ValueError("a number is needed, not true or false")
+        return value
+
 
 class TextSearch(Page):
     """A text query with its page and filters (GET query string or POST JSON body)."""
@@ -169,7 +184,8 @@ class SourceRequest(BaseModel):
     source: str | None = Field(
         None, max_length=2000, description="file:///dir or s3://bucket/prefix; default: the last."
     )
-    force: bool = Field(
+    # Strict: 0.0 or "yes" for a flag that deletes photos is a mistake to refuse, not to guess.
+    force: StrictBool = Field(
         False,
         description="Go on even past PHOTOSEARCH_INDEXER__MAX_DELETE_SHARE: a sync that would "
         "delete more than that share of the live index, or a reindex whose switch would drop "
