@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from photosearch.embedding.manifest import ModelManifest, list_versions, load_manifest
+from photosearch.originals import SourceRefused, parse_source
 from photosearch.up.processes import Child, log_tail
 
 DEFAULT_ARCH = "ViT-B-32"
@@ -117,6 +118,15 @@ def ensure_model(
     return ModelChoice(manifest, exported=True, previous=newest.version if newest else None)
 
 
+def _is_folder(source: str, folder: Path) -> bool:
+    """Whether a source (a folder, or its file URI as a sync remembers it) is that folder."""
+    try:
+        root = parse_source(source)
+    except SourceRefused:
+        return False
+    return root.scheme == "file" and Path(root.path).resolve() == folder.resolve()
+
+
 def photos_source(
     photos: Path | None, remembered: str | None, configured: str | None, demo_dir: Path, say: Say
 ) -> str:
@@ -126,7 +136,7 @@ def photos_source(
             raise BootstrapError(f"--photos {photos}: not a folder")
         return str(photos.resolve())
     source = remembered or configured
-    if source is not None and Path(source).resolve() != demo_dir.resolve():
+    if source is not None and not _is_folder(source, demo_dir):
         return source
     from photosearch.demo import DemoPhotosUnavailable, write_demo_photos
 
