@@ -31,9 +31,9 @@ from photosearch.up.bootstrap import (
     BootstrapError,
     ModelChoice,
     ensure_model,
-    photos_source,
 )
-from photosearch.up.probes import choose_port, http_ok, readyz, single_owner
+from photosearch.up.indexing import index_then_announce, source_to_index
+from photosearch.up.probes import choose_port, http_ok, single_owner
 from photosearch.up.processes import (
     Child,
     ChildError,
@@ -234,7 +234,7 @@ class Supervisor:
                 log_path=logs / "triton.log",
             )
             self._spawn(TritonChild(server))
-        source = self._source(settings)
+        source = source_to_index(settings, self.options.photos, self.say)
         os.environ["PHOTOSEARCH_INDEXER__SOURCE"] = self.env["PHOTOSEARCH_INDEXER__SOURCE"] = source
         embedded = settings.qdrant.url is None
         api = [*python, "api", "serve", *(["--embedded-worker"] if embedded else [])]
@@ -254,62 +254,13 @@ class Supervisor:
                 Child("worker", [*python, "worker"], logs / "worker.log", stop_timeout_s=90)
             )
         self._spawn(Child("beat", [*python, "beat"], logs / "beat.log"))
+        # On a thread: the main thread keeps watching the children.
         threading.Thread(
-            target=self._index, args=(settings, model, source), name="index", daemon=True
+            target=index_then_announce,
+            args=(settings, model, source, self.base_url, self.say),
+            name="index",
+            daemon=True,
         ).start()
-
-    def _source(self, settings: Settings) -> str:
-        from indexer.jobs import Jobs
-
-        jobs = Jobs.from_settings(settings)
-        try:
-            remembered = jobs.recall("source")
-        finally:
-            jobs.redis.close()
-        return photos_source(
-            self.options.photos,
-            remembered,
-            settings.indexer.source,
-            settings.data_dir / "demo-photos",
-            self.say,
-        )
-
-    def _index(self, settings: Settings, model: ModelChoice | None, source: str) -> None:
-        """Sync the photos (only what changed), or reindex into a newly exported model; then
-        say where the page is. On a thread: the main thread keeps watching the children."""
-        try:
-            from indexer.app import app, configure
-            from indexer.cli import follow
-            from indexer.jobs import Jobs, JobState
-
-            configure(app, settings)
-            from indexer.tasks import queue_sync, submit_reindex
-
-            jobs = Jobs.from_settings(settings)
-            live = ((readyz(self.base_url) or {}).get("checks") or {}).get("vector_store", {})
-            if model is not None and model.exported and live.get("ok"):
-                version = model.manifest.version
-                job_id = submit_reindex(jobs, version, source).job_id
-                label = f"reindexing {source} with model version {version}"
-            else:
-                job_id = queue_sync(jobs, source)
-                label = f"indexing {source}"
-            self.say(f"{label} (job {job_id})")
-            job = follow(jobs, job_id, label="indexing")
-            if job.state == JobState.FAILED:
-                self.say(f"indexing failed: {job.message}; the API serves what was indexed")
-            deadline = time.monotonic() + 120
-            while (body := readyz(self.base_url)) is None or body.get("status") == "not ready":
-                if time.monotonic() > deadline:
-                    self.say(f"the API is not ready: {body}")
-                    return
-                time.sleep(0.5)
-            self.say(f"PhotoSearch is up: {self.base_url}/  (Ctrl-C stops everything)")
-            self.say(
-                f"other shells: set -a; . {self.data_dir / 'up.env'}; photosearch index status"
-            )
-        except Exception as exc:
-            self.say(f"indexing could not be followed: {exc!r}; see {self.data_dir / 'logs'}")
 
     # -- supervision ---------------------------------------------------------------------
     def _watch(self) -> None:

@@ -1,0 +1,68 @@
+"""What `up` indexes once its children run: the photos' source, then the sync or reindex."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from photosearch.settings import Settings
+from photosearch.up.bootstrap import ModelChoice, photos_source
+from photosearch.up.probes import readyz
+
+
+def source_to_index(settings: Settings, photos: Path | None, say: Callable[[str], None]) -> str:
+    """--photos, else the source synced before (remembered in Redis), else the demo photos."""
+    from indexer.jobs import Jobs
+
+    jobs = Jobs.from_settings(settings)
+    try:
+        remembered = jobs.recall("source")
+    finally:
+        jobs.redis.close()
+    return photos_source(
+        photos, remembered, settings.indexer.source, settings.data_dir / "demo-photos", say
+    )
+
+
+def index_then_announce(
+    settings: Settings,
+    model: ModelChoice | None,
+    source: str,
+    base_url: str,
+    say: Callable[[str], None],
+) -> None:
+    """Sync the photos (only what changed), or reindex into a newly exported model; then say
+    where the page is."""
+    data_dir = settings.data_dir
+    try:
+        from indexer.app import app, configure
+        from indexer.cli import follow
+        from indexer.jobs import Jobs, JobState
+
+        configure(app, settings)
+        from indexer.tasks import queue_sync, submit_reindex
+
+        jobs = Jobs.from_settings(settings)
+        live = ((readyz(base_url) or {}).get("checks") or {}).get("vector_store", {})
+        if model is not None and model.exported and live.get("ok"):
+            version = model.manifest.version
+            job_id = submit_reindex(jobs, version, source).job_id
+            label = f"reindexing {source} with model version {version}"
+        else:
+            job_id = queue_sync(jobs, source)
+            label = f"indexing {source}"
+        say(f"{label} (job {job_id})")
+        job = follow(jobs, job_id, label="indexing")
+        if job.state == JobState.FAILED:
+            say(f"indexing failed: {job.message}; the API serves what was indexed")
+        deadline = time.monotonic() + 120
+        while (body := readyz(base_url)) is None or body.get("status") == "not ready":
+            if time.monotonic() > deadline:
+                say(f"the API is not ready: {body}")
+                return
+            time.sleep(0.5)
+        say(f"PhotoSearch is up: {base_url}/  (Ctrl-C stops everything)")
+        say(f"other shells: set -a; . {data_dir / 'up.env'}; photosearch index status")
+    except Exception as exc:
+        say(f"indexing could not be followed: {exc!r}; see {data_dir / 'logs'}")
