@@ -2,9 +2,10 @@
 
 The first start exports ViT-B-32 (random weights here: no network to fetch the pretrained
 ones), starts its own Redis, Triton, the API with the embedded worker and beat, and indexes
-the demo photos. The tests in this module run in order against that one system: searches
-and the page, then the supervision (children killed and started again), then SIGTERM, then
-a second start on the same data.
+the demo photos. Another Triton holds the HTTP port `up` prefers all along. The tests in this
+module run in order against that one system: searches and the page, then the supervision
+(children killed and started again, a port taken by another server meanwhile), then SIGTERM,
+then a second start on the same data.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,17 +30,25 @@ from playwright.sync_api import Page, expect
 from redis import Redis
 from redis.exceptions import RedisError
 
+from model.triton_server import CONTROL_HEADER, Ports
 from photosearch.demo import DEMO_PHOTOS
-from photosearch.up.processes import Child, redis_binary, redis_command
+from photosearch.up.bootstrap import BootstrapError
+from photosearch.up.ports import PortBook
+from photosearch.up.processes import Child, ChildError, redis_binary, redis_command
+from photosearch.up.servers import RedisChild, UpTriton
+from photosearch.up.supervisor import STATE_FILE
 from tests.browser import cards, search, shown, thumbnails_loaded
 from tests.conftest import free_ports
 from tests.upprocess import (
+    UP_TIMEOUT_S,
+    StrangerTriton,
     Up,
     alive,
     descendants,
     ids,
     newcomer_env,
     ready,
+    server_can_bind,
     valkey_binary,
     wait_until,
 )
@@ -54,12 +65,33 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
         "PHOTOSEARCH_UP__LIVENESS_FAILURES": "5",
     }
     system = Up(tmp_path_factory.mktemp("up") / "data", api, redis, env)
-    system.start()
+    # Another Triton on the HTTP port `up` prefers, as another `up` would have it.
+    stranger = StrangerTriton(int(env["PHOTOSEARCH_TRITON__HTTP_PORT"]))
     try:
+        system.start(until="exporting")
+        # A minute of export before Triton starts: what could another server bind meanwhile?
+        http = next(line for line in system.lines if "(Triton HTTP) is taken" in line)
+        ports = {
+            "API": api,
+            "Redis": redis,
+            "Triton HTTP": int(http.rsplit(" ", 1)[1]),
+            **{w: int(env[f"PHOTOSEARCH_{v}_PORT"]) for w, v in TRITON_AND_METRICS.items()},
+        }
+        system.seen["bindable"] = {what: server_can_bind(port) for what, port in ports.items()}
+        system.seen["stranger"] = stranger
+        system.wait_for("PhotoSearch is up", UP_TIMEOUT_S)
         yield system
     finally:
         if system.process is not None and system.process.poll() is None:
             system.stop()
+        stranger.close()
+
+
+TRITON_AND_METRICS = {
+    "Triton gRPC": "TRITON__GRPC",
+    "Triton metrics": "TRITON__METRICS",
+    "API metrics": "API__METRICS",
+}
 
 
 def test_first_start_exports_the_model_and_indexes_every_demo_photo(up: Up) -> None:
@@ -84,6 +116,42 @@ def test_readyz_is_ready_with_every_dependency(up: Up) -> None:
         "redis": True,
     }
     assert body["checks"]["triton"]["model_version"] == 1
+
+
+def test_its_ports_are_its_own_from_the_start_and_another_triton_is_left_alone(up: Up) -> None:
+    # Held through the export: no other server could bind one (the Triton once taken for
+    # `up`'s own had started in that minute).
+    assert up.seen["bindable"] == dict.fromkeys(up.seen["bindable"], False)
+    stranger: StrangerTriton = up.seen["stranger"]
+    env = up.state()["env"]
+    http = int(env["PHOTOSEARCH_TRITON__HTTP_PORT"])
+    assert f"port {stranger.port} (Triton HTTP) is taken: using {http}" in up.output()
+    assert stranger.asked == []  # never probed, never taken for `up`'s own
+    name = httpx.get(f"http://127.0.0.1:{http}/v2", timeout=10).json()["name"]
+    assert name.startswith("photosearch-up-")  # this start's --id, which its probe asks back
+    assert up.get("/readyz")["checks"]["triton"]["ok"]
+    assert len(up.get("/v1/search", q="a red bicycle", limit=3)["results"]) == 3
+
+
+def test_the_children_get_the_api_metrics_port_and_a_control_key_of_this_start(up: Up) -> None:
+    env = up.state()["env"]
+    key = env["PHOTOSEARCH_TRITON__CONTROL_KEY"]
+    api = up.state()["children"]["api"]
+    given = dict(
+        item.split("=", 1)
+        for item in (Path("/proc") / str(api) / "environ").read_text().split("\0")
+        if "=" in item
+    )
+    assert given["PHOTOSEARCH_TRITON__CONTROL_KEY"] == key
+    assert given["PHOTOSEARCH_API__METRICS_PORT"] == up.env["PHOTOSEARCH_API__METRICS_PORT"]
+    # Where the key is written, only this user reads it.
+    for name in ("up.env", STATE_FILE):
+        assert (up.data_dir / name).stat().st_mode & 0o777 == 0o600
+    assert f"PHOTOSEARCH_TRITON__CONTROL_KEY={key}" in (up.data_dir / "up.env").read_text()
+    # Its Triton lists, loads and unloads models for the key's holder only.
+    index = f"http://127.0.0.1:{env['PHOTOSEARCH_TRITON__HTTP_PORT']}/v2/repository/index"
+    assert httpx.post(index, timeout=10).status_code == 403
+    assert httpx.post(index, headers={CONTROL_HEADER: key}, timeout=10).status_code == 200
 
 
 def test_text_search_answers_without_a_key_from_the_demo_photos(up: Up) -> None:
@@ -166,6 +234,52 @@ def test_a_child_that_hangs_is_killed_and_started_again(up: Up) -> None:
     assert len(up.get("/v1/search", q="a flower", limit=2)["results"]) == 2
 
 
+def test_triton_s_ports_taken_while_it_was_down_are_not_taken_for_its_own(up: Up) -> None:
+    """Another Triton takes the ports of `up`'s crashed one (the issue: `up` said "triton is
+    back" on its answers): `up` starts its Triton on free ports, and the API follows."""
+    env = up.state()["env"]
+    ports = {
+        what: int(env[f"PHOTOSEARCH_TRITON__{what.upper()}_PORT"]) for what in ("HTTP", "gRPC")
+    }
+    triton, api = up.state()["children"]["triton"], up.state()["children"]["api"]
+    assert up.process is not None
+    # The supervisor paused, so that the other server has the ports before it looks.
+    strangers: list[StrangerTriton] = []
+    os.kill(up.process.pid, signal.SIGSTOP)
+    try:
+        os.killpg(triton, signal.SIGKILL)  # Triton and its backend stubs
+        for port in ports.values():
+            wait_until(lambda p=port: server_can_bind(p), 30, f"port {port} stayed bound")
+            strangers.append(StrangerTriton(port))
+        os.kill(up.process.pid, signal.SIGCONT)
+        wait_until(
+            lambda: up.state()["children"].get("api") not in (None, api) and ready(up),
+            180,
+            f"Triton was not started on other ports:\n{up.output()}",
+        )
+        assert [s.asked for s in strangers] == [[], []]  # never probed as `up`'s own
+    finally:
+        os.kill(up.process.pid, signal.SIGCONT)
+        for stranger in strangers:
+            stranger.close()
+    env = up.state()["env"]
+    out = up.output()
+    for what, port in ports.items():
+        moved = int(env[f"PHOTOSEARCH_TRITON__{what.upper()}_PORT"])
+        held = (
+            f"port {port} (Triton {what}) is held by another server, not by this `up`'s triton: "
+            f"moving triton to port {moved}"
+        )
+        assert held in out
+        # Back only once on its own ports...
+        assert out.index(held) < out.rindex("triton is back")
+    assert env["PHOTOSEARCH_TRITON__URL"] == f"127.0.0.1:{env['PHOTOSEARCH_TRITON__GRPC_PORT']}"
+    # ...then the API starts again with the new address, and an uncached search goes there.
+    assert out.rindex("triton is back") < out.rindex("starting api again: triton moved")
+    body = up.get("/v1/search", q=f"a lighthouse at dusk {time.time()}", limit=3)
+    assert len(body["results"]) == 3
+
+
 def test_a_second_up_on_the_same_data_is_refused_and_harms_nothing(up: Up) -> None:
     (port,) = free_ports(1)
     second = subprocess.run(
@@ -213,6 +327,96 @@ def test_a_second_start_reuses_the_model_and_the_index(up: Up) -> None:
     below = descendants(up.process.pid)
     assert up.stop(signal.SIGKILL) == -9
     wait_until(lambda: not any(alive(p) for p in below), 120, "children outlived the supervisor")
+
+
+def test_a_held_port_is_bound_by_no_other_server_until_released() -> None:
+    said: list[str] = []
+    book = PortBook(said.append)
+    (preferred,) = free_ports(1)
+    grpc = book.take("Triton gRPC", preferred, "triton", {"PHOTOSEARCH_TRITON__URL": "x:{}"})
+    assert grpc == preferred and said == []
+    reuse = (socket.SO_REUSEADDR, socket.SO_REUSEPORT)
+    for options in [(), reuse[:1], reuse[1:], reuse]:
+        with socket.socket() as other:
+            for option in options:
+                other.setsockopt(socket.SOL_SOCKET, option, 1)
+            with pytest.raises(OSError):
+                other.bind(("127.0.0.1", grpc))
+                other.listen()
+    http = book.take("Triton HTTP", grpc, "triton", {"PHOTOSEARCH_TRITON__HTTP_PORT": "{}"})
+    assert said == [f"port {grpc} (Triton HTTP) is taken: using {http}"]
+    with pytest.raises(BootstrapError, match=f"port {grpc} is taken: pass --port"):
+        book.take("API", grpc, "api", {}, firm="--port")
+    assert book.environment() == {
+        "PHOTOSEARCH_TRITON__URL": f"x:{grpc}",
+        "PHOTOSEARCH_TRITON__HTTP_PORT": str(http),
+    }
+    book.release(book.of("triton"))
+    assert server_can_bind(grpc) and server_can_bind(http)
+
+
+def test_a_port_taken_while_its_child_was_down_is_moved_unless_given() -> None:
+    said: list[str] = []
+    book = PortBook(said.append)
+    grpc, redis = free_ports(2)
+    book.take("Triton gRPC", grpc, "triton", {"PHOTOSEARCH_TRITON__URL": "127.0.0.1:{}"})
+    book.take("Redis", redis, "redis", {}, firm="--redis-port")
+    book.release(["Triton gRPC", "Redis"])  # their children started (and died)
+    with StrangerTriton(grpc), StrangerTriton(redis):
+        assert book.reclaim(["Triton gRPC"], patience_s=0.5) == ["Triton gRPC"]
+        refused = f"port {redis} (Redis) is held by another server, not by this `up`'s redis"
+        with pytest.raises(ChildError, match=re.escape(refused)):
+            book.reclaim(["Redis"], patience_s=0.5)
+    moved = book["Triton gRPC"]
+    assert said == [
+        f"port {grpc} (Triton gRPC) is held by another server, not by this `up`'s triton: "
+        f"moving triton to port {moved}"
+    ]
+    assert book.environment()["PHOTOSEARCH_TRITON__URL"] == f"127.0.0.1:{moved}"
+    assert not server_can_bind(moved)  # held again until Triton starts
+    book.close()
+
+
+def test_a_triton_that_gives_another_name_is_not_up_s_own(tmp_path: Path) -> None:
+    said: list[str] = []
+    with StrangerTriton(0) as stranger:
+        ports = Ports(http=stranger.port, grpc=1, metrics=1)
+        server = UpTriton(tmp_path, ports, tmp_path, say=said.append)
+        server.server_id = "photosearch-up-0123456789abcdef"  # what its start named it
+        assert not server.is_ready() and not server.is_ready()
+        assert said == [
+            f"port {stranger.port} (Triton HTTP) is held by another server (it calls itself "
+            "'another-triton'), not by this `up`'s triton"
+        ]
+        server.server_id = stranger.name  # the name is all that tells the two apart
+        assert server.is_ready()
+
+
+def test_a_redis_that_gives_another_pid_is_not_up_s_own(tmp_path: Path) -> None:
+    said: list[str] = []
+    (port,) = free_ports(1)
+
+    def redis(name: str) -> RedisChild:
+        (tmp_path / name).mkdir()
+        return RedisChild(
+            redis_binary(), port, tmp_path / name, tmp_path / f"{name}.log", said.append
+        )
+
+    ours = redis("ours")
+    ours.start()
+    try:
+        other = redis("other")
+        assert not other.ready()
+        assert ours.ready()
+        assert said == [
+            f"port {port} (Redis) is held by another server (pid {ours.pid}), "
+            "not by this `up`'s redis"
+        ]
+        # Started, it cannot bind the port and exits: the other's answers never make it ready.
+        with pytest.raises(ChildError, match="redis exited"):
+            other.start()
+    finally:
+        ours.stop()
 
 
 @pytest.mark.parametrize("binary", [valkey_binary, redis_binary], ids=["valkey", "found"])

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import httpx
@@ -32,6 +36,8 @@ class Up:
     process: subprocess.Popen[str] | None = None
     reader: threading.Thread | None = None
     lines: list[str] = field(default_factory=list)
+    # What the fixture that started it saw on the way (e.g. ports during the export).
+    seen: dict[str, Any] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -141,14 +147,67 @@ def ids(body: dict[str, Any]) -> list[str]:
 
 
 def newcomer_env() -> dict[str, str]:
-    """Only what a newcomer's shell has (no PHOTOSEARCH_*), and Triton on free ports."""
-    grpc, http, metrics = free_ports(3)
+    """Only what a newcomer's shell has (no PHOTOSEARCH_*), and Triton and the API's metrics
+    on free ports."""
+    grpc, http, metrics, api_metrics = free_ports(4)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PHOTOSEARCH_")}
     return env | {
         "PHOTOSEARCH_TRITON__GRPC_PORT": str(grpc),
         "PHOTOSEARCH_TRITON__HTTP_PORT": str(http),
         "PHOTOSEARCH_TRITON__METRICS_PORT": str(metrics),
+        "PHOTOSEARCH_API__METRICS_PORT": str(api_metrics),
     }
+
+
+def server_can_bind(port: int) -> bool:
+    """Whether a server could listen on the port now (with SO_REUSEADDR, as servers do)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+        except OSError:
+            return False
+        return True
+
+
+class StrangerTriton:
+    """Another Triton on a port, as another `up` or a developer's own would be: ready, and
+    giving a name of its own at GET /v2. It records the paths it was asked for."""
+
+    def __init__(self, port: int, name: str = "another-triton") -> None:
+        self.name = name
+        self.asked: list[str] = []
+        asked = self.asked
+        metadata = json.dumps({"name": name, "version": "2.51.0", "extensions": []}).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                asked.append(self.path)
+                body = {"/v2/health/ready": b"", "/v2": metadata}.get(self.path)
+                self.send_response(404 if body is None else 200)
+                self.send_header("Content-Length", str(len(body or b"")))
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port: int = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> StrangerTriton:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
 
 def valkey_binary() -> str:

@@ -1,4 +1,4 @@
-"""What `photosearch up` checks on this machine: ports, the API's health, one owner per data dir."""
+"""What `photosearch up` checks: who answers on a port, the API's health, one `up` per data dir."""
 
 from __future__ import annotations
 
@@ -37,6 +37,32 @@ def readyz(base: str) -> dict[str, Any] | None:
         return body
     except (urllib.error.URLError, OSError, ValueError):
         return None
+
+
+def triton_name(http_port: int) -> str | None:
+    """The name the Triton on this port gives itself (GET /v2: tritonserver's --id); None where
+    nothing answers there, "" where what answers gives no name."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/v2", timeout=2) as response:
+            body = json.load(response)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    name = body.get("name") if isinstance(body, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def redis_process_id(port: int) -> int | None:
+    """The pid the Redis on this port gives (INFO server); None where none answers."""
+    from redis import Redis
+    from redis.exceptions import RedisError
+
+    client = Redis(host="127.0.0.1", port=port, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        return int(client.info("server")["process_id"])
+    except (RedisError, OSError, KeyError, ValueError):
+        return None
+    finally:
+        client.close()
 
 
 @contextmanager

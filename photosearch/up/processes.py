@@ -18,8 +18,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from model.triton_server import TritonServer
-
 _PR_SET_PDEATHSIG = 1
 
 
@@ -161,7 +159,7 @@ class Child:
                     f"{self.name} exited ({code}) while starting; {self.log_path}:\n"
                     + log_tail(self.log_path)
                 )
-            if self._ready is None or self._ready():
+            if self.ready():
                 return
             if time.monotonic() > deadline:
                 raise ChildError(
@@ -170,8 +168,8 @@ class Child:
                 )
             time.sleep(0.2)
 
-    def answers(self) -> bool:
-        """The readiness probe as a liveness probe (a child without one always answers)."""
+    def ready(self) -> bool:
+        """The readiness probe, also the liveness probe (a child without one always answers)."""
         return self._ready is None or self._ready()
 
     def exit_code(self) -> int | None:
@@ -205,27 +203,3 @@ def kill_session(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-class TritonChild(Child):
-    """Triton through `TritonServer`, which knows the wheel's binary and its backends."""
-
-    def __init__(self, server: TritonServer) -> None:
-        super().__init__("triton", [], server.log_path, ready=server.is_ready)
-        self.server = server
-
-    def start(self) -> None:
-        rotate(self.log_path, self.log_max_bytes)
-        self.server.preexec_fn = die_with_parent
-        try:
-            self.server.start()
-        except RuntimeError as exc:
-            raise ChildError(str(exc)) from None
-        finally:
-            self.process = self.server.process
-
-    def stop(self) -> None:
-        self.server.stop()
-
-    def kill(self) -> None:
-        self.server.stop(timeout_s=0)

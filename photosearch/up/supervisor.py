@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from model.triton_server import Ports, TritonServer
+from model.triton_server import Ports, new_control_key
 from photosearch.atomicfile import write_atomic
 from photosearch.settings import Settings, get_settings
 from photosearch.up.bootstrap import (
@@ -33,20 +33,15 @@ from photosearch.up.bootstrap import (
     ensure_model,
 )
 from photosearch.up.indexing import index_then_announce, source_to_index
-from photosearch.up.probes import choose_port, http_ok, single_owner
-from photosearch.up.processes import (
-    Child,
-    ChildError,
-    TritonChild,
-    kill_session,
-    log_tail,
-    port_free,
-    redis_binary,
-    redis_command,
-)
+from photosearch.up.ports import PortBook
+from photosearch.up.probes import http_ok, single_owner
+from photosearch.up.processes import Child, ChildError, kill_session, log_tail, redis_binary
+from photosearch.up.servers import RedisChild, TritonChild, UpTriton
 
 # What a running `up` tells tools and tests: its pid, URL, children's pids and settings.
 STATE_FILE = "up.json"
+# The children that reach a port's server: they start again when it moves.
+READERS = {"Redis": ("api", "worker", "beat"), "Triton gRPC": ("api", "worker")}
 
 
 def read_state(data_dir: Path) -> dict[str, Any]:
@@ -94,6 +89,8 @@ class Supervisor:
         self.restarts: dict[str, _Restarts] = {}
         self.stopping = False
         self.env: dict[str, str] = {}
+        self.ports = PortBook(say)
+        self.moved: set[str] = set()  # ports moved whose readers have not started again yet
         self.base_url = ""
         self.data_dir = Path()
 
@@ -133,36 +130,58 @@ class Supervisor:
 
     # -- settings ------------------------------------------------------------------------
     def _configure(self) -> Settings:
-        """Decide what runs embedded, and put the addresses in the environment the children
-        inherit, so every process reads one settings tree."""
-        opts = self.options
+        """Decide what runs embedded, hold the ports of what `up` starts, and put the
+        addresses in the environment the children inherit: every process reads one tree."""
+        opts, book = self.options, self.ports
         given = Settings()
         env = {"PHOTOSEARCH_DATA_DIR": str(given.data_dir)}
         if "url" not in given.redis.model_fields_set:
-            port = opts.redis_port or choose_port(6379, "Redis", self.say)
-            env["PHOTOSEARCH_REDIS__URL"] = f"redis://127.0.0.1:{port}/0"
+            firm = "--redis-port" if opts.redis_port else None
+            url = {"PHOTOSEARCH_REDIS__URL": "redis://127.0.0.1:{}/0"}
+            book.take("Redis", opts.redis_port or 6379, "redis", url, firm=firm)
         if "url" not in given.triton.model_fields_set:
-            t = given.triton
-            say = self.say
-            grpc = choose_port(t.grpc_port, "Triton gRPC", say)
-            env["PHOTOSEARCH_TRITON__GRPC_PORT"] = str(grpc)
-            env["PHOTOSEARCH_TRITON__HTTP_PORT"] = str(choose_port(t.http_port, "Triton HTTP", say))
-            metrics = choose_port(t.metrics_port, "Triton metrics", say)
-            env["PHOTOSEARCH_TRITON__METRICS_PORT"] = str(metrics)
-            env["PHOTOSEARCH_TRITON__URL"] = f"127.0.0.1:{grpc}"
+            t, var = given.triton, "PHOTOSEARCH_TRITON__"
+            grpc = {f"{var}GRPC_PORT": "{}", f"{var}URL": "127.0.0.1:{}"}
+            book.take("Triton gRPC", t.grpc_port, "triton", grpc)
+            book.take("Triton HTTP", t.http_port, "triton", {f"{var}HTTP_PORT": "{}"})
+            book.take("Triton metrics", t.metrics_port, "triton", {f"{var}METRICS_PORT": "{}"})
+            if t.control_key is None:
+                # A key of this start's own for loading and unloading models: the children
+                # and up.env (which only this user reads) carry it, no other local process.
+                env[f"{var}CONTROL_KEY"] = new_control_key()
         # The page is for people without a key; a deployment decides this for itself.
         if "PHOTOSEARCH_API__ANONYMOUS_SEARCH" not in os.environ:
             env["PHOTOSEARCH_API__ANONYMOUS_SEARCH"] = "true"
         host = opts.host or given.api.host
-        port = opts.port or given.api.port
-        if not port_free(port, "0.0.0.0" if host == "0.0.0.0" else host):
-            raise BootstrapError(f"port {port} is taken: pass --port")
-        env["PHOTOSEARCH_API__HOST"], env["PHOTOSEARCH_API__PORT"] = host, str(port)
+        api = {"PHOTOSEARCH_API__PORT": "{}"}
+        port = book.take("API", opts.port or given.api.port, "api", api, host=host, firm="--port")
+        if given.api.metrics_port:  # 0: the API serves no metrics listener
+            metrics = {"PHOTOSEARCH_API__METRICS_PORT": "{}"}
+            book.take(
+                "API metrics", given.api.metrics_port, "api", metrics, host=given.api.metrics_host
+            )
+        env["PHOTOSEARCH_API__HOST"] = host
         self.base_url = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}"
         self.env = env
-        os.environ.update(env)
-        get_settings.cache_clear()
+        self._publish_ports()
         return get_settings()
+
+    def _publish_ports(self) -> None:
+        """The ports in the environment of the children started from now on, and in up.env."""
+        self.env.update(self.ports.environment())
+        os.environ.update(self.env)
+        get_settings.cache_clear()
+        for child in self.children:
+            if isinstance(child, RedisChild):
+                child.port = self.ports["Redis"]
+            elif isinstance(child, TritonChild):
+                child.server.ports = self._triton_ports()
+
+    def _triton_ports(self) -> Ports:
+        book = self.ports
+        return Ports(
+            http=book["Triton HTTP"], grpc=book["Triton gRPC"], metrics=book["Triton metrics"]
+        )
 
     # -- starting ------------------------------------------------------------------------
     def _spawn(self, child: Child) -> Child:
@@ -170,9 +189,20 @@ class Supervisor:
         self.children.append(child)
         self.restarts[child.name] = _Restarts()
         self.say(f"starting {child.name}")
-        child.start()
+        self._launch(child)
         self._write_state()
         return child
+
+    def _launch(self, child: Child) -> None:
+        """Start a child on its ports, held by `up` until now; those another server took while
+        it was down are moved first."""
+        ports = self.ports.of(child.name)
+        moved = self.ports.reclaim(ports)
+        if moved:
+            self.moved.update(moved)
+            self._publish_ports()
+        self.ports.release(ports)  # a small window: PortBook.release says what covers it
+        child.start()
 
     def _run_to_end(self, child: Child) -> int:
         self.children.append(child)
@@ -200,39 +230,25 @@ class Supervisor:
             self.say(f"model version {m.version}: {m.arch}, weights {m.weights}")
             if m.random_weights:
                 self.say(RANDOM_WEIGHTS_WARNING)
-        if "PHOTOSEARCH_REDIS__URL" in self.env:
-            from redis import Redis
-            from redis.exceptions import RedisError
-
-            probe = Redis.from_url(settings.redis.url, socket_timeout=1, socket_connect_timeout=1)
-
-            def redis_ready() -> bool:
-                try:
-                    return bool(probe.ping())
-                except (RedisError, OSError):
-                    return False
-
-            port = int(self.env["PHOTOSEARCH_REDIS__URL"].rsplit(":", 1)[1].split("/")[0])
+        if "Redis" in self.ports:
             folder = settings.data_dir / "redis"
             folder.mkdir(parents=True, exist_ok=True)
-            self._spawn(
-                Child(
-                    "redis",
-                    redis_command(redis_binary(settings.up.redis_server), port, folder),
-                    logs / "redis.log",
-                    ready=redis_ready,
-                )
-            )
+            binary = redis_binary(settings.up.redis_server)
+            port = self.ports["Redis"]
+            self._spawn(RedisChild(binary, port, folder, logs / "redis.log", self.say))
         if model is not None:
-            t = settings.triton
-            ports = Ports(http=t.http_port, grpc=t.grpc_port, metrics=t.metrics_port)
-            server = TritonServer(
-                settings.repository,
-                ports,
-                settings.data_dir / "triton",
-                startup_timeout_s=t.startup_timeout_s,
-                log_path=logs / "triton.log",
-            )
+            try:
+                server = UpTriton(
+                    settings.repository,
+                    self._triton_ports(),
+                    settings.data_dir / "triton",
+                    startup_timeout_s=settings.triton.startup_timeout_s,
+                    log_path=logs / "triton.log",
+                    control_key=settings.triton.control_key,
+                    say=self.say,
+                )
+            except ValueError as exc:  # a control key Triton's flag cannot carry
+                raise BootstrapError(f"PHOTOSEARCH_TRITON__CONTROL_KEY: {exc}") from None
             self._spawn(TritonChild(server))
         source = source_to_index(settings, self.options.photos, self.say)
         os.environ["PHOTOSEARCH_INDEXER__SOURCE"] = self.env["PHOTOSEARCH_INDEXER__SOURCE"] = source
@@ -286,7 +302,7 @@ class Supervisor:
             time.sleep(0.5)
 
     def _probe(self, child: Child, state: _Restarts, allowed: int) -> None:
-        if child.answers():
+        if child.ready():
             state.missed = 0
             return
         state.missed += 1
@@ -306,7 +322,7 @@ class Supervisor:
         if child.pid is not None:
             kill_session(child.pid)  # what it left behind (Triton's backend stubs)
         try:
-            child.start()
+            self._launch(child)
         except (ChildError, OSError) as exc:
             self.say(f"{child.name} did not start again: {exc}; next try in {backoff:.0f} s")
             state.next_at = time.monotonic() + backoff
@@ -314,6 +330,22 @@ class Supervisor:
         state.started_at = time.monotonic()
         self.say(f"{child.name} is back")
         self._write_state()
+        self._restart_readers(child)
+
+    def _restart_readers(self, server: Child) -> None:
+        """Start again, with its new address, what reaches a server that moved to another port:
+        stopped and started here, not killed, since an exit would count against its backoff."""
+        moved = self.moved & set(self.ports.of(server.name))
+        self.moved -= moved
+        readers = {name for what in moved for name in READERS.get(what, ())}
+        for reader in [c for c in self.children if c.name in readers]:
+            self.say(f"starting {reader.name} again: {server.name} moved to another port")
+            reader.stop()
+            try:
+                self._launch(reader)
+            except (ChildError, OSError) as exc:  # exited: the watch starts it with a backoff
+                self.say(f"{reader.name} did not start again: {exc}")
+            self._write_state()
 
     # -- stopping ------------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -326,6 +358,7 @@ class Supervisor:
             self.say("killing what is left")
             for child in self.children:
                 child.kill()
+        self.ports.close()
         (self.data_dir / STATE_FILE).unlink(missing_ok=True)
         self.say("stopped")
 

@@ -1,0 +1,105 @@
+"""Redis and Triton as children of `up` whose probes ask who answers: their own process, or
+another server on their port (which is then not ready, and said so, never "back")."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from model.triton_server import TritonInstall, TritonServer
+from photosearch.up.ports import held_by_another
+from photosearch.up.probes import redis_process_id, triton_name
+from photosearch.up.processes import Child, ChildError, die_with_parent, redis_command, rotate
+
+Say = Callable[[str], None]
+
+
+class _Stranger:
+    """Says once per start that another server answers on a child's port: a probe repeats."""
+
+    def __init__(self, say: Say) -> None:
+        self.say = say
+        self.said = False
+
+    def seen(self, line: str) -> None:
+        if not self.said:
+            self.say(line)
+            self.said = True
+
+
+class RedisChild(Child):
+    """`up`'s Redis: ready when the Redis on its port gives this child's pid (INFO server)."""
+
+    def __init__(self, binary: str, port: int, folder: Path, log_path: Path, say: Say) -> None:
+        super().__init__("redis", [], log_path)
+        self.binary = binary
+        self.port = port  # `up` moves it where another server took it
+        self.folder = folder
+        self.stranger = _Stranger(say)
+
+    def spawn(self) -> None:
+        self.command = redis_command(self.binary, self.port, self.folder)
+        self.stranger.said = False
+        super().spawn()
+
+    def ready(self) -> bool:
+        pid = redis_process_id(self.port)
+        if pid is not None and pid != self.pid:
+            self.stranger.seen(held_by_another(self.port, "Redis", "redis", f"pid {pid}"))
+        return pid is not None and pid == self.pid
+
+
+class UpTriton(TritonServer):
+    """A TritonServer named anew at each start (tritonserver's --id), ready only when the Triton
+    on its HTTP port gives that name back (GET /v2)."""
+
+    def __init__(self, *args: Any, say: Say, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.server_id = ""
+        self.stranger = _Stranger(say)
+
+    def command(self, install: TritonInstall, backends: Path) -> list[str]:
+        return [*super().command(install, backends), f"--id={self.server_id}"]
+
+    def start(self) -> UpTriton:
+        self.server_id = f"photosearch-up-{secrets.token_hex(8)}"
+        self.stranger.said = False
+        super().start()
+        return self
+
+    def is_ready(self) -> bool:
+        if not super().is_ready():
+            return False
+        name = triton_name(self.ports.http)
+        if name == self.server_id:
+            return True
+        if name is not None:
+            said = f"it calls itself {name!r}" if name else "it gives no name"
+            self.stranger.seen(held_by_another(self.ports.http, "Triton HTTP", "triton", said))
+        return False
+
+
+class TritonChild(Child):
+    """Triton through `TritonServer`, which knows the wheel's binary and its backends."""
+
+    def __init__(self, server: UpTriton) -> None:
+        super().__init__("triton", [], server.log_path, ready=server.is_ready)
+        self.server = server
+
+    def start(self) -> None:
+        rotate(self.log_path, self.log_max_bytes)
+        self.server.preexec_fn = die_with_parent
+        try:
+            self.server.start()
+        except RuntimeError as exc:
+            raise ChildError(str(exc)) from None
+        finally:
+            self.process = self.server.process
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def kill(self) -> None:
+        self.server.stop(timeout_s=0)
