@@ -118,7 +118,7 @@ def ensure_model(
     return ModelChoice(manifest, exported=True, previous=newest.version if newest else None)
 
 
-def _is_folder(source: str, folder: Path) -> bool:
+def is_folder(source: str, folder: Path) -> bool:
     """Whether a source (a folder, or its file URI as a sync remembers it) is that folder."""
     try:
         root = parse_source(source)
@@ -136,7 +136,7 @@ def photos_source(
             raise BootstrapError(f"--photos {photos}: not a folder")
         return str(photos.resolve())
     source = remembered or configured
-    if source is not None and not _is_folder(source, demo_dir):
+    if source is not None and not is_folder(source, demo_dir):
         return source
     from photosearch.demo import DemoPhotosUnavailable, write_demo_photos
 

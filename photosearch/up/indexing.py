@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from photosearch.settings import Settings
-from photosearch.up.bootstrap import ModelChoice, photos_source
+from photosearch.up.bootstrap import ModelChoice, is_folder, photos_source
 from photosearch.up.probes import readyz
 
 
@@ -50,7 +50,12 @@ def index_then_announce(
             job_id = submit_reindex(jobs, version, source).job_id
             label = f"reindexing {source} with model version {version}"
         else:
-            job_id = queue_sync(jobs, source)
+            # Leaving the demo photos for --photos deletes them all: the delete guard's
+            # business is a wrong folder, not the demo (any other switch is still guarded).
+            before = jobs.recall("source")
+            demo = settings.data_dir / "demo-photos"
+            leaving_demo = before is not None and is_folder(before, demo)
+            job_id = queue_sync(jobs, source, force=leaving_demo and not is_folder(source, demo))
             label = f"indexing {source}"
         say(f"{label} (job {job_id})")
         job = follow(jobs, job_id, label="indexing")
