@@ -66,6 +66,12 @@ def _from_up_env(env: dict[str, str]) -> tuple[Settings, str | None]:
     return settings, f"http://127.0.0.1:{port}/metrics" if port else None
 
 
+def _api_metrics(settings: Settings) -> str | None:
+    """The API's metrics listener on up's machine (its port is in up's environment)."""
+    api = settings.api
+    return f"http://127.0.0.1:{api.metrics_port}/metrics" if api.metrics_port else None
+
+
 def attach(data_dir: Path, api_key: str | None) -> Target:
     """The running `photosearch up` of this data directory."""
     state_file = data_dir / STATE_FILE
@@ -81,9 +87,7 @@ def attach(data_dir: Path, api_key: str | None) -> Target:
     if not http_ok(f"{url}/healthz"):
         raise TargetError(f"{url} (from {state_file}) does not answer: is `photosearch up` up?")
     settings, triton = _from_up_env(state.get("env", {}))
-    api = settings.api
-    metrics = f"http://127.0.0.1:{api.metrics_port}/metrics" if api.metrics_port else None
-    return Target(url, triton, settings, api_key, api_metrics=metrics)
+    return Target(url, triton, settings, api_key, api_metrics=_api_metrics(settings))
 
 
 def start(data_dir: Path, photos: Path, port: int, redis_port: int, log: Path) -> Target:
@@ -115,7 +119,8 @@ def start(data_dir: Path, photos: Path, port: int, redis_port: int, log: Path) -
         time.sleep(1)
     state = read_state(data_dir)
     settings, triton = _from_up_env(state.get("env", {}))
-    return Target(state["url"], triton, settings, key, None, photos.resolve(), process)
+    metrics = _api_metrics(settings)
+    return Target(state["url"], triton, settings, key, None, photos.resolve(), process, metrics)
 
 
 def say(line: str) -> None:

@@ -4,6 +4,7 @@ real run against a `photosearch up` that it starts, with a sync in the middle.""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from collections import Counter
@@ -20,6 +21,7 @@ from loadtests.plan import RATE_PER_USER, user_groups
 from loadtests.records import FIELDS, latency, read, series
 from loadtests.scenario import DEFAULT_FILE, Queries, ScenarioError, load_scenario, load_scenarios
 from loadtests.traffic import QueryMix, expected_hit_ratio
+from photosearch.up.supervisor import read_state
 from query_api.auth import hash_key
 from tests.conftest import free_ports
 from tests.deployfiles import ROOT
@@ -261,9 +263,11 @@ def test_the_cache_and_triton_figures_agree_with_each_other(
     _, summary = smoke_run
     cache, text = summary["cache"], summary["triton"]["text"]
     texts = summary["kinds"]["text"]["count"]
-    # The API counted one lookup per text search, and the answers said the same.
+    # The API counted one lookup per text search. No answer said whether the cache answered:
+    # visitors and the apps' key are not told (only an operator's key is), so the share from
+    # the answers is unknown and the metrics' figure is the one.
     assert cache["hits"] + cache["misses"] + cache["bypass"] == texts
-    assert cache["hit_ratio"] == pytest.approx(summary["cache_hit_ratio_answers"])
+    assert math.isnan(summary["cache_hit_ratio_answers"])
     # A cold cache: hits only where a popular query came back, never above the curve's
     # ceiling by more than chance.
     assert 0 < cache["hit_ratio"] <= summary["cache_hit_ratio_ceiling"] + 0.15
@@ -330,6 +334,12 @@ def running(base: Path, smoke_run: tuple[Path, dict[str, Any]]) -> Iterator[Up]:
         system.stop()
 
 
+def api_metrics(running: Up) -> str:
+    """The API's metrics listener, as another deployment's operator would know it."""
+    port = read_state(running.data_dir)["env"]["PHOTOSEARCH_API__METRICS_PORT"]
+    return f"http://127.0.0.1:{port}/metrics"
+
+
 def _short_run(out: Path, *args: str) -> dict[str, Any]:
     done = _run("--scenario", "smoke", "--duration", "10", "--out", str(out), *args)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -355,7 +365,9 @@ def test_any_deployment_by_its_url_with_an_admin_key_for_the_sync(
     running: Up, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    summary = _short_run(out, "--url", running.url, "--admin-key", ADMIN_KEY)
+    summary = _short_run(
+        out, "--url", running.url, "--api-metrics", api_metrics(running), "--admin-key", ADMIN_KEY
+    )
     assert summary["triton"] == {"text": None, "image": None}  # not given --triton-metrics
     # The sync went through the admin API, and its job was read from there to the end.
     job = summary["sync"]["job"]
@@ -373,6 +385,8 @@ def test_without_redis_or_an_admin_key_no_sync_is_started(running: Up, tmp_path:
         "4",
         "--url",
         running.url,
+        "--api-metrics",
+        api_metrics(running),
         "--out",
         str(tmp_path / "out"),
     )
