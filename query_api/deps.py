@@ -66,3 +66,18 @@ async def root_path(request: Request) -> str:
 
 
 RootPath = Annotated[str, Depends(root_path)]
+
+
+# The query parameters a caller may repeat (lists); any other given twice is ambiguous.
+_REPEATABLE = frozenset({"tags_any", "tags_all"})
+
+
+async def once_each(request: Request) -> None:
+    """Refuse a scalar query parameter given twice (`?photographer=a&photographer=b`): the
+    framework would keep the last one silently, and the caller meant something else."""
+    params = request.query_params
+    repeated = sorted({k for k in params if k not in _REPEATABLE and len(params.getlist(k)) > 1})
+    if repeated:
+        raise ApiError(
+            422, f"{', '.join(repeated)}: give each once (only tags_any and tags_all repeat)"
+        )

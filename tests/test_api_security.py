@@ -345,3 +345,12 @@ def test_a_photo_replaced_by_a_link_out_or_a_fifo_is_not_served(stack: Stack) ->
     assert [a.status_code for a in answers] == [404] * 8
     assert ready.status_code == 200
     assert searches.statuses and set(searches.statuses) == {200}
+
+
+def test_a_scalar_query_parameter_given_twice_is_refused(stack: Stack) -> None:
+    twice = "/v1/search?q=cat&photographer=ana&photographer=ben&limit=1&limit=2"
+    answer = httpx.get(stack.url + twice, headers=SEARCH)
+    assert answer.status_code == 422
+    assert answer.json()["message"].startswith("limit, photographer: give each once")
+    lists = "/v1/search?q=cat&tags_any=cat&tags_any=city"
+    assert httpx.get(stack.url + lists, headers=SEARCH).status_code == 200

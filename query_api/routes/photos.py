@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
 
 from photosearch.embedding.images import ImageLimits
 from photosearch.vectorstore import CollectionNotFound, StoredPhoto
-from query_api.deps import RootPath, SearchCaller, ServicesDep
+from query_api.deps import RootPath, SearchCaller, ServicesDep, once_each
 from query_api.errors import ApiError
 from query_api.photos import (
     etag_of,
@@ -21,7 +21,7 @@ from query_api.schemas import ErrorResponse, Page, Photo, SearchResponse
 from query_api.search import similar_search, stored_photo
 from query_api.services import Services
 
-router = APIRouter(prefix="/v1/photos", tags=["photos"])
+router = APIRouter(prefix="/v1/photos", tags=["photos"], dependencies=[Depends(once_each)])
 
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorResponse} for code in (401, 403, 404, 422, 503)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, File, Query, UploadFile
+from fastapi import APIRouter, Depends, File, Query, UploadFile
 
-from query_api.deps import RootPath, SearchCaller, ServicesDep
+from query_api.deps import RootPath, SearchCaller, ServicesDep, once_each
 from query_api.errors import ApiError
 from query_api.schemas import ErrorResponse, Page, SearchResponse, TextSearch
 from query_api.search import image_search, text_search
 
-router = APIRouter(prefix="/v1/search", tags=["search"])
+router = APIRouter(prefix="/v1/search", tags=["search"], dependencies=[Depends(once_each)])
 
 # 400: FastAPI refuses a body that is not UTF-8 JSON (or not multipart) before validating.
 ERRORS: dict[int | str, dict[str, object]] = {
