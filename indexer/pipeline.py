@@ -37,8 +37,7 @@ def embed_photos(
     spec = manifest.image
     # Searches share the image model; on a CPU one chunk is what a search may wait behind.
     chunk = rt.settings.indexer.cpu_chunk if manifest.target == "cpu" else MAX_BATCH_SIZE
-    images = rt.settings.images
-    limits = ImageLimits(images.max_pixels, images.max_bytes)
+    limits = ImageLimits.of_stored(rt.settings.images)
     result = BatchResult()
     good: list[ShardPhoto] = []
     pixels: list[Pixels] = []

@@ -119,6 +119,17 @@ def env_of(settings: Settings, extra: Mapping[str, str] | None = None) -> dict[s
     return env | dict(extra or {})
 
 
+def cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """`photosearch ARGS` in a process of its own, with these settings."""
+    return subprocess.run(
+        [sys.executable, "-m", "photosearch", *args],
+        env=env_of(settings),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 class WorkerProcess:
     """`photosearch worker` in its own process group, logging to a file."""
 

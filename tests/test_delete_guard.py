@@ -4,8 +4,6 @@ live index is refused unless forced, and says so. Real workers, Redis, Triton an
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -23,7 +21,7 @@ from model.triton_server import TritonServer
 from photosearch.settings import Settings
 from photosearch.vectorstore import LIVE_ALIAS, open_store
 from tests.api import ADMIN_KEY, api_settings, serving
-from tests.indexing import WorkerProcess, drop_keys, env_of, indexer_settings, wait_job
+from tests.indexing import WorkerProcess, cli, drop_keys, indexer_settings, wait_job
 from tests.scale import many_photos
 
 
@@ -35,19 +33,9 @@ def settings(tmp_path: Path, triton: TritonServer, repository: Path) -> Iterator
         yield settings
 
 
-def photosearch(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "photosearch", *args],
-        env=env_of(settings),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def live_points(settings: Settings) -> int:
     """The live collection's size, as the worker that owns the store reports it."""
-    status = photosearch(settings, "index", "status", "--json")
+    status = cli(settings, "index", "status", "--json")
     assert status.returncode == 0, status.stderr
     [live] = [c for c in json.loads(status.stdout)["collections"] if LIVE_ALIAS in c["aliases"]]
     return int(live["points"])
@@ -69,7 +57,7 @@ def test_a_sync_of_an_emptied_folder_deletes_nothing_unless_forced(
         # The disk is not mounted: its mount point is there, empty.
         root.rename(tmp_path / "unmounted")
         root.mkdir()
-        refused = photosearch(settings, "index", "sync", "--source", str(root), "--wait")
+        refused = cli(settings, "index", "sync", "--source", str(root), "--wait")
         assert refused.returncode == 1, refused.stdout + worker.tail()
         assert "max_delete_share=0.5" in refused.stderr, refused.stderr
         assert "photosearch index sync --force" in refused.stderr
@@ -78,7 +66,7 @@ def test_a_sync_of_an_emptied_folder_deletes_nothing_unless_forced(
         assert (job.live_count, job.delete_budget) == (6, 3), job
         assert live_points(settings) == 6
 
-        forced = photosearch(settings, "index", "sync", "--source", str(root), "--force", "--wait")
+        forced = cli(settings, "index", "sync", "--source", str(root), "--force", "--wait")
         assert forced.returncode == 0, forced.stderr + worker.tail()
         job = jobs.recent(1)[0]
         assert (job.state, job.force, job.refused, job.deleted) == ("done", True, False, 6), job

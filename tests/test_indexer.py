@@ -24,6 +24,7 @@ from photosearch.vectorstore import LIVE_ALIAS, VectorStore, open_store
 from tests.images import broken_files, encode, odd_files, photo, png_bomb, png_header_only
 from tests.indexing import (
     WorkerProcess,
+    cli,
     env_of,
     indexer_settings,
     photo_folder,
@@ -51,16 +52,6 @@ def sync(jobs: Jobs, source: str) -> str:
     from indexer.tasks import queue_sync
 
     return queue_sync(jobs, source)
-
-
-def cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "photosearch", *args],
-        env=env_of(settings),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def stored(settings: Settings) -> tuple[VectorStore, str]:

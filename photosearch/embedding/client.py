@@ -118,8 +118,7 @@ class EmbeddingClient:
             retries=settings.triton.retries,
             retry_backoff_s=settings.triton.retry_backoff_s,
             pad_multiple=settings.model.text_pad_multiple,
-            image_limits=image_limits
-            or ImageLimits(settings.images.max_pixels, settings.images.max_bytes),
+            image_limits=image_limits or ImageLimits.of_stored(settings.images),
             executor=executor,
             priority=priority,
             queue_share=settings.triton.queue_share,

@@ -14,6 +14,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from photosearch.embedding.arrays import Pixels
 from photosearch.embedding.errors import ImageTooLarge, InvalidImage
 from photosearch.embedding.manifest import ImagePreprocessing
+from photosearch.settings import ImageSettings
 
 _RESAMPLE = {"bicubic": Image.Resampling.BICUBIC, "bilinear": Image.Resampling.BILINEAR}
 _SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N")
@@ -37,6 +38,11 @@ class ImageLimits:
 
     max_pixels: int = 120_000_000
     max_bytes: int = 50 * 1024 * 1024
+
+    @classmethod
+    def of_stored(cls, images: ImageSettings) -> ImageLimits:
+        """The limits of stored photos (the indexer's, and the API's thumbnails)."""
+        return cls(images.max_pixels, images.max_bytes)
 
 
 def bytes_per_pixel(mode: str) -> int:

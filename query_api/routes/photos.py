@@ -100,8 +100,7 @@ async def thumbnail(
     key = thumbnail_key(services, etag)
     data = await services.cache.get_bytes(key)
     if data is None:
-        images = services.settings.images
-        limits = ImageLimits(images.max_pixels, images.max_bytes)
+        limits = ImageLimits.of_stored(services.settings.images)
 
         async def build() -> bytes:
             # Concurrent first requests share this one job (keyed by the ETag); the Redis
