@@ -10,7 +10,7 @@ from celery.schedules import crontab
 from celery.signals import before_task_publish
 from kombu import Queue
 
-from photosearch.settings import Settings, get_settings
+from core.settings import Settings, get_settings
 
 # Celery's messages carry no time of sending; every publisher (API, beat, worker) imports this
 # module, and stamps one, so the age of the oldest waiting task can be read off the queue.

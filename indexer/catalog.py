@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from core.sources import Source, SourceObject, SourceRefused, is_photo
 from indexer.metadata import PhotoMetadata, parse_manifest
 from indexer.shards import ShardRange
-from photosearch.sources import Source, SourceObject, SourceRefused, is_photo
 
 
 class ShardTooBig(Exception):

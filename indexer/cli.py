@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from photosearch.settings import get_settings
+from core.settings import get_settings
 
 index_app = typer.Typer(help="Index photos: nightly sync, full reindex, rollback, status.")
 
@@ -25,7 +25,7 @@ ForceOption = Annotated[
 
 
 def _jobs() -> Any:
-    from indexer.jobs import Jobs
+    from core.jobs import Jobs
 
     settings = get_settings()
     return Jobs.from_settings(settings)
@@ -46,7 +46,7 @@ def _describe(job: Any) -> str:
 
 def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
     """Show a progress bar until the job finishes, then its counts and problems; the job."""
-    from indexer.jobs import FINISHED
+    from core.jobs import FINISHED
 
     job = jobs.get(job_id)
     shown = 0
@@ -69,7 +69,7 @@ def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
 
 def _follow(job_id: str) -> None:
     """Follow a job; exit 1 when it failed (a refusal's message on stderr)."""
-    from indexer.jobs import JobState
+    from core.jobs import JobState
 
     job = follow(_jobs(), job_id)
     if job.refused:
@@ -93,7 +93,7 @@ def _started(submitted: Any, what: str, wait: bool) -> None:
 
 def _source(source: str | None, jobs: Any) -> str:
     """The source asked for, else the last synced or configured one, checked and normalized."""
-    from photosearch.sources import SourceError, check_source
+    from core.sources import SourceError, check_source
 
     uri = source or jobs.recall("source") or get_settings().indexer.source
     if uri is None:
@@ -123,7 +123,7 @@ def sync_command(
 @index_app.command("increment")
 def increment_command(wait: WaitOption = False, force: ForceOption = False) -> None:
     """Index what the change feed (PHOTOSEARCH_INDEXER__FEED) reported, listing nothing."""
-    from indexer.jobs import JobKind
+    from core.jobs import JobKind
     from indexer.tasks import submit_sync
 
     jobs = _jobs()
@@ -135,7 +135,7 @@ def increment_command(wait: WaitOption = False, force: ForceOption = False) -> N
 @index_app.command("cancel")
 def cancel_command(job_id: str) -> None:
     """End a job that is stuck: marked failed, its locks released, its work dropped."""
-    from indexer.jobs import FINISHED, JobState
+    from core.jobs import FINISHED, JobState
     from indexer.workqueue import WorkQueue
 
     jobs = _jobs()
@@ -190,7 +190,7 @@ def _call(task: Any, *args: Any) -> Any:
 @index_app.command("rollback")
 def rollback_command() -> None:
     """Searches go back to the previous collection (and model version) at once."""
-    from indexer.jobs import FINISHED, JobKind, JobState
+    from core.jobs import FINISHED, JobKind, JobState
     from indexer.tasks import rollback_job
 
     # A job record, not a task result: the API asks the same way, and a worker embedded in

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import math
 
-from indexer.jobs import FINISHED, JobKind, JobState, JobStatus
+from core.jobs import FINISHED, JobKind, JobState, JobStatus
+from core.vectorstore import LIVE_ALIAS, CollectionNotFound
 from indexer.runtime import Runtime
-from photosearch.vectorstore import LIVE_ALIAS, CollectionNotFound
 
 # ARGV: unit id, deletions it asks for. Returns {1 granted or 0 refused, deletions asked in all}.
 _RESERVE = """

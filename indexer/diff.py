@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from core.vectorstore import IndexedPoint
 from indexer.catalog import Catalog, Photo
 from indexer.skips import Skipped
-from photosearch.vectorstore import IndexedPoint
 
 
 class Action(StrEnum):

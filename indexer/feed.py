@@ -29,8 +29,8 @@ from urllib.parse import unquote, unquote_plus, urlparse
 
 from redis import Redis
 
-from photosearch.settings import S3Settings
-from photosearch.sources import S3Source, Source, SourceError, s3_client
+from core.settings import S3Settings
+from core.sources import S3Source, Source, SourceError, s3_client
 
 # SQS keeps a message 4 days by default: a seen mark outlives any copy of it.
 SEEN_TTL_S = 14 * 86400

@@ -14,10 +14,10 @@ from celery import Celery
 from celery.worker import WorkController
 from celery.worker import state as worker_state
 
+from core.settings import Settings
+from core.vectorstore import VectorStore
 from indexer.app import all_queues
 from indexer.runtime import Runtime, install_runtime
-from photosearch.settings import Settings
-from photosearch.vectorstore import VectorStore
 
 log = logging.getLogger(__name__)
 

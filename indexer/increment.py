@@ -13,15 +13,15 @@ import time
 from collections import defaultdict
 from pathlib import PurePosixPath
 
+from core.jobs import JobStatus
+from core.sources import is_photo
 from indexer.catalog import Manifests, folder_of, photo_of
 from indexer.deleteguard import DeletesRefused, reserve
 from indexer.diff import ShardPlan, classify
 from indexer.feed import open_feed
-from indexer.jobs import JobStatus
 from indexer.planner import Planned, Writes, carry_out, resolve_unmatched, shard_unit
 from indexer.runtime import Runtime
 from indexer.shards import load_map, prefix_range
-from photosearch.sources import is_photo
 
 
 def plan_feed(rt: Runtime, job: JobStatus, seq: int, worker: str) -> Planned:

@@ -19,9 +19,9 @@ from prometheus_client.registry import Collector
 from redis import Redis
 from redis.exceptions import RedisError
 
+from core.jobs import FINISHED, JobKind
+from core.settings import Settings
 from indexer.app import ENQUEUED_AT, control_queue, embed_queue, plan_queue
-from indexer.jobs import FINISHED, JobKind
-from photosearch.settings import Settings
 
 log = logging.getLogger(__name__)
 

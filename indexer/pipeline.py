@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.embedding.arrays import Pixels
+from core.embedding.images import ImageLimits
+from core.embedding.manifest import MAX_BATCH_SIZE
 from indexer.reader import read_batch
 from indexer.runtime import Runtime
 from indexer.writer import ShardPhoto, write_points
-from photosearch.embedding.arrays import Pixels
-from photosearch.embedding.images import ImageLimits
-from photosearch.embedding.manifest import MAX_BATCH_SIZE
 
 
 @dataclass

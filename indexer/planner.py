@@ -20,15 +20,15 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
+from core.jobs import JobStatus
+from core.sources import Source
+from core.vectorstore import IndexedPoint
 from indexer.catalog import Photo, ShardTooBig, read_catalog
 from indexer.deleteguard import guarded, holds_back, reserve
 from indexer.diff import ShardDiff, ShardPlan, resolve
-from indexer.jobs import JobStatus
 from indexer.runtime import Runtime
 from indexer.shards import ShardMap, ShardRange, split_bounds
 from indexer.writer import build_payload
-from photosearch.sources import Source
-from photosearch.vectorstore import IndexedPoint
 
 WRITE_CHUNK = 1000  # points per deletion, relabelling or payload request
 LOOKUP_CHUNK = 256  # identities per lookup of photos that may have moved

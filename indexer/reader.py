@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Executor
 
+from core.embedding.arrays import Pixels
+from core.embedding.errors import InvalidImage
+from core.embedding.images import ImageLimits, prepare_image
+from core.embedding.manifest import ImagePreprocessing
+from core.sources import Source, SourceRefused
 from indexer.catalog import Photo
-from photosearch.embedding.arrays import Pixels
-from photosearch.embedding.errors import InvalidImage
-from photosearch.embedding.images import ImageLimits, prepare_image
-from photosearch.embedding.manifest import ImagePreprocessing
-from photosearch.sources import Source, SourceRefused
 
 
 def read_photo(

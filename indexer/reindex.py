@@ -16,14 +16,10 @@ import random
 from collections import defaultdict
 from collections.abc import Sequence
 
-from indexer.deleteguard import refuse, switch_refusal
-from indexer.jobs import FINISHED, LIVE_LOCK, JobState
-from indexer.runtime import Runtime
-from indexer.shards import ShardMap, load_map
-from indexer.sync import IndexerError, alias_lock, start_round
-from photosearch.embedding.arrays import Embeddings
-from photosearch.querycache import prewarm
-from photosearch.vectorstore import (
+from core.embedding.arrays import Embeddings
+from core.jobs import FINISHED, LIVE_LOCK, JobState
+from core.querycache import prewarm
+from core.vectorstore import (
     LIVE_ALIAS,
     PREVIOUS_ALIAS,
     CollectionInfo,
@@ -31,6 +27,10 @@ from photosearch.vectorstore import (
     collection_name,
     model_version_of,
 )
+from indexer.deleteguard import refuse, switch_refusal
+from indexer.runtime import Runtime
+from indexer.shards import ShardMap, load_map
+from indexer.sync import IndexerError, alias_lock, start_round
 
 
 def start_reindex(rt: Runtime, job_id: str, model_version: int, source_uri: str) -> None:

@@ -10,14 +10,14 @@ from typing import Any, TypeVar
 
 from redis import Redis
 
-from indexer.jobs import Jobs
+from core.embedding.client import EmbeddingClient, Priority
+from core.jobs import Jobs
+from core.settings import Settings
+from core.sources import Source, open_source
+from core.vectorstore import VectorStore, open_store
 from indexer.metrics import worker_metrics
 from indexer.skips import SkipRecords
 from indexer.workqueue import WorkQueue
-from photosearch.embedding.client import EmbeddingClient, Priority
-from photosearch.settings import Settings
-from photosearch.sources import Source, open_source
-from photosearch.vectorstore import VectorStore, open_store
 
 T = TypeVar("T")
 

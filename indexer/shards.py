@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from photosearch.vectorstore import VectorStore
+from core.vectorstore import VectorStore
 
 # Past the last character of any key: the end of a prefix's range ("a/" -> ["a/", "a0")).
 _MAX_CHAR = "\U0010ffff"

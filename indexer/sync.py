@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from redis.lock import Lock
 
+from core.embedding.manifest import list_versions
+from core.jobs import FINISHED, JobKind, JobState
+from core.vectorstore import LIVE_ALIAS, CollectionNotFound, collection_name
+from core.vectorstore.base import model_version_of
 from indexer.deleteguard import open_budget
-from indexer.jobs import FINISHED, JobKind, JobState
 from indexer.planner import held_units, label_unlabelled, shard_unit
 from indexer.runtime import Runtime
 from indexer.shards import ShardMap, load_map
-from photosearch.embedding.manifest import list_versions
-from photosearch.vectorstore import LIVE_ALIAS, CollectionNotFound, collection_name
-from photosearch.vectorstore.base import model_version_of
 
 
 class IndexerError(Exception):

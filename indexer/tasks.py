@@ -20,6 +20,16 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeout
 
+from core.embedding.errors import (
+    InferenceFailed,
+    ModelVersionUnavailable,
+    TritonTimeout,
+    TritonUnavailable,
+)
+from core.jobs import FINISHED, LIVE_LOCK, REINDEX_LOCK, JobKind, Jobs, JobState
+from core.settings import get_settings
+from core.sources import SourceError, check_source
+from core.vectorstore import StoreError
 from indexer import increment as incrementing
 from indexer import planner
 from indexer import reindex as reindexing
@@ -27,20 +37,10 @@ from indexer import sync as syncing
 from indexer.app import app
 from indexer.catalog import Photo
 from indexer.deleteguard import DeletesRefused, refuse
-from indexer.jobs import FINISHED, LIVE_LOCK, REINDEX_LOCK, JobKind, Jobs, JobState
 from indexer.pipeline import embed_photos
 from indexer.runtime import Runtime, close_runtime, get_runtime
 from indexer.shards import ShardRange
 from indexer.sync import IndexerError
-from photosearch.embedding.errors import (
-    InferenceFailed,
-    ModelVersionUnavailable,
-    TritonTimeout,
-    TritonUnavailable,
-)
-from photosearch.settings import get_settings
-from photosearch.sources import SourceError, check_source
-from photosearch.vectorstore import StoreError
 
 log = logging.getLogger(__name__)
 settings = get_settings()

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from core.embedding.arrays import Embeddings
+from core.sources import Source
+from core.vectorstore import KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
 from indexer.catalog import Photo
-from photosearch.embedding.arrays import Embeddings
-from photosearch.sources import Source
-from photosearch.vectorstore import KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
 
 # A photo with the label of the shard it is written in.
 ShardPhoto = tuple[Photo, str]
@@ -32,7 +32,7 @@ def build_payload(photo: Photo, source: Source, model_version: int, shard: str) 
         SHARD_FIELD: shard,
         KEY_FIELD: photo.key,
         "source_uri": source.uri_of(photo.key),
-        # The API reads the original only below it (photosearch.sources.read_photo).
+        # The API reads the original only below it (core.sources.read_photo).
         "source_root": source.uri,
         "content_version": photo.version,
         "meta_hash": photo.meta_hash,

@@ -22,20 +22,20 @@ import numpy as np
 import onnxruntime as ort
 from redis import Redis
 
-from loadtests.vocabulary import photo_payload
-from model.repository import version_dir
-from model.triton_config import parse
-from photosearch.embedding.arrays import Embeddings
-from photosearch.embedding.manifest import TEXT_INPUT, TEXT_MODEL, list_versions, load_manifest
-from photosearch.embedding.tokenizer import ClipTokenizer, pad_batch
-from photosearch.settings import Settings
-from photosearch.vectorstore import (
+from core.embedding.arrays import Embeddings
+from core.embedding.manifest import TEXT_INPUT, TEXT_MODEL, list_versions, load_manifest
+from core.embedding.tokenizer import ClipTokenizer, pad_batch
+from core.settings import Settings
+from core.vectorstore import (
     LIVE_ALIAS,
     PhotoPoint,
     VectorStore,
     collection_name,
     open_store,
 )
+from loadtests.vocabulary import photo_payload
+from model.repository import version_dir
+from model.triton_config import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 20  # results per search, as the page asks

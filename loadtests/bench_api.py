@@ -39,6 +39,8 @@ from urllib.parse import urlencode
 
 import onnxruntime as ort
 
+from core.embedding.manifest import load_manifest
+from core.settings import Settings
 from loadtests.api_setup import (
     LIMIT,
     ROOT,
@@ -56,10 +58,8 @@ from loadtests.api_setup import (
 from loadtests.openloop import HttpPool, Phase, Probe, one_request
 from loadtests.vocabulary import Queries
 from model.triton_server import TritonServer
-from photosearch.embedding.manifest import load_manifest
-from photosearch.settings import Settings
 from query_api.auth import hash_key
-from tests.conftest import free_ports, triton_ports
+from tests.support.ports import free_ports, triton_ports
 
 OPERATOR_KEY = "ps_bench-operator"  # this process's own API, on loopback, for this run only
 CACHED_RATE = 100.0  # requests/s of the cached target

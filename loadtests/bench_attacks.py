@@ -38,14 +38,14 @@ import httpx
 import numpy as np
 from PIL import Image
 
+from core.embedding.manifest import load_manifest
+from core.settings import Settings
+from core.vectorstore import LIVE_ALIAS, PhotoPoint, collection_name, open_store
 from loadtests.api_setup import api_process, default_repository, delete_prefix, ensure_model
 from loadtests.vocabulary import photo_payload
 from model.triton_server import TritonServer, new_control_key
-from photosearch.embedding.manifest import load_manifest
-from photosearch.settings import Settings
-from photosearch.vectorstore import LIVE_ALIAS, PhotoPoint, collection_name, open_store
-from tests.conftest import free_ports, triton_ports
-from tests.images import png_bomb
+from tests.support.images import png_bomb
+from tests.support.ports import free_ports, triton_ports
 
 BIG = (11547, 8660)  # 100 megapixels
 SEARCH = "/v1/search?q=cat"

@@ -16,10 +16,10 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-from photosearch.embedding.images import prepare_image
-from photosearch.embedding.manifest import ImagePreprocessing
-from tests.images import encode
-from tests.indexing import variant
+from core.embedding.images import prepare_image
+from core.embedding.manifest import ImagePreprocessing
+from tests.support.images import encode
+from tests.support.indexing import variant
 
 # ViT-B-32's eval transform, as the exporter writes it into the manifest.
 SPEC = ImagePreprocessing(

@@ -18,16 +18,16 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from core.embedding.images import prepare_image
+from core.embedding.manifest import IMAGE_MODEL, list_versions, load_manifest
+from core.jobs import Jobs
 from indexer.app import app, configure
-from indexer.jobs import Jobs
 from indexer.tasks import queue_sync
 from model.repository import version_dir
 from model.triton_server import TritonServer
-from photosearch.embedding.images import prepare_image
-from photosearch.embedding.manifest import IMAGE_MODEL, list_versions, load_manifest
-from tests.conftest import triton_ports
-from tests.images import encode
-from tests.indexing import WorkerProcess, settings_for, variant, wait_job
+from tests.support.images import encode
+from tests.support.indexing import WorkerProcess, settings_for, variant, wait_job
+from tests.support.ports import triton_ports
 
 REPEATS = 3
 FULL_REINDEX = 100_000_000

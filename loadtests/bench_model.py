@@ -24,13 +24,13 @@ from typing import TypeVar
 import numpy as np
 import onnxruntime as ort
 
+from core.embedding.arrays import AnyArray
+from core.embedding.client import EmbeddingClient
+from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, list_versions, load_manifest
+from core.embedding.tokenizer import ClipTokenizer, pad_batch
 from model.repository import version_dir, write_configs
 from model.triton_config import BatchingOptions
 from model.triton_server import Ports, TritonServer
-from photosearch.embedding.arrays import AnyArray
-from photosearch.embedding.client import EmbeddingClient
-from photosearch.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, list_versions, load_manifest
-from photosearch.embedding.tokenizer import ClipTokenizer, pad_batch
 
 T = TypeVar("T")
 

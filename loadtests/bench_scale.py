@@ -40,19 +40,20 @@ from typing import TypeVar
 import numpy as np
 from redis import Redis
 
+from core.jobs import JobKind, Jobs
+from core.sources import LocalSource
+from core.vectorstore import PhotoPoint, collection_name, open_store
 from indexer.app import app, configure, embed_queue
-from indexer.jobs import JobKind, Jobs
 from indexer.planner import plan_shard
 from indexer.reindex import verify
 from indexer.runtime import Runtime
 from indexer.shards import ShardMap, ShardRange, load_map
 from indexer.tasks import queue_sync
-from photosearch.sources import LocalSource
-from photosearch.vectorstore import PhotoPoint, collection_name, open_store
-from tests.conftest import TINY_CONFIG, triton_ports
-from tests.faultload import RedisProcess
-from tests.indexing import WorkerProcess, settings_for, wait_job
-from tests.scale import QueueWatch, small_photo
+from tests.support.faultload import RedisProcess
+from tests.support.indexing import WorkerProcess, settings_for, wait_job
+from tests.support.models import TINY_CONFIG
+from tests.support.ports import triton_ports
+from tests.support.scale import QueueWatch, small_photo
 
 DISTINCT = 256  # distinct JPEGs, written over and over
 PER_FOLDER = 1000

@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.conftest import free_ports
-from tests.upprocess import Up, alive, descendants, newcomer_env, ready, wait_until
+from tests.support.ports import free_ports
+from tests.support.upprocess import Up, alive, descendants, newcomer_env, ready, wait_until
 
 
 class TimedUp(Up):

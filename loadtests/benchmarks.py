@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.embedding.manifest import list_versions
 from loadtests.api_setup import ROOT, ensure_model
 from loadtests.benchmark_rows import BENCHMARKS, BY_NAME, Benchmark
 from loadtests.machine import Occasion
-from photosearch.embedding.manifest import list_versions
 
 WORK = ROOT / "var" / "benchmarks"
 HEADER = (
@@ -148,8 +148,8 @@ def page(rows: Sequence[Row], commands: dict[str, str], at: Occasion, took_s: fl
             "# Benchmarks",
             "",
             "<!-- Written by `python -m loadtests.benchmarks --write docs/benchmarks.md`: rerun",
-            "it rather than edit this page; tests/test_benchmarks.py checks that it has a row",
-            "for every figure the command prints. -->",
+            "it rather than edit this page; tests/system/test_benchmarks.py checks that it has",
+            "a row for every figure the command prints. -->",
             "",
             f"- date: {at.started:%Y-%m-%d %H:%M} UTC (took {took_s / 60:.1f} min)",
             f"- machine: {at.machine}",

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from indexer.jobs import FINISHED
+from core.jobs import FINISHED
 from loadtests import photoset
 from loadtests.observe import SyncWatch
 from loadtests.scenario import Scenario
@@ -47,8 +47,8 @@ def start_sync(target: Target, scenario: Scenario, seed: int) -> SyncWatch:
 
 def _queue(target: Target) -> tuple[str, str]:
     assert target.settings is not None
+    from core.jobs import Jobs
     from indexer.app import app, configure
-    from indexer.jobs import Jobs
     from indexer.tasks import queue_sync
 
     settings = target.settings
@@ -88,7 +88,7 @@ def _read_job(target: Target, job_id: str) -> dict[str, Any] | None:
         job: dict[str, Any] = _admin_call(target, "GET", f"/v1/admin/jobs/{job_id}")
         job.pop("problems", None)
         return job
-    from indexer.jobs import Jobs
+    from core.jobs import Jobs
 
     jobs = Jobs.from_settings(target.settings)
     try:

@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL
 from loadtests.openloop import fetch_text
-from photosearch.embedding.manifest import IMAGE_MODEL, TEXT_MODEL
-from tests.api import sample
+from tests.support.api import sample
 
 MODELS = {"text": TEXT_MODEL, "image": IMAGE_MODEL}
 # Triton's cumulative counters per model: requests, executions (a batch is one), and the

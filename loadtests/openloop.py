@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from photosearch.embedding.manifest import TEXT_MODEL
-from tests.api import sample as metric
+from core.embedding.manifest import TEXT_MODEL
+from tests.support.api import sample as metric
 
 REQUEST_TIMEOUT_S = 10.0
 

@@ -29,6 +29,7 @@ from urllib.parse import urlencode
 import httpx
 from redis import Redis
 
+from core.settings import Settings
 from loadtests import photoset
 from loadtests.machine import ROOT, Occasion
 from loadtests.nightly import churn_photos, poll_sync, send_sync
@@ -38,7 +39,6 @@ from loadtests.report import write_report
 from loadtests.scenario import DEFAULT_FILE, Scenario, ScenarioError, load_scenario
 from loadtests.target import Target, TargetError, attach, say, start
 from photosearch.demo import write_demo_photos
-from photosearch.settings import Settings
 from photosearch.up.probes import choose_port
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")

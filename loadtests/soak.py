@@ -42,7 +42,7 @@ from loadtests.soak_report import (
 )
 from loadtests.target import Target, TargetError, say
 from photosearch.up.supervisor import read_state
-from tests.upprocess import descendants
+from tests.support.upprocess import descendants
 
 MODELS = ("clip_image", "clip_text")
 

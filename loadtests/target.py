@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from photosearch.settings import Settings, get_settings
+from core.settings import Settings, get_settings
 from photosearch.up.probes import http_ok
 from photosearch.up.supervisor import STATE_FILE, read_state
 from query_api.auth import hash_key, new_key

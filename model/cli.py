@@ -10,8 +10,8 @@ from typing import Annotated, Literal
 
 import typer
 
-from photosearch.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, list_versions, load_manifest
-from photosearch.settings import MAX_TEXT_QUEUE_DELAY_US, get_settings
+from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, list_versions, load_manifest
+from core.settings import MAX_TEXT_QUEUE_DELAY_US, get_settings
 
 model_app = typer.Typer(help="Export CLIP models into the versioned Triton model repository.")
 triton_app = typer.Typer(help="Run Triton on this machine and manage its loaded models.")

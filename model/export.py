@@ -11,9 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from model.repository import next_version, version_dir, write_configs
-from model.triton_config import BatchingOptions, Target
-from photosearch.embedding.manifest import (
+from core.embedding.manifest import (
     IMAGE_MODEL,
     TEXT_MODEL,
     TOKENIZER_FILE,
@@ -23,6 +21,8 @@ from photosearch.embedding.manifest import (
     sha256_file,
     write_manifest,
 )
+from model.repository import next_version, version_dir, write_configs
+from model.triton_config import BatchingOptions, Target
 
 
 class ExportError(RuntimeError):

@@ -14,9 +14,9 @@ import onnxruntime as ort
 import torch
 from torch import nn
 
+from core.embedding.arrays import AnyArray
+from core.embedding.manifest import IMAGE_INPUT, IMAGE_OUTPUT, TEXT_INPUT, TEXT_OUTPUT
 from model.encoders import ImageEncoder, TextEncoder
-from photosearch.embedding.arrays import AnyArray
-from photosearch.embedding.manifest import IMAGE_INPUT, IMAGE_OUTPUT, TEXT_INPUT, TEXT_OUTPUT
 
 PARITY_MIN_COSINE = 0.9999
 _TWO_GB = 2**31

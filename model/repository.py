@@ -5,6 +5,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from core.embedding.manifest import (
+    IMAGE_MODEL,
+    TEXT_MODEL,
+    ModelManifest,
+    list_versions,
+    load_manifest,
+)
 from model.triton_config import (
     BatchingOptions,
     Shapes,
@@ -12,13 +19,6 @@ from model.triton_config import (
     image_config,
     render,
     text_config,
-)
-from photosearch.embedding.manifest import (
-    IMAGE_MODEL,
-    TEXT_MODEL,
-    ModelManifest,
-    list_versions,
-    load_manifest,
 )
 
 PYTHON_BACKEND = Path(__file__).parent / "python_backend" / "model.py"

@@ -7,8 +7,8 @@ from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
-from photosearch.embedding.manifest import TokenizerSpec
-from photosearch.embedding.tokenizer import SPECIAL_TOKENS
+from core.embedding.manifest import TokenizerSpec
+from core.embedding.tokenizer import SPECIAL_TOKENS
 
 _CLEAN_MODES = {"_clean_lower": "lower", "_clean_whitespace": "whitespace"}
 

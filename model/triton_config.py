@@ -8,8 +8,8 @@ from typing import Literal
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from photosearch.embedding.client import Priority
-from photosearch.embedding.manifest import (
+from core.embedding.client import Priority
+from core.embedding.manifest import (
     IMAGE_INPUT,
     IMAGE_MODEL,
     IMAGE_OUTPUT,
@@ -18,7 +18,7 @@ from photosearch.embedding.manifest import (
     TEXT_MODEL,
     TEXT_OUTPUT,
 )
-from photosearch.settings import MAX_TEXT_QUEUE_DELAY_US
+from core.settings import MAX_TEXT_QUEUE_DELAY_US
 
 Target = Literal["cpu", "gpu"]
 # The image side runs nightly in batches: bigger batches keep a GPU busy.

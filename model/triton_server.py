@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from photosearch.atomicfile import write_atomic
-from photosearch.embedding.manifest import IMAGE_MODEL, TEXT_MODEL
+from core.atomicfile import write_atomic
+from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL
 
 # With a control key, Triton's model-repository API (index, load, unload) demands this header
 # over HTTP; over gRPC Triton expects it under its own prefix (metadata keys are lowercase).

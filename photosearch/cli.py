@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from core.settings_doc import settings_table
 from indexer.cli import beat_command, index_app, worker_command
 from model.cli import model_app, triton_app
-from photosearch.settings_doc import settings_table
 from photosearch.up.cli import up_command
 from query_api.cli import api_app
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from photosearch.atomicfile import write_atomic
+from core.atomicfile import write_atomic
 
 # The manifest name the indexer looks for at a source's root (settings: indexer.metadata_files).
 MANIFEST = "photos.jsonl"

@@ -13,8 +13,8 @@ from fastapi.staticfiles import StaticFiles
 from prometheus_client import start_http_server
 from starlette.responses import Response
 
-from photosearch.settings import Settings, get_settings
-from photosearch.vectorstore import VectorStore
+from core.settings import Settings, get_settings
+from core.vectorstore import VectorStore
 from query_api.errors import install_handlers
 from query_api.guards import BodyLimit, SecurityHeaders
 from query_api.metrics import Metrics, MetricsMiddleware

@@ -6,7 +6,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from photosearch.settings import ApiKey
+from core.settings import ApiKey
 
 ANONYMOUS = "anonymous"
 

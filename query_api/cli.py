@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from photosearch.settings import get_settings
+from core.settings import get_settings
 
 api_app = typer.Typer(help="The query API and the search page.")
 
@@ -69,7 +69,7 @@ def key_command(
     ] = None,
 ) -> None:
     """Make a key: give the key to the caller, put the JSON line in PHOTOSEARCH_API__KEYS."""
-    from photosearch.settings import ApiKey
+    from core.settings import ApiKey
     from query_api.auth import hash_key, new_key
 
     scopes = tuple(scope or ["search"])

@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from photosearch.embedding.errors import (
+from core.embedding.errors import (
     ImageTooLarge,
     InvalidImage,
     ModelVersionUnavailable,

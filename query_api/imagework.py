@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from photosearch.embedding.errors import ImageTooLarge
+from core.embedding.errors import ImageTooLarge
 from query_api.errors import Unavailable
 
 T = TypeVar("T")

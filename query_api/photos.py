@@ -9,15 +9,15 @@ import mimetypes
 
 from PIL import Image
 
-from photosearch.embedding.images import ImageLimits, Reserve, decode_image
-from photosearch.sources import (
+from core.embedding.images import ImageLimits, Reserve, decode_image
+from core.sources import (
     PhotoTooLarge,
     SourceRefused,
     SourceUnavailable,
     photo_root,
     read_photo,
 )
-from photosearch.vectorstore import StoredPhoto
+from core.vectorstore import StoredPhoto
 from query_api.errors import ApiError, Unavailable
 from query_api.services import Services
 

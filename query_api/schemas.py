@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from photosearch.vectorstore import SearchFilter
+from core.vectorstore import SearchFilter
 
 MAX_QUERY_CHARS = 500
 MAX_LIMIT = 100

@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
-from photosearch.embedding.arrays import Embeddings
-from photosearch.embedding.errors import EmbeddingError
-from photosearch.embedding.images import prepare_image
-from photosearch.querycache import normalize_query
-from photosearch.vectorstore import CollectionNotFound, Hit, StoredPhoto, model_version_of
+from core.embedding.arrays import Embeddings
+from core.embedding.errors import EmbeddingError
+from core.embedding.images import prepare_image
+from core.querycache import normalize_query
+from core.vectorstore import CollectionNotFound, Hit, StoredPhoto, model_version_of
 from query_api.errors import ApiError, Unavailable
 from query_api.schemas import (
     MAX_OFFSET,

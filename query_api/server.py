@@ -14,7 +14,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from photosearch.settings import Settings
+from core.settings import Settings
 
 
 class _HeaderDeadline(HttpToolsProtocol):

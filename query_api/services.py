@@ -11,13 +11,13 @@ from typing import Any, TypeVar
 
 from redis.asyncio import Redis as AsyncRedis
 
-from indexer.jobs import Jobs
-from photosearch.embedding.arrays import Embeddings
-from photosearch.embedding.client import EmbeddingClient, Priority
-from photosearch.embedding.images import ImageLimits
-from photosearch.querycache import QueryCache
-from photosearch.settings import Settings
-from photosearch.vectorstore import (
+from core.embedding.arrays import Embeddings
+from core.embedding.client import EmbeddingClient, Priority
+from core.embedding.images import ImageLimits
+from core.jobs import Jobs
+from core.querycache import QueryCache
+from core.settings import Settings
+from core.vectorstore import (
     LIVE_ALIAS,
     CollectionNotFound,
     StoreError,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,44 +10,13 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from core.embedding.client import EmbeddingClient
+from core.embedding.manifest import ModelManifest
 from model.export import export_model
-from model.triton_server import Ports, TritonServer
-from photosearch.embedding.client import EmbeddingClient
-from photosearch.embedding.manifest import ModelManifest
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS
-
-TINY_CONFIG = Path(__file__).parent / "data" / "tiny-clip.json"
-# The session Triton's model-control key, as PHOTOSEARCH_TRITON__CONTROL_KEY would give it.
-TRITON_CONTROL_KEY = "session-triton-control-key"
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports the OS just handed out, so parallel runs and leftover servers do not collide."""
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def triton_ports() -> Ports:
-    http, grpc, metrics = free_ports(3)
-    return Ports(http=http, grpc=grpc, metrics=metrics)
-
-
-def tiny_clip(seed: int) -> Any:
-    """The tiny test architecture with deterministic random weights (open_clip, PyTorch)."""
-    import torch
-
-    from model.onnx_export import import_open_clip
-
-    open_clip = import_open_clip()
-    open_clip.add_model_config(TINY_CONFIG)
-    torch.manual_seed(seed)
-    clip = open_clip.create_model(TINY_CONFIG.stem, pretrained=None)
-    return clip.eval()
+from model.triton_server import TritonServer
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS
+from tests.support.models import TINY_CONFIG, TRITON_CONTROL_KEY, tiny_clip
+from tests.support.ports import triton_ports
 
 
 @pytest.fixture(scope="session")
@@ -81,7 +49,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory, checkpoint: Path) -> Pa
 
 @pytest.fixture(scope="session")
 def manifest(repository: Path) -> ModelManifest:
-    from photosearch.embedding.manifest import load_manifest
+    from core.embedding.manifest import load_manifest
 
     return load_manifest(repository, 1)
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from photosearch.embedding.manifest import ModelManifest, list_versions, load_manifest
-from photosearch.originals import SourceRefused, parse_source
+from core.embedding.manifest import ModelManifest, list_versions, load_manifest
+from core.originals import SourceRefused, parse_source
 from photosearch.up.processes import Child, log_tail
 
 DEFAULT_ARCH = "ViT-B-32"

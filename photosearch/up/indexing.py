@@ -6,14 +6,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from photosearch.settings import Settings
+from core.settings import Settings
 from photosearch.up.bootstrap import ModelChoice, is_folder, photos_source
 from photosearch.up.probes import readyz
 
 
 def source_to_index(settings: Settings, photos: Path | None, say: Callable[[str], None]) -> str:
     """--photos, else the source synced before (remembered in Redis), else the demo photos."""
-    from indexer.jobs import Jobs
+    from core.jobs import Jobs
 
     jobs = Jobs.from_settings(settings)
     try:
@@ -36,9 +36,9 @@ def index_then_announce(
     where the page is."""
     data_dir = settings.data_dir
     try:
+        from core.jobs import Jobs, JobState
         from indexer.app import app, configure
         from indexer.cli import follow
-        from indexer.jobs import Jobs, JobState
 
         configure(app, settings)
         from indexer.tasks import queue_sync, submit_reindex

@@ -23,9 +23,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from core.atomicfile import write_atomic
+from core.settings import Settings, get_settings
 from model.triton_server import Ports, new_control_key
-from photosearch.atomicfile import write_atomic
-from photosearch.settings import Settings, get_settings
 from photosearch.up.bootstrap import (
     RANDOM_WEIGHTS_WARNING,
     BootstrapError,

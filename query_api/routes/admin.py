@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from indexer.jobs import FINISHED, JobKind, JobState, JobStatus
-from photosearch.embedding.errors import ModelVersionUnavailable
-from photosearch.sources import SourceError, check_source
+from core.embedding.errors import ModelVersionUnavailable
+from core.jobs import FINISHED, JobKind, JobState, JobStatus
+from core.sources import SourceError, check_source
 from query_api.deps import AdminCaller, ServicesDep
 from query_api.errors import ApiError
 from query_api.schemas import (

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from photosearch.vectorstore import model_version_of
+from core.vectorstore import model_version_of
 from query_api.deps import ServicesDep
 from query_api.errors import Unavailable
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from fastapi import APIRouter
 
-from photosearch.embedding.errors import ModelVersionUnavailable
-from photosearch.vectorstore import model_version_of
+from core.embedding.errors import ModelVersionUnavailable
+from core.vectorstore import model_version_of
 from query_api.deps import SearchCaller, ServicesDep
 from query_api.errors import Unavailable
 from query_api.routes.search import ERRORS

@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Response
 
-from photosearch.embedding.images import ImageLimits
-from photosearch.vectorstore import CollectionNotFound, StoredPhoto
+from core.embedding.images import ImageLimits
+from core.vectorstore import CollectionNotFound, StoredPhoto
 from query_api.deps import RootPath, SearchCaller, ServicesDep, once_each
 from query_api.errors import ApiError
 from query_api.photos import (

@@ -1,0 +1,103 @@
+"""The manifest of one exported model version: what the exporter wrote, what the clients read."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from core.atomicfile import write_atomic
+
+IMAGE_MODEL = "clip_image"
+TEXT_MODEL = "clip_text"
+IMAGE_INPUT, IMAGE_OUTPUT = "image", "image_embeds"
+TEXT_INPUT, TEXT_OUTPUT = "input_ids", "text_embeds"
+TOKENIZER_FILE = "tokenizer.json"
+# Largest batch either model takes in one request (config.pbtxt max_batch_size).
+MAX_BATCH_SIZE = 64
+# Plain files at the repository root: Triton treats every folder there as a model.
+MANIFEST_GLOB = "manifest-*.json"
+
+
+class ImagePreprocessing(BaseModel):
+    """open_clip's eval transform, in numbers the client reproduces with Pillow."""
+
+    size: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    interpolation: Literal["bicubic", "bilinear"] = "bicubic"
+    resize_mode: Literal["shortest", "squash"] = "shortest"
+
+
+class TokenizerSpec(BaseModel):
+    """What the serving tokenizer needs beyond the BPE vocabulary."""
+
+    file: str = TOKENIZER_FILE
+    context_length: int
+    sot_id: int
+    eot_id: int
+    clean: Literal["lower", "whitespace"] = "lower"
+
+
+class ModelManifest(BaseModel):
+    """One model version: both encoders, the tokenizer and where they came from."""
+
+    version: int = Field(ge=1)
+    arch: str
+    arch_config: dict[str, object]
+    weights: str = Field(description="'random', an open_clip pretrained tag, or a checkpoint path.")
+    weights_sha256: str | None = None
+    embedding_dim: int
+    image: ImagePreprocessing
+    tokenizer: TokenizerSpec
+    target: Literal["cpu", "gpu"]
+    files: dict[str, str] = Field(description="Path in the repository -> sha256.")
+    exported_at: str
+    exporter: dict[str, str] = Field(description="Versions of the tools that exported it.")
+
+    @property
+    def random_weights(self) -> bool:
+        return self.weights == "random"
+
+
+def manifest_path(repository: Path, version: int) -> Path:
+    """Where version N's manifest lives in a model repository."""
+    return repository / f"manifest-{version}.json"
+
+
+def tokenizer_path(repository: Path, version: int) -> Path:
+    """The exported BPE vocabulary of version N, beside its text encoder."""
+    return repository / TEXT_MODEL / str(version) / TOKENIZER_FILE
+
+
+def load_manifest(repository: Path, version: int) -> ModelManifest:
+    """Read version N's manifest; FileNotFoundError names the missing version."""
+    path = manifest_path(repository, version)
+    if not path.is_file():
+        raise FileNotFoundError(f"model version {version} has no manifest at {path}")
+    return ModelManifest.model_validate_json(path.read_text())
+
+
+def list_versions(repository: Path) -> list[int]:
+    """The exported model versions in a repository, oldest first."""
+    numbers = (p.stem.removeprefix("manifest-") for p in repository.glob(MANIFEST_GLOB))
+    return sorted(int(n) for n in numbers if n.isdigit())
+
+
+def write_manifest(repository: Path, manifest: ModelManifest) -> Path:
+    """Write version N's manifest atomically (it is what marks the version complete)."""
+    path = manifest_path(repository, manifest.version)
+    write_atomic(path, json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n")
+    return path
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

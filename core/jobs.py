@@ -1,0 +1,282 @@
+"""Job records in Redis: counts, rate and ETA per job, and the locks of the live collection."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from redis import Redis
+
+if TYPE_CHECKING:
+    from core.settings import Settings
+
+# Take a lock for a job unless a job still running holds it; returns the holder that refused.
+_CLAIM_LOCK = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then
+  local state = redis.call('HGET', ARGV[2] .. holder, 'state')
+  if state and state ~= 'done' and state ~= 'failed' then return holder end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return false
+"""
+_RELEASE_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+_MAX_PROBLEMS = 1000
+
+
+class JobKind(StrEnum):
+    SYNC = "sync"  # list the whole source (the weekly reconciliation, or nightly without a feed)
+    INCREMENT = "increment"  # the changes the feed reported since the last one
+    REINDEX = "reindex"
+    ROLLBACK = "rollback"
+
+
+# One job at a time changes the live collection (a sync or increment, or a reindex's catch-up);
+# one reindex at a time builds a new one.
+LIVE_LOCK = "live"
+REINDEX_LOCK = "reindex"
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    PLANNING = "planning"
+    RUNNING = "running"
+    FINALIZING = "finalizing"
+    DONE = "done"
+    FAILED = "failed"
+
+
+FINISHED = (JobState.DONE, JobState.FAILED)
+_INTS = (
+    *("listed", "total", "done", "failed", "skipped", "deleted", "updated", "unchanged"),
+    *("batches_total", "batches_done", "model_version", "round", "changes"),
+    *("shards_total", "shards_planned", "live_count", "delete_budget", "held"),
+)
+_BOOLS = ("force", "refused")
+_FLOATS = ("created_at", "started_at", "finished_at")
+
+
+@dataclass
+class JobStatus:
+    """One job as `photosearch index status` shows it."""
+
+    id: str
+    kind: str
+    state: str
+    source: str = ""
+    collection: str = ""
+    model_version: int = 0
+    phase: str = ""  # a reindex: load, indexing, catch-up
+    listed: int = 0  # photos listed so far (the catalogue known)
+    total: int = 0  # photos to embed or skip, known so far
+    done: int = 0
+    failed: int = 0
+    skipped: int = 0
+    deleted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    batches_total: int = 0
+    batches_done: int = 0
+    shards_total: int = 0  # of the round (grows while big shards are split)
+    shards_planned: int = 0
+    round: int = 0  # a reindex: 0 the load, then catch-up passes; a sync: 1 its held shards
+    changes: int = 0  # of the round: embedded, updated or deleted photos it planned
+    # The delete guard (indexer/deleteguard.py): the live index's size when the job started,
+    # the deletions it may make, those held back until the whole listing was seen; forced
+    # past it, or refused by it.
+    live_count: int = 0
+    delete_budget: int = 0
+    held: int = 0
+    force: bool = False
+    refused: bool = False
+    created_at: float = 0.0
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    message: str = ""
+
+    @property
+    def processed(self) -> int:
+        return self.done + self.failed + self.skipped
+
+    @property
+    def planning(self) -> bool:
+        return self.shards_planned < self.shards_total
+
+    @property
+    def estimated_total(self) -> int:
+        """total, extrapolated from the shards planned while planning goes on (shards are of
+        about one size)."""
+        if not self.planning or not self.shards_planned:
+            return self.total
+        return max(self.total, round(self.total * self.shards_total / self.shards_planned))
+
+    @property
+    def elapsed_s(self) -> float:
+        if not self.started_at:
+            return 0.0
+        return (self.finished_at or time.time()) - self.started_at
+
+    @property
+    def images_per_s(self) -> float:
+        return self.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the rate so far; None before there is a rate."""
+        if self.state in FINISHED:
+            return 0.0
+        rate = self.processed / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        return max(0.0, self.estimated_total - self.processed) / rate if rate > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["images_per_s"] = round(self.images_per_s, 2)
+        data["eta_s"] = None if self.eta_s is None else round(self.eta_s, 1)
+        data["estimated_total"] = self.estimated_total
+        return data
+
+
+class Jobs:
+    """Job records and the locks that keep two jobs from changing one collection at once."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str,
+        ttl_days: int = 30,
+        on_finish: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.ttl_s = ttl_days * 86400
+        # Told (kind, state) of each job that ends here: the worker's metrics count them.
+        self.on_finish = on_finish
+        self._claim_lock = redis.register_script(_CLAIM_LOCK)
+        self._release_lock = redis.register_script(_RELEASE_LOCK)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **redis_options: Any) -> Jobs:
+        """The job records of this deployment (PHOTOSEARCH_REDIS__URL), kept as long as the
+        settings say: every process that creates or reads jobs opens them this way."""
+        return cls(
+            Redis.from_url(settings.redis.url, **redis_options),
+            settings.redis.prefix,
+            settings.indexer.job_ttl_days,
+        )
+
+    def _key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    def create(self, kind: JobKind, **fields: Any) -> str:
+        job_id = uuid.uuid4().hex[:12]
+        now = time.time()
+        record = {"id": job_id, "kind": kind, "state": JobState.QUEUED, "created_at": now}
+        record.update(fields)
+        key = self._key("job", job_id)
+        with self.redis.pipeline() as pipe:
+            pipe.hset(key, mapping={k: str(v) for k, v in record.items()})
+            pipe.expire(key, self.ttl_s)
+            pipe.zadd(self._key("jobs"), {job_id: now})
+            pipe.execute()
+        return job_id
+
+    def update(self, job_id: str, **fields: Any) -> None:
+        self.redis.hset(self._key("job", job_id), mapping={k: str(v) for k, v in fields.items()})
+
+    def start(self, job_id: str, **fields: Any) -> None:
+        self.update(job_id, started_at=time.time(), **fields)
+
+    def finish(self, job_id: str, state: JobState, message: str = "") -> None:
+        fields: dict[str, Any] = {"state": state, "finished_at": time.time()}
+        if message:
+            fields["message"] = message
+        self.update(job_id, **fields)
+        for lock in (LIVE_LOCK, REINDEX_LOCK):
+            self.release_lock(lock, job_id)
+        if self.on_finish is not None:
+            kind = self.redis.hget(self._key("job", job_id), "kind")
+            self.on_finish(kind.decode() if isinstance(kind, bytes) else "", str(state))
+
+    def get(self, job_id: str) -> JobStatus | None:
+        raw: dict[bytes, bytes] = self.redis.hgetall(self._key("job", job_id))  # type: ignore[assignment]
+        if not raw:
+            return None
+        data: dict[str, Any] = {k.decode(): v.decode() for k, v in raw.items()}
+        for name in _INTS:
+            data[name] = int(data.get(name) or 0)
+        for name in _FLOATS:
+            data[name] = float(data.get(name) or 0.0)
+        for name in _BOOLS:
+            data[name] = data.get(name) in ("1", "True")
+        known = JobStatus.__dataclass_fields__
+        return JobStatus(**{k: v for k, v in data.items() if k in known})
+
+    def wait(self, job_id: str, timeout_s: float, poll_s: float = 0.05) -> JobStatus | None:
+        """The job once it has finished, or its latest record when timeout_s passes first."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.get(job_id)
+            if (job is not None and job.state in FINISHED) or time.monotonic() >= deadline:
+                return job
+            time.sleep(poll_s)
+
+    def delete(self, job_id: str) -> None:
+        """Forget a job that never started (a refused or joined request)."""
+        with self.redis.pipeline() as pipe:
+            pipe.delete(self._key("job", job_id))
+            pipe.zrem(self._key("jobs"), job_id)
+            pipe.execute()
+
+    def claim_lock(self, name: str, job_id: str) -> str | None:
+        """Take a lock for a job; the id of the running job that holds it instead, if any (a
+        lock whose job has finished, or whose record expired, is taken over)."""
+        holder = self._claim_lock(
+            keys=[self._key("lock", name)], args=[job_id, self._key("job", "")]
+        )
+        return holder.decode() if holder else None
+
+    def release_lock(self, name: str, job_id: str) -> None:
+        self._release_lock(keys=[self._key("lock", name)], args=[job_id])
+
+    def lock_holder(self, name: str) -> str | None:
+        raw: bytes | None = self.redis.get(self._key("lock", name))  # type: ignore[assignment]
+        return raw.decode() if raw else None
+
+    def recent(self, limit: int = 20) -> list[JobStatus]:
+        ids: list[bytes] = self.redis.zrevrange(self._key("jobs"), 0, limit - 1)  # type: ignore[assignment]
+        return [job for job in (self.get(i.decode()) for i in ids) if job is not None]
+
+    def add(self, job_id: str, **counts: int) -> None:
+        with self.redis.pipeline() as pipe:
+            for name, value in counts.items():
+                pipe.hincrby(self._key("job", job_id), name, value)
+            pipe.execute()
+
+    def note_problems(self, job_id: str, lines: Iterable[str]) -> None:
+        """Keep the first reasons of a job's skipped and failed photos, for the status."""
+        lines = list(lines)
+        if lines:
+            key = self._key("job", job_id, "problems")
+            with self.redis.pipeline() as pipe:
+                pipe.rpush(key, *lines)
+                pipe.ltrim(key, 0, _MAX_PROBLEMS - 1)
+                pipe.expire(key, self.ttl_s)
+                pipe.execute()
+
+    def problems(self, job_id: str) -> list[str]:
+        raw: list[bytes] = self.redis.lrange(self._key("job", job_id, "problems"), 0, -1)  # type: ignore[assignment]
+        return [line.decode() for line in raw]
+
+    def remember(self, name: str, value: str) -> None:
+        self.redis.set(self._key(name), value)
+
+    def recall(self, name: str) -> str | None:
+        raw: bytes | None = self.redis.get(self._key(name))  # type: ignore[assignment]
+        return raw.decode() if raw else None

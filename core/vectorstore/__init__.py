@@ -1,0 +1,87 @@
+"""The vector store both the indexer and the query API use, and how settings choose it."""
+
+from __future__ import annotations
+
+import math
+
+from core.settings import Settings
+from core.vectorstore.base import (
+    DATETIME_FIELDS,
+    INTEGER_FIELDS,
+    KEY_FIELD,
+    KEYWORD_FIELDS,
+    LIVE_ALIAS,
+    PREVIOUS_ALIAS,
+    SHARD_FIELD,
+    VECTOR_NAME,
+    CollectionInfo,
+    CollectionNotFound,
+    Hit,
+    IndexedPoint,
+    PhotoPoint,
+    SearchFilter,
+    StoredPhoto,
+    StoreError,
+    VectorStore,
+    collection_name,
+    model_version_of,
+    point_id,
+)
+
+__all__ = [
+    "DATETIME_FIELDS",
+    "INTEGER_FIELDS",
+    "KEYWORD_FIELDS",
+    "KEY_FIELD",
+    "LIVE_ALIAS",
+    "PREVIOUS_ALIAS",
+    "SHARD_FIELD",
+    "VECTOR_NAME",
+    "CollectionInfo",
+    "CollectionNotFound",
+    "Hit",
+    "IndexedPoint",
+    "PhotoPoint",
+    "SearchFilter",
+    "StoreError",
+    "StoredPhoto",
+    "VectorStore",
+    "collection_name",
+    "model_version_of",
+    "open_store",
+    "point_id",
+]
+
+
+def open_store(settings: Settings) -> VectorStore:
+    """Qdrant Edge under settings.qdrant.path when no URL is set, else qdrant-client."""
+    q = settings.qdrant
+    if q.url is None:
+        from core.vectorstore.edge import EdgeStore
+
+        assert q.path is not None  # filled by Settings._derive_paths
+        return EdgeStore(
+            q.path,
+            hnsw_m=q.hnsw_m,
+            hnsw_ef_construct=q.hnsw_ef_construct,
+            hnsw_ef=q.hnsw_ef,
+            quantization=q.quantization,
+            min_free_mb=q.min_free_mb,
+        )
+
+    from qdrant_client import QdrantClient
+
+    from core.vectorstore.qdrant import QdrantStore
+
+    if q.url == ":memory:":
+        client = QdrantClient(location=":memory:")
+    else:
+        # No version check at construction: it runs on a thread and only warns, and a replica
+        # must start (and report itself not ready) while the server is down.
+        client = QdrantClient(
+            url=q.url,
+            api_key=q.api_key,
+            timeout=max(1, math.ceil(q.timeout_s)),
+            check_compatibility=False,
+        )
+    return QdrantStore(client, settings=q)

@@ -1,0 +1,240 @@
+"""What the indexer and the query API need from a vector store, whichever engine holds it."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from core.embedding.arrays import Embeddings
+
+# The one named vector of every collection: the CLIP image embedding.
+VECTOR_NAME = "image"
+# Blue-green: searches read LIVE_ALIAS; PREVIOUS_ALIAS keeps the collection a rollback returns to.
+LIVE_ALIAS = "photos"
+PREVIOUS_ALIAS = "photos-previous"
+# The indexer's shard of a point: the lower bound of the range of source keys it was planned
+# in (see indexer/shards.py), and the key itself. Both indexed: a shard's points are read by
+# its label, a changed file's point by its key.
+SHARD_FIELD = "shard"
+KEY_FIELD = "source_key"
+# Payload fields with an index: the filters the search API offers, and the sync's identity.
+KEYWORD_FIELDS = ("photo_id", "tags", "photographer", "license", SHARD_FIELD, KEY_FIELD)
+DATETIME_FIELDS = ("created_at",)
+INTEGER_FIELDS = ("model_version",)
+# What points() reads of each point, and how many points a page holds.
+POINT_FIELDS = ["photo_id", KEY_FIELD, "content_version", "meta_hash", SHARD_FIELD, "source_uri"]
+SCROLL_PAGE = 1000
+# Facets return at most this many shard labels: 1e8 photos in shards of 10,000 are 1e4.
+MAX_SHARDS = 1_000_000
+
+_NAMESPACE = uuid.UUID("5f0c6c1e-3f4e-4c3a-9a59-7d1e8b0c2a41")
+_COLLECTION = re.compile(r"^photos-m(?P<version>\d+)-(?P<tag>[a-z0-9]+)$")
+
+
+class StoreError(Exception):
+    """The vector store refused or failed an operation."""
+
+
+class CollectionNotFound(StoreError):
+    """No collection or alias of that name."""
+
+
+def point_id(photo_id: str) -> str:
+    """The point id of a photo: a UUID derived from its identity, so rewrites replace it."""
+    return str(uuid.uuid5(_NAMESPACE, photo_id))
+
+
+def collection_name(model_version: int, tag: str) -> str:
+    """A collection's name carries the model version that embedded it: photos-m2-<tag>."""
+    name = f"photos-m{model_version}-{tag.lower()}"
+    if not _COLLECTION.match(name):
+        raise ValueError(f"bad collection tag {tag!r}: use lowercase letters and digits")
+    return name
+
+
+def model_version_of(collection: str) -> int:
+    """The model version a collection was built with (from its name)."""
+    match = _COLLECTION.match(collection)
+    if match is None:
+        raise StoreError(f"{collection!r} is not a PhotoSearch collection name")
+    return int(match["version"])
+
+
+@dataclass(frozen=True)
+class PhotoPoint:
+    """One photo to write: its embedding and its payload (which holds `photo_id`)."""
+
+    photo_id: str
+    vector: Embeddings  # float32 [D], L2-normalized
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result."""
+
+    photo_id: str
+    score: float
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoredPhoto:
+    """One stored photo, as retrieve returns it."""
+
+    photo_id: str
+    payload: dict[str, Any]
+    vector: Embeddings | None = None
+
+
+@dataclass(frozen=True)
+class IndexedPoint:
+    """What the indexer compares with the source: a photo's identity, key, versions, shard."""
+
+    photo_id: str
+    key: str  # "" on points written before shards existed: see source_uri
+    content_version: str
+    meta_hash: str
+    shard: str | None  # None: not labelled yet
+    source_uri: str = ""
+
+
+def indexed_point(payload: Mapping[str, Any] | None) -> IndexedPoint:
+    p = payload or {}
+    shard = p.get(SHARD_FIELD)
+    return IndexedPoint(
+        photo_id=str(p.get("photo_id", "")),
+        key=str(p.get(KEY_FIELD) or ""),
+        content_version=str(p.get("content_version", "")),
+        meta_hash=str(p.get("meta_hash", "")),
+        shard=None if shard is None else str(shard),
+        source_uri=str(p.get("source_uri") or ""),
+    )
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """Metadata filters; every given condition must hold."""
+
+    tags_any: tuple[str, ...] = ()
+    tags_all: tuple[str, ...] = ()
+    photographer: str | None = None
+    license: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    exclude_ids: tuple[str, ...] = field(default=())
+
+    def is_empty(self) -> bool:
+        return self == SearchFilter()
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    """A collection, its model version, size and the aliases that point at it."""
+
+    name: str
+    model_version: int
+    dim: int
+    points: int
+    aliases: tuple[str, ...]
+
+
+class VectorStore(Protocol):
+    """The store API. Every method is blocking; the API calls it from a thread pool."""
+
+    def create_collection(self, name: str, dim: int, *, bulk: bool = False) -> None:
+        """Create an empty collection (with its payload indexes); an existing one is kept.
+
+        bulk: it is about to be loaded with every photo: a server defers its search index
+        until finish_bulk_load (Qdrant's advice for large uploads)."""
+
+    def ensure_indexes(self, collection: str) -> None:
+        """Create the payload indexes a collection of an older release lacks."""
+
+    def finish_bulk_load(self, collection: str) -> None:
+        """Build the search index of a bulk-loaded collection (a server: in the background)."""
+
+    def index_ready(self, collection: str) -> bool:
+        """Whether the search index is built and every optimization has finished."""
+
+    def has_collection(self, name: str) -> bool:
+        """Whether a collection (not an alias) of that name exists."""
+
+    def drop_collection(self, name: str) -> None:
+        """Delete a collection; refused (StoreError) while an alias points at it."""
+
+    def collections(self) -> list[CollectionInfo]:
+        """All collections, oldest name first."""
+
+    def aliases(self) -> dict[str, str]:
+        """Alias -> collection."""
+
+    def set_aliases(self, targets: Mapping[str, str | None]) -> None:
+        """Point each alias at a collection (None removes it), all in one atomic step."""
+
+    def resolve(self, name: str) -> str:
+        """The collection an alias points at, or the collection itself; CollectionNotFound."""
+
+    def upsert(self, collection: str, points: Sequence[PhotoPoint]) -> None:
+        """Write points (id = point_id(photo_id)), replacing vector and payload; durable."""
+
+    def set_payload(self, collection: str, photo_id: str, payload: dict[str, Any]) -> None:
+        """Replace a stored photo's payload and keep its vector."""
+
+    def set_payloads(self, collection: str, payloads: Mapping[str, dict[str, Any]]) -> None:
+        """set_payload for many photos (photo id -> payload), in one request."""
+
+    def set_shard(self, collection: str, shard: str, photo_ids: Sequence[str]) -> None:
+        """Label photos with a shard, keeping the rest of their payload."""
+
+    def delete(self, collection: str, photo_ids: Sequence[str]) -> None:
+        """Delete photos by identity; unknown ids are ignored."""
+
+    def delete_in_shard(self, collection: str, shard: str | None, photo_ids: Sequence[str]) -> None:
+        """Delete photos by identity only while they still carry this shard label (None: no
+        label): a photo that moved to another shard meanwhile is left to that shard."""
+
+    def count(self, collection: str) -> int:
+        """Exact number of points."""
+
+    def shard_sizes(self, collection: str) -> dict[str, int]:
+        """Each shard label of the collection and its exact number of points."""
+
+    def points(
+        self, collection: str, *, shard: str | None = None, unlabelled: bool = False
+    ) -> Iterator[IndexedPoint]:
+        """Stored photos' identities and versions, paged, without vectors: those of one shard,
+        those without a shard label (unlabelled), or all (small collections and tests)."""
+
+    def points_by_id(self, collection: str, photo_ids: Sequence[str]) -> list[IndexedPoint]:
+        """The stored photos among these identities (no vectors); missing ones left out."""
+
+    def points_by_key(self, collection: str, keys: Sequence[str]) -> list[IndexedPoint]:
+        """The stored photos whose source key is among these."""
+
+    def search(
+        self,
+        collection: str,
+        vector: Embeddings,
+        *,
+        limit: int,
+        offset: int = 0,
+        filter: SearchFilter | None = None,
+        score_threshold: float | None = None,
+    ) -> list[Hit]:
+        """Nearest photos by cosine similarity, best first."""
+
+    def retrieve(
+        self, collection: str, photo_ids: Sequence[str], *, with_vectors: bool = False
+    ) -> list[StoredPhoto]:
+        """Stored photos by identity, in the order asked; missing ones are left out."""
+
+    def optimize(self, collection: str) -> None:
+        """Build the search index now where the engine does not do it in the background."""
+
+    def close(self) -> None:
+        """Flush and release the store."""

@@ -1,0 +1,69 @@
+"""One open Qdrant Edge shard (a collection of the embedded store): its config and indexes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import qdrant_edge as qe
+
+from core.vectorstore.base import (
+    DATETIME_FIELDS,
+    INTEGER_FIELDS,
+    KEYWORD_FIELDS,
+    VECTOR_NAME,
+    StoreError,
+)
+from core.vectorstore.rwlock import RWLock
+
+# Qdrant's server default (KB of vectors): below it a segment is scanned, not searched by graph.
+_FULL_SCAN_THRESHOLD_KB = 10_000
+
+
+@dataclass
+class OpenShard:
+    """An open shard. Its methods are safe across threads (the engine locks inside), but
+    `close()` needs exclusive access: pyo3 refuses it ('Already borrowed') during another call."""
+
+    shard: qe.EdgeShard | None
+    dim: int
+    lock: RWLock
+    dropping: bool = False
+
+
+@contextmanager
+def engine_errors() -> Iterator[None]:
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as e:  # Edge raises bare Exception for every engine error
+        raise StoreError(str(e)) from e
+
+
+def shard_config(
+    dim: int, hnsw_m: int, hnsw_ef_construct: int, quantization: bool
+) -> qe.EdgeConfig:
+    int8 = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, always_ram=True)
+    return qe.EdgeConfig(
+        vectors={VECTOR_NAME: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
+        hnsw_config=qe.HnswIndexConfig(
+            m=hnsw_m, ef_construct=hnsw_ef_construct, full_scan_threshold=_FULL_SCAN_THRESHOLD_KB
+        ),
+        quantization_config=int8 if quantization else None,
+    )
+
+
+def missing_indexes(shard: qe.EdgeShard) -> dict[str, qe.PayloadSchemaType]:
+    """The payload indexes a collection should have and lacks (all of a new one)."""
+    schema = dict.fromkeys(KEYWORD_FIELDS, qe.PayloadSchemaType.Keyword)
+    schema |= dict.fromkeys(DATETIME_FIELDS, qe.PayloadSchemaType.Datetime)
+    schema |= dict.fromkeys(INTEGER_FIELDS, qe.PayloadSchemaType.Integer)
+    known = shard.info().payload_schema
+    return {field: kind for field, kind in schema.items() if field not in known}
+
+
+def create_indexes(shard: qe.EdgeShard, schema: dict[str, qe.PayloadSchemaType]) -> None:
+    for field, kind in schema.items():
+        shard.update(qe.UpdateOperation.create_field_index(field, kind))

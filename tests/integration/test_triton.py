@@ -1,0 +1,371 @@
+"""The embedding client against a real tritonserver: equal results, batching, typed errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+import tritonclient.grpc as grpcclient
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from tritonclient.grpc.aio import InferenceServerClient
+from tritonclient.utils import InferenceServerException
+
+from core.embedding.arrays import AnyArray
+from core.embedding.client import EmbeddingClient, Priority
+from core.embedding.errors import (
+    InvalidImage,
+    ModelVersionUnavailable,
+    TritonQueueTimeout,
+    TritonTimeout,
+    TritonUnavailable,
+)
+from core.embedding.images import prepare_image
+from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, ModelManifest
+from core.embedding.tokenizer import pad_batch
+from loadtests.openloop import fetch_text
+from model.repository import PYTHON_BACKEND, version_dir
+from model.triton_server import (
+    CONTROL_HEADER,
+    GRPC_CONTROL_HEADER,
+    TritonServer,
+    grpc_control_headers,
+    write_control_key,
+)
+from query_api.errors import install_handlers
+from tests.support.api import sample
+from tests.support.images import broken_files, encode, photo
+from tests.support.models import TRITON_CONTROL_KEY
+from tests.support.ports import free_ports, triton_ports
+
+QUERIES = ["a cat", "a red bicycle against a brick wall", "", "sunset " * 30, "Café &amp; crème 😀"]
+
+
+def _ort(repository: Path, name: str, feed: dict[str, AnyArray]) -> AnyArray:
+    path = version_dir(repository, name, 1) / "model.onnx"
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, feed)[0]  # type: ignore[no-any-return]
+
+
+async def test_text_embeddings_equal_onnxruntime_and_pytorch(
+    client: EmbeddingClient, repository: Path, reference_clip: Any
+) -> None:
+    got = await client.encode_texts(QUERIES, model_version=1)
+    ids = client.tokenizer(1).encode_batch(QUERIES)
+    expected = _ort(repository, TEXT_MODEL, {"input_ids": pad_batch(ids, 1, 77)})
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    full = pad_batch(ids, multiple=77, context_length=77)
+    with torch.no_grad():
+        ref = reference_clip.encode_text(torch.from_numpy(full), normalize=True).numpy()
+    assert (got * ref).sum(axis=1).min() >= 0.9999
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+
+
+async def test_image_embeddings_equal_onnxruntime(
+    client: EmbeddingClient, repository: Path, manifest: ModelManifest
+) -> None:
+    files = [encode(photo(n), quality=90) for n in ("astronaut", "chelsea", "coffee")]
+    got = await client.encode_image_bytes(files, model_version=1)
+    pixels = np.stack([prepare_image(f, manifest.image) for f in files])
+    np.testing.assert_allclose(got, _ort(repository, IMAGE_MODEL, {"image": pixels}), atol=1e-5)
+    assert got.shape == (3, manifest.embedding_dim)
+
+
+async def test_64_concurrent_single_queries_are_batched_by_triton(
+    client: EmbeddingClient, triton: TritonServer
+) -> None:
+    queries = [f"photo number {i} of {'a very ' * (i % 7)}happy dog" for i in range(64)]
+    solo = await client.encode_texts(queries[:4], model_version=1)
+    stats = InferenceServerClient(triton.url)
+    before = (await stats.get_inference_statistics(TEXT_MODEL, "1")).model_stats[0]
+    results = await asyncio.gather(*(client.encode_texts([q], model_version=1) for q in queries))
+    # Triton records statistics just after it answers: give them a moment to settle.
+    for _ in range(50):
+        after = (await stats.get_inference_statistics(TEXT_MODEL, "1")).model_stats[0]
+        if after.inference_count - before.inference_count >= 64:
+            break
+        await asyncio.sleep(0.1)
+    await stats.close()
+    inferences = after.inference_count - before.inference_count
+    executions = after.execution_count - before.execution_count
+    assert inferences == 64
+    assert executions < inferences, f"{executions} executions for {inferences} inferences"
+    # Batched with other lengths (ragged, padded to the longest), each result is unchanged.
+    np.testing.assert_allclose(np.concatenate(results[:4]), solo, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", sorted(broken_files()))
+async def test_bad_image_bytes_raise_invalid_image(client: EmbeddingClient, case: str) -> None:
+    with pytest.raises(InvalidImage):
+        await client.encode_image_bytes([encode(photo()), broken_files()[case]], model_version=1)
+
+
+async def test_a_version_never_exported_is_unavailable(client: EmbeddingClient) -> None:
+    with pytest.raises(ModelVersionUnavailable, match="version 9"):
+        await client.encode_texts(["a cat"], model_version=9)
+
+
+async def test_a_deadline_too_short_raises_timeout(client: EmbeddingClient) -> None:
+    with pytest.raises(TritonTimeout):
+        await client.encode_texts(["a cat"], model_version=1, timeout_s=1e-4)
+
+
+async def test_triton_down_raises_unavailable_after_bounded_retries(repository: Path) -> None:
+    (port,) = free_ports(1)
+    async with EmbeddingClient(
+        f"127.0.0.1:{port}", repository, retries=2, retry_backoff_s=0.05
+    ) as down:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(TritonUnavailable, match="after 3 tries"):
+            await down.encode_texts(["a cat"], model_version=1, timeout_s=5.0)
+        assert loop.time() - started < 5.0
+        assert not await down.is_ready(1)
+
+
+# -- model control: only the key's holder loads or unloads ---------------------------------
+
+
+def _control(triton: TritonServer, action: str, headers: dict[str, str]) -> int:
+    """POST /v2/repository/models/clip_text/<action>: Triton's HTTP status."""
+    url = f"http://127.0.0.1:{triton.ports.http}/v2/repository/models/{TEXT_MODEL}/{action}"
+    request = urllib.request.Request(url, data=b"{}", headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as refused:
+        return refused.code
+
+
+async def test_unloading_without_the_control_key_is_refused_and_searches_go_on(
+    triton: TritonServer, client: EmbeddingClient
+) -> None:
+    before = await client.encode_texts(["a cat"], model_version=1)
+    # No key, a wrong key, the right key under gRPC's header name: all refused over HTTP.
+    for headers in ({}, {CONTROL_HEADER: "not-the-key"}, {GRPC_CONTROL_HEADER: TRITON_CONTROL_KEY}):
+        assert _control(triton, "unload", headers) == 403, headers
+    grpc = grpcclient.InferenceServerClient(triton.url)
+    try:
+        for grpc_headers in (
+            None,
+            grpc_control_headers("not-the-key"),
+            {CONTROL_HEADER: TRITON_CONTROL_KEY},
+        ):
+            with pytest.raises(InferenceServerException, match="restricted"):
+                grpc.unload_model(TEXT_MODEL, headers=grpc_headers)
+        with pytest.raises(InferenceServerException, match="restricted"):
+            grpc.get_model_repository_index()
+        assert grpc.is_model_ready(TEXT_MODEL, "1") and grpc.is_model_ready(IMAGE_MODEL, "1")
+    finally:
+        grpc.close()
+    # Inference needs no key: the API and the workers hold none.
+    after = await client.encode_texts(["a cat"], model_version=1)
+    np.testing.assert_allclose(after, before, atol=1e-6)
+
+
+def test_triton_load_sends_the_control_key_from_the_setting_or_the_key_file(
+    triton: TritonServer, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PHOTOSEARCH_")}
+    env["PHOTOSEARCH_DATA_DIR"] = str(tmp_path)
+    command = [sys.executable, "-m", "photosearch", "triton", "load", "--url", triton.url]
+
+    def load(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            command, env={**env, **extra}, capture_output=True, text=True, timeout=120
+        )
+
+    refused = load()
+    assert refused.returncode == 1, refused.stdout
+    assert "restricted" in refused.stderr and "PHOTOSEARCH_TRITON__CONTROL_KEY" in refused.stderr
+    loaded = load(PHOTOSEARCH_TRITON__CONTROL_KEY=TRITON_CONTROL_KEY)
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.splitlines() == ["clip_image: loaded", "clip_text: loaded"]
+    # What `photosearch triton serve` leaves under DATA_DIR/triton when the setting is unset.
+    write_control_key(tmp_path / "triton", TRITON_CONTROL_KEY)
+    from_file = load()
+    assert from_file.returncode == 0, from_file.stderr
+    # Over HTTP the same key, under its own header name.
+    assert _control(triton, "load", {CONTROL_HEADER: TRITON_CONTROL_KEY}) == 200
+    grpc = grpcclient.InferenceServerClient(triton.url)
+    try:
+        assert grpc.is_model_ready(TEXT_MODEL, "1") and grpc.is_model_ready(IMAGE_MODEL, "1")
+    finally:
+        grpc.close()
+
+
+# -- scheduling: searches ahead of indexing, deadlines kept in Triton's queue ---------------
+
+# Wraps the served python-backend model: logs each execution's requests by their first pixel
+# (a tag the test gives each request) and holds the instance while the gate file exists, so
+# that the test decides when Triton may pick its next batch (no sleeps, no race).
+GATED_MODEL = """
+import importlib.util, json, os, time
+
+_here = os.path.dirname(__file__)
+_spec = importlib.util.spec_from_file_location("served", os.path.join(_here, "served.py"))
+served = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(served)
+pb_utils = served.pb_utils
+
+
+class TritonPythonModel(served.TritonPythonModel):
+    def initialize(self, args):
+        super().initialize(args)
+        self.gate = os.path.join(args["model_repository"], "..", "gate")
+
+    def execute(self, requests):
+        tags = [
+            int(pb_utils.get_input_tensor_by_name(r, self.input_name).as_numpy().flat[0])
+            for r in requests
+        ]
+        with open(os.path.join(self.gate + "-log"), "a") as log:
+            log.write(json.dumps(tags) + "\\n")
+        give_up = time.monotonic() + 120  # a failed test must not hang Triton
+        while os.path.exists(self.gate) and time.monotonic() < give_up:
+            time.sleep(0.01)
+        return super().execute(requests)
+"""
+
+
+@dataclass
+class Gated:
+    """A Triton whose clip_image executions the test holds and logs."""
+
+    server: TritonServer
+    repository: Path
+
+    @property
+    def gate(self) -> Path:
+        return self.repository / "gate"
+
+    def executions(self) -> list[list[int]]:
+        log = self.repository / "gate-log"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    def pending(self) -> float:
+        """Requests Triton holds for clip_image that no execution has taken yet."""
+        text = fetch_text(f"http://127.0.0.1:{self.server.ports.metrics}/metrics")
+        return sample(text, "nv_inference_pending_request_count", model=IMAGE_MODEL)
+
+
+@pytest.fixture(scope="module")
+def gated(repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gated]:
+    repo = tmp_path_factory.mktemp("gated") / "models"
+    shutil.copytree(repository, repo)
+    version = version_dir(repo, IMAGE_MODEL, 1)
+    shutil.copyfile(PYTHON_BACKEND, version / "served.py")
+    (version / "model.py").write_text(GATED_MODEL)
+    with TritonServer(repo, triton_ports(), tmp_path_factory.mktemp("triton")) as server:
+        yield Gated(server, repo)
+
+
+def _tagged(manifest: ModelManifest, tag: int, count: int) -> AnyArray:
+    size = manifest.image.size
+    return np.full((count, size, size, 3), tag, dtype=np.uint8)
+
+
+async def _until(check: Callable[[], bool], what: str) -> None:
+    for _ in range(1200):  # a minute at most: the state waited for is one Triton reaches soon
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never reached: {what}")
+
+
+async def test_a_search_is_served_before_indexing_chunks_queued_ahead_of_it(
+    gated: Gated, repository: Path, manifest: ModelManifest
+) -> None:
+    url = gated.server.url
+    async with (
+        EmbeddingClient(url, repository, priority=Priority.INDEXING) as indexer,
+        EmbeddingClient(url, repository, priority=Priority.SEARCH) as api,
+    ):
+        gated.gate.touch()
+        seen = len(gated.executions())
+        running = asyncio.ensure_future(
+            indexer.encode_images(_tagged(manifest, 1, 8), model_version=1)
+        )
+        await _until(lambda: len(gated.executions()) > seen, "the first chunk running")
+        # The indexer's next chunks queue behind the one running, then a search arrives.
+        chunks = [
+            asyncio.ensure_future(indexer.encode_images(_tagged(manifest, t, 8), model_version=1))
+            for t in (10, 11, 12, 13)
+        ]
+        await _until(lambda: gated.pending() >= 4, "four chunks queued")
+        search = asyncio.ensure_future(
+            api.encode_images(_tagged(manifest, 99, 1), model_version=1, timeout_s=30)
+        )
+        await _until(lambda: gated.pending() >= 5, "the search queued")
+        gated.gate.unlink()
+        found = await search
+        results = await asyncio.gather(running, *chunks)
+    order = [tag for execution in gated.executions()[seen:] for tag in execution]
+    # Arrival order was 1, 10, 11, 12, 13, 99; the search went first after the running chunk.
+    assert order[0] == 1 and order[1] == 99, order
+    assert sorted(order[2:]) == [10, 11, 12, 13]
+    pixels = _tagged(manifest, 99, 1)
+    np.testing.assert_allclose(found, _ort(repository, IMAGE_MODEL, {"image": pixels}), atol=1e-5)
+    assert [r.shape[0] for r in results] == [8, 8, 8, 8, 8]
+
+
+async def test_a_request_still_queued_at_its_deadline_is_rejected_not_computed(
+    gated: Gated, repository: Path, manifest: ModelManifest
+) -> None:
+    url = gated.server.url
+    # Triton is told to wait at most 1% of the 30 s deadline (0.3 s) in its queue, so its
+    # rejection arrives while the client still waits: what the client hears is Triton's.
+    async with (
+        EmbeddingClient(url, repository, priority=Priority.INDEXING) as indexer,
+        EmbeddingClient(url, repository, priority=Priority.SEARCH, queue_share=0.01) as api,
+    ):
+        gated.gate.touch()
+        seen = len(gated.executions())
+        running = asyncio.ensure_future(
+            indexer.encode_images(_tagged(manifest, 2, 1), model_version=1)
+        )
+        await _until(lambda: len(gated.executions()) > seen, "a batch running")
+        late = asyncio.ensure_future(
+            api.encode_images(_tagged(manifest, 77, 1), model_version=1, timeout_s=30)
+        )
+        await _until(lambda: gated.pending() >= 1, "the search queued")
+        after = asyncio.ensure_future(
+            indexer.encode_images(_tagged(manifest, 3, 1), model_version=1)
+        )
+        await _until(lambda: gated.pending() >= 2, "a batch queued after it")
+        await asyncio.sleep(0.6)  # past the search's 0.3 s in the queue (held by the gate)
+        gated.gate.unlink()
+        with pytest.raises(TritonQueueTimeout, match="overloaded"):
+            await late
+        await asyncio.gather(running, after)
+    tags = [tag for execution in gated.executions()[seen:] for tag in execution]
+    assert tags == [2, 3]  # the late search never reached the model; the rest went on
+
+
+def test_the_api_answers_a_queue_rejection_with_503_and_retry_after() -> None:
+    app = FastAPI()
+    install_handlers(app, retry_after_s=7)
+
+    @app.get("/search")
+    async def search() -> None:
+        raise TritonQueueTimeout("clip_text v1: still queued in Triton: overloaded")
+
+    answer = TestClient(app).get("/search")
+    assert answer.status_code == 503
+    assert answer.headers["Retry-After"] == "7"
+    assert answer.json()["error"] == "triton_unavailable"
+    assert "overloaded" in answer.json()["message"]

@@ -1,0 +1,1 @@
+"""Helpers the tests share: servers and processes they start, photos, waits."""

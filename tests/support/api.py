@@ -1,0 +1,185 @@
+"""Helpers of the API tests: a real uvicorn server on a free port, an indexed store, keys."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from core.embedding.client import EmbeddingClient
+from core.settings import Settings
+from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name
+from query_api.app import create_app
+from query_api.auth import hash_key
+from query_api.server import server_config
+from tests.support.images import encode
+from tests.support.indexing import REDIS_URL, variant
+from tests.support.ports import free_ports
+
+SEARCH_KEY = "ps_test-search-key"
+ADMIN_KEY = "ps_test-admin-key"
+KEYS = [
+    {"name": "app-search", "sha256": hash_key(SEARCH_KEY), "scopes": ["search"]},
+    {"name": "ops-admin", "sha256": hash_key(ADMIN_KEY), "scopes": ["search", "admin"]},
+]
+PHOTOGRAPHERS = ("ana", "ben", "chen")
+LICENSES = ("cc-by", "royalty-free")
+TAGS = ("cat", "city", "space", "food", "people", "night")
+
+
+def api_settings(
+    data_dir: Path, triton_url: str, repository: Path, redis_url: str = REDIS_URL, **api: Any
+) -> Settings:
+    """One test's settings: its own data folder and Redis prefix; keys configured hashed."""
+    return Settings(
+        data_dir=data_dir,
+        triton={"url": triton_url},
+        model={"repository": repository},
+        redis={"url": redis_url, "prefix": f"pstest-{uuid.uuid4().hex[:8]}"},
+        indexer={"batch_size": 4, "retry_backoff_max_s": 2, "max_retries": 3},
+        # A generous cache deadline: a loaded CI machine must not turn a hit into a bypass.
+        api={"keys": KEYS, "redis_timeout_s": 2.0, **api},
+    )
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """What `index_photos` wrote: ids, their metadata and the source files."""
+
+    collection: str
+    ids: list[str]
+    payloads: dict[str, dict[str, Any]]
+    files: dict[str, Path]
+
+
+def metadata_of(i: int) -> dict[str, Any]:
+    created = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(days=10 * i)
+    return {
+        "title": f"photo {i}",
+        "tags": [TAGS[i % len(TAGS)], TAGS[(i // 2) % len(TAGS)]],
+        "photographer": PHOTOGRAPHERS[i % len(PHOTOGRAPHERS)],
+        "license": LICENSES[i % len(LICENSES)],
+        "created_at": created.isoformat(),
+        "extra": {},
+    }
+
+
+def index_photos(
+    store: VectorStore,
+    settings: Settings,
+    folder: Path,
+    count: int,
+    *,
+    model_version: int = 1,
+    tag: str = "test",
+) -> Indexed:
+    """Embed `count` real-photo variants with Triton and write them as the live collection."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for i in range(count):
+        path = folder / f"photo{i:03d}.jpg"
+        path.write_bytes(encode(variant(i, 160), "JPEG"))
+        files[f"photo{i:03d}.jpg"] = path
+    ids = list(files)
+    data = [files[i].read_bytes() for i in ids]
+    vectors = asyncio.run(embed_images(settings, data, model_version))
+    name = collection_name(model_version, tag)
+    store.create_collection(name, vectors.shape[1])
+    payloads = {}
+    for n, photo_id in enumerate(ids):
+        payloads[photo_id] = {
+            **metadata_of(n),
+            "photo_id": photo_id,
+            "source_uri": files[photo_id].as_uri(),
+            "source_root": folder.as_uri(),
+            "content_version": f"v{n}",
+            "meta_hash": "m",
+            "model_version": model_version,
+            "indexed_at": datetime.now(UTC).isoformat(),
+        }
+    store.upsert(name, [PhotoPoint(p, vectors[n], payloads[p]) for n, p in enumerate(ids)])
+    store.set_aliases({LIVE_ALIAS: name})
+    return Indexed(name, ids, payloads, files)
+
+
+async def embed_images(settings: Settings, data: list[bytes], version: int) -> Any:
+    async with EmbeddingClient(settings.triton.url, settings.repository) as client:
+        return await client.encode_image_bytes(data, model_version=version)
+
+
+async def embed_texts(settings: Settings, texts: list[str], version: int) -> Any:
+    async with EmbeddingClient(settings.triton.url, settings.repository) as client:
+        return await client.encode_texts(texts, model_version=version)
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """A Prometheus sample summed over the series whose labels include `labels`."""
+    wanted = [f'{k}="{v}"' for k, v in labels.items()]
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith((name + "{", name + " ")) and all(w in line for w in wanted):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def metric(metrics_url: str, name: str, **labels: str) -> float:
+    """The same, read from the app's metrics listener (its internal port)."""
+    return sample(httpx.get(metrics_url).text, name, **labels)
+
+
+class ApiServer:
+    """The real app under uvicorn, on a thread of the test process (which owns the store)."""
+
+    def __init__(
+        self, settings: Settings, store: VectorStore | None = None, embedded_worker: bool = False
+    ) -> None:
+        self.port, metrics_port = free_ports(2)
+        self.url = f"http://127.0.0.1:{self.port}"
+        # Each app in this process gets its own metrics listener.
+        settings = settings.model_copy(
+            update={"api": settings.api.model_copy(update={"metrics_port": metrics_port})}
+        )
+        self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        self.settings = settings
+        self.app = create_app(settings, store=store, embedded_worker=embedded_worker)
+        config = server_config(
+            self.app,
+            settings,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="api", daemon=True)
+
+    def __enter__(self) -> ApiServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the API did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(15)
+
+
+@contextmanager
+def serving(
+    settings: Settings, store: VectorStore | None = None, *, embedded_worker: bool = False
+) -> Iterator[ApiServer]:
+    with ApiServer(settings, store, embedded_worker) as server:
+        yield server

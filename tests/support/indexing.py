@@ -1,0 +1,226 @@
+"""Helpers of the indexer tests: photo folders, a real `photosearch worker` process, job waits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from PIL import Image
+from redis import Redis
+
+from core.jobs import FINISHED, Jobs, JobStatus
+from core.settings import Settings
+from tests.support.images import encode, photo
+
+NAMES = ("astronaut", "chelsea", "coffee", "rocket", "camera", "coins", "moon", "hubble_deep_field")
+FORMATS = {".jpg": "JPEG", ".png": "PNG", ".webp": "WEBP", ".gif": "GIF", ".tiff": "TIFF"}
+WORKER = [sys.executable, "-m", "photosearch", "worker"]
+REDIS_URL = "redis://127.0.0.1:6379/13"
+
+
+def variant(i: int, size: int = 128) -> Image.Image:
+    """A distinct real-photo image: photo i mod 8, a crop that moves with i, flipped on odd i."""
+    image = photo(NAMES[i % len(NAMES)]).convert("RGB")
+    w, h = image.size
+    step = i // len(NAMES)
+    left, top = (step * 37) % (w // 3), (step * 23) % (h // 3)
+    image = image.crop((left, top, left + 2 * w // 3, top + 2 * h // 3)).resize((size, size))
+    return image.transpose(Image.Transpose.FLIP_LEFT_RIGHT) if i % 2 else image
+
+
+def write_photo(path: Path, i: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(encode(variant(i), FORMATS[path.suffix]))
+
+
+def photo_folder(root: Path, count: int) -> dict[str, int]:
+    """count photos in two sub-folders and several formats; returns key -> variant."""
+    keys = {}
+    suffixes = list(FORMATS)
+    for i in range(count):
+        key = f"{'day1' if i % 2 else 'day2'}/photo{i:03d}{suffixes[i % len(suffixes)]}"
+        write_photo(root / key, i)
+        keys[key] = i
+    return keys
+
+
+def write_manifest(root: Path, rows: list[dict[str, object]]) -> None:
+    (root / "photos.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def settings_for(data_dir: Path, triton_url: str, repository: Path, **indexer: object) -> Settings:
+    """Settings of one test: its own data folder, Redis key prefix and queues."""
+    return Settings(
+        data_dir=data_dir,
+        triton={"url": triton_url},
+        model={"repository": repository},
+        redis={"url": REDIS_URL, "prefix": f"pstest-{uuid.uuid4().hex[:8]}"},
+        # No worker metrics port unless a test asks: workers of several tests must not collide.
+        indexer={
+            **{"batch_size": 4, "retry_backoff_max_s": 2, "max_retries": 3, "metrics_port": 0},
+            **indexer,
+        },
+    )
+
+
+@contextmanager
+def indexer_settings(
+    data_dir: Path, triton_url: str, repository: Path, **indexer: object
+) -> Iterator[Settings]:
+    """settings_for, made the Celery app's configuration (what the test sends goes to its own
+    queues), and the test's Redis keys deleted afterwards."""
+    from indexer.app import app, configure
+
+    settings = settings_for(data_dir, triton_url, repository, **indexer)
+    configure(app, settings)
+    try:
+        yield settings
+    finally:
+        drop_keys(settings)
+
+
+def drop_keys(settings: Settings) -> None:
+    """Delete every Redis key of one test's prefix (jobs, cache, queues)."""
+    redis = Redis.from_url(settings.redis.url)
+    keys = list(redis.scan_iter(f"{settings.redis.prefix}*"))
+    if keys:
+        redis.delete(*keys)
+    redis.close()
+
+
+def env_of(settings: Settings, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The same settings as PHOTOSEARCH_ variables, for a worker process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PHOTOSEARCH_")}
+    env |= {
+        "PHOTOSEARCH_DATA_DIR": str(settings.data_dir),
+        "PHOTOSEARCH_TRITON__URL": settings.triton.url,
+        "PHOTOSEARCH_MODEL__REPOSITORY": str(settings.repository),
+        "PHOTOSEARCH_REDIS__URL": settings.redis.url,
+        "PHOTOSEARCH_REDIS__PREFIX": settings.redis.prefix,
+    }
+    for name, value in settings.indexer.model_dump().items():
+        if value is not None and not isinstance(value, tuple):
+            env[f"PHOTOSEARCH_INDEXER__{name.upper()}"] = str(value)
+    # Not the store's path: it follows DATA_DIR, which callers change for each process.
+    for name, value in settings.qdrant.model_dump(exclude={"path"}).items():
+        if value is not None:
+            env[f"PHOTOSEARCH_QDRANT__{name.upper()}"] = str(value)
+    for name, value in settings.s3.model_dump().items():
+        if value is not None:
+            env[f"PHOTOSEARCH_S3__{name.upper()}"] = str(value)
+    return env | dict(extra or {})
+
+
+def cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """`photosearch ARGS` in a process of its own, with these settings."""
+    return subprocess.run(
+        [sys.executable, "-m", "photosearch", *args],
+        env=env_of(settings),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+class WorkerProcess:
+    """`photosearch worker` in its own process group, logging to a file."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        log: Path,
+        concurrency: int = 2,
+        queues: list[str] | None = None,
+        name: str = "photosearch",
+        stop_timeout_s: float = 60,
+    ) -> None:
+        self.settings = settings
+        self.stop_timeout_s = stop_timeout_s
+        self.log = log
+        self.concurrency = concurrency
+        self.queues = queues
+        self.name = name
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> WorkerProcess:
+        offset = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "photosearch",
+                    "worker",
+                    f"--concurrency={self.concurrency}",
+                    *([f"--queues={','.join(self.queues)}"] if self.queues else []),
+                    f"--name={self.name}",
+                ],
+                env=env_of(self.settings),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 60
+        while b" ready." not in self.log.read_bytes()[offset:]:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker did not start:\n{self.tail()}")
+            time.sleep(0.1)
+        return self
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> int:
+        """Warm shutdown (SIGTERM): tasks in flight finish, the store is closed. A worker
+        still running past stop_timeout_s is killed, and that is an error."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(self.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise RuntimeError(
+                f"worker still running {self.stop_timeout_s:.0f} s after SIGTERM:\n{self.tail()}"
+            ) from None
+
+    def kill(self) -> None:
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def __enter__(self) -> WorkerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.stop()
+
+
+def wait_job(
+    jobs: Jobs, job_id: str, timeout_s: float = 120, worker: WorkerProcess | None = None
+) -> JobStatus:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job = jobs.get(job_id)
+        if job is not None and job.state in FINISHED:
+            return job
+        if time.monotonic() > deadline:
+            log = worker.tail() if worker else ""
+            raise AssertionError(f"job {job_id} not finished in {timeout_s}s: {job}\n{log}")
+        time.sleep(0.05)
+
+
+def wait_idle(jobs: Jobs, timeout_s: float = 120) -> None:
+    """Until every job (the follow-up sync after a switch too) has finished."""
+    deadline = time.monotonic() + timeout_s
+    while any(job.state not in FINISHED for job in jobs.recent(50)):
+        assert time.monotonic() < deadline, jobs.recent(50)
+        time.sleep(0.05)

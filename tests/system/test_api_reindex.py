@@ -1,0 +1,159 @@
+"""Through the API: sync, a reindex to model version 2 while searches run, the pre-warmed switch,
+and rollback — the admin routes driving a real Celery worker over the real Redis queue.
+
+Qdrant Edge admits one process per store, so this test process owns it and runs both the API
+and the worker on its threads, as the embedded mode does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from core.jobs import Jobs
+from core.settings import Settings
+from core.vectorstore import LIVE_ALIAS, VectorStore, model_version_of, open_store
+from indexer.app import all_queues, app, configure
+from indexer.host import worker_thread
+from indexer.runtime import Runtime
+from model.triton_server import TritonServer
+from tests.support.api import ADMIN_KEY, SEARCH_KEY, api_settings, embed_texts, serving
+from tests.support.indexing import drop_keys, photo_folder, wait_idle
+
+ADMIN = {"X-API-Key": ADMIN_KEY}
+SEARCH = {"X-API-Key": SEARCH_KEY}
+POPULAR = "a cat asleep on a sofa"
+LOOP_QUERIES = ("a dog", "mountains at dusk", "a bowl of soup", "the night sky")
+
+
+@dataclass(eq=False)
+class SearchLoop(threading.Thread):
+    """Searches the API without pause; keeps every answer."""
+
+    url: str
+    answers: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        super().__init__(daemon=True)
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.url, headers=SEARCH, timeout=30) as client:
+            n = 0
+            while not self.stop.is_set():
+                q = LOOP_QUERIES[n % len(LOOP_QUERIES)]
+                response = client.get("/v1/search", params={"q": q, "limit": 5})
+                self.answers.append((q, response.status_code, response.json()))
+                n += 1
+                time.sleep(0.02)
+
+
+def wait_api_job(client: httpx.Client, job_id: str, timeout_s: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job: dict[str, Any] = client.get(f"/v1/admin/jobs/{job_id}").json()
+        if job["state"] in ("done", "failed"):
+            return job
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def embedded(
+    two_versions: tuple[Path, TritonServer], tmp_path: Path
+) -> Iterator[tuple[Settings, VectorStore, Runtime]]:
+    repo, server = two_versions
+    settings = api_settings(tmp_path / "data", server.url, repo)
+    settings.indexer.model_version = 1
+    configure(app, settings)
+    store = open_store(settings)
+    runtime = Runtime(settings, store=store)
+    try:
+        yield settings, store, runtime
+    finally:
+        runtime.close()
+        store.close()
+        drop_keys(settings)
+
+
+def test_reindex_through_the_api_keeps_query_and_collection_versions_equal_and_prewarms(
+    embedded: tuple[Settings, VectorStore, Runtime], tmp_path: Path
+) -> None:
+    settings, store, runtime = embedded
+    root = tmp_path / "photos"
+    photo_folder(root, 16)
+    queues = all_queues(settings)
+    with worker_thread(app, runtime, queues=queues), serving(settings, store) as api:
+        admin = httpx.Client(base_url=api.url, headers=ADMIN, timeout=30)
+        search = httpx.Client(base_url=api.url, headers=SEARCH, timeout=30)
+        refused = admin.post("/v1/admin/rollback")
+        assert refused.status_code == 409
+        assert "nothing to roll back to" in refused.json()["message"]
+
+        accepted = admin.post("/v1/admin/sync", json={"source": str(root)})
+        assert accepted.status_code == 202, accepted.text
+        job = wait_api_job(admin, accepted.json()["job_id"])
+        assert job["state"] == "done" and job["done"] == 16, job
+        v1 = store.resolve(LIVE_ALIAS)
+
+        # Whether the cache answered is told to an operator's (admin) key only.
+        for n in range(3):
+            body = admin.get("/v1/search", params={"q": POPULAR}).json()
+            assert body["model_version"] == 1 and body["cached"] is (n > 0)
+        assert search.get("/v1/search", params={"q": POPULAR}).json()["cached"] is None
+
+        loop = SearchLoop(api.url)
+        loop.start()
+        started = admin.post("/v1/admin/reindex", json={"model_version": 2})
+        assert started.status_code == 202, started.text
+        job = wait_api_job(admin, started.json()["job_id"])
+        # The first search after the switch: already embedded with version 2 before it.
+        after = admin.get("/v1/search", params={"q": POPULAR}).json()
+        wait_idle(Jobs.from_settings(settings))
+        time.sleep(0.3)
+        loop.stop.set()
+        loop.join()
+
+        assert job["state"] == "done", job
+        assert "popular queries pre-warmed" in job["message"]
+        v2 = store.resolve(LIVE_ALIAS)
+        assert model_version_of(v2) == 2
+        assert after["model_version"] == 2 and after["collection"] == v2
+        assert after["cached"] is True
+
+        failures = [(q, status, body) for q, status, body in loop.answers if status != 200]
+        assert failures == []
+        served = {body["collection"] for _, _, body in loop.answers}
+        assert served == {v1, v2}
+        # Every answer: the query embedded with the version of the collection it searched,
+        # so its ranking equals the store's own search with that version's embedding.
+        expected: dict[tuple[str, str], list[str]] = {}
+        for q, _, body in loop.answers:
+            collection = body["collection"]
+            assert body["model_version"] == model_version_of(collection)
+            if (q, collection) not in expected:
+                [vector] = asyncio.run(embed_texts(settings, [q], model_version_of(collection)))
+                hits = store.search(collection, vector, limit=5)
+                expected[q, collection] = [hit.photo_id for hit in hits]
+            assert [r["id"] for r in body["results"]] == expected[q, collection], (q, collection)
+            assert all(r["model_version"] == body["model_version"] for r in body["results"])
+
+        rolled = admin.post("/v1/admin/rollback")
+        assert rolled.status_code == 200, rolled.text
+        assert rolled.json()["state"] == "done" and v1 in rolled.json()["message"]
+        back = admin.get("/v1/search", params={"q": POPULAR}).json()
+        assert back["collection"] == v1 and back["model_version"] == 1 and back["cached"] is True
+        kinds = [j["kind"] for j in admin.get("/v1/admin/jobs").json()]
+        assert {"sync", "reindex", "rollback"} <= set(kinds)
+        collections = {c["name"]: c for c in admin.get("/v1/admin/collections").json()}
+        assert collections[v1]["aliases"] == ["photos"] and collections[v2]["points"] == 16
+        admin.close()
+        search.close()

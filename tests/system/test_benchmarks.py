@@ -1,0 +1,137 @@
+"""`python -m loadtests.benchmarks`: one table of the benchmarks' figures, and docs/benchmarks.md
+holding a row for every figure the command knows. Nothing here times anything: figures are
+checked to be numbers, never against thresholds."""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from loadtests.benchmark_rows import figure_names
+from tests.support.deployfiles import ROOT
+
+DOCS = ROOT / "docs" / "benchmarks.md"
+QUICK = ["decode", "scale"]  # no shared model export: a minute or so
+# | benchmark | figure | value | unit | context |
+ROW = re.compile(r"^\| (?P<bench>[a-z]+) \| (?P<figure>[^|]+) \| (?P<value>[^|]+) \|[^|]+\|.*\|$")
+
+
+def figures_of(text: str) -> dict[tuple[str, str], str]:
+    """(benchmark, figure) -> the value cell, for every row of the figures table in `text`."""
+    rows: dict[tuple[str, str], str] = {}
+    for line in text.splitlines():
+        match = ROW.match(line)
+        if match is None or match["bench"] == "benchmark":  # not a row, or the header
+            continue
+        key = (match["bench"], match["figure"].strip())
+        assert key not in rows, f"{key} appears twice"
+        rows[key] = match["value"].strip()
+    return rows
+
+
+def table_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("|")]
+
+
+def known(names: list[str]) -> set[tuple[str, str]]:
+    return {(bench, figure) for bench in names for figure in figure_names()[bench]}
+
+
+def number(cell: str) -> float:
+    value = float(cell)  # "-", "TODO", "n/a" and the like raise here
+    assert math.isfinite(value), cell
+    return value
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, Path, datetime]:
+    """The real command on the quick subset, writing a page over a stale one."""
+    page = tmp_path_factory.mktemp("benchmarks") / "benchmarks.md"
+    page.write_text("a stale page\n")
+    started = datetime.now(UTC)
+    command = ["--only", ",".join(QUICK), "--quick", "--write", str(page)]
+    result = subprocess.run(
+        [sys.executable, "-m", "loadtests.benchmarks", *command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout, result.stderr, page, started
+
+
+def test_quick_run_prints_a_row_per_figure_with_a_positive_value(
+    quick_run: tuple[str, str, Path, datetime],
+) -> None:
+    stdout, stderr, _, _ = quick_run
+    rows = figures_of(stdout)
+    assert set(rows) == known(QUICK)
+    for key, cell in rows.items():
+        assert number(cell) > 0, key
+    # stdout is the table alone; the benchmarks' own progress went to stderr.
+    assert table_lines(stdout) == [line for line in stdout.splitlines() if line.strip()]
+    assert "== decode" in stderr and "== scale" in stderr
+
+
+def test_write_makes_a_page_with_date_commit_command_and_the_same_table(
+    quick_run: tuple[str, str, Path, datetime],
+) -> None:
+    stdout, _, page, started = quick_run
+    text = page.read_text()
+    assert "stale" not in text
+    assert table_lines(text) == table_lines(stdout)
+
+    date = re.search(r"^- date: (\d{4}-\d\d-\d\d \d\d:\d\d) UTC", text, re.M)
+    assert date is not None, text
+    written = datetime.strptime(date[1], "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+    assert started - timedelta(minutes=1) <= written <= datetime.now(UTC)
+
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    assert re.search(rf"^- commit: {head}(\+dirty)?$", text, re.M), text
+    command = f"python -m loadtests.benchmarks --only decode,scale --quick --write {page}"
+    assert f"- command: `{command}`" in text
+    assert re.search(r"^- machine: .+, \d+ cores, .+ RAM, GPU: .+$", text, re.M), text
+
+
+def test_an_unknown_benchmark_is_refused() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "loadtests.benchmarks", "--only", "decode,nope"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "choose from decode, model, indexer, api, scale" in result.stderr
+    assert result.stdout == ""
+
+
+def test_the_docs_page_has_a_row_for_every_figure_and_no_other() -> None:
+    rows = figures_of(DOCS.read_text())
+    everything = known(list(figure_names()))
+    missing, stale = sorted(everything - set(rows)), sorted(set(rows) - everything)
+    assert not missing, f"rows the docs lack (rerun its --write): {missing}"
+    assert not stale, f"rows the command no longer prints (rerun its --write): {stale}"
+
+
+def test_the_docs_page_holds_measured_numbers() -> None:
+    text = DOCS.read_text()
+    for key, cell in figures_of(text).items():
+        assert number(cell) >= 0, key
+    # Written by a full run, not --quick or a subset, with where and when it ran.
+    command = re.search(r"^- command: `(.+)`$", text, re.M)
+    assert command is not None and command[1].startswith("python -m loadtests.benchmarks")
+    assert "--quick" not in command[1] and "--only" not in command[1]
+    assert re.search(r"^- date: \d{4}-\d\d-\d\d \d\d:\d\d UTC", text, re.M)
+    assert re.search(r"^- commit: [0-9a-f]{7,}(\+dirty)?$", text, re.M)

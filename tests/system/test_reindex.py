@@ -1,0 +1,134 @@
+"""A full reindex to model version 2 while searches run, the atomic switch, and rollback.
+
+Qdrant Edge admits one process per store, so this test is that process: it owns the store,
+runs the Celery worker on its threads (as `photosearch up` does in the embedded mode), and
+searches; every task still travels through the real Redis queue.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from core.jobs import Jobs, JobState
+from core.sources import LocalSource
+from core.vectorstore import (
+    LIVE_ALIAS,
+    PREVIOUS_ALIAS,
+    VectorStore,
+    model_version_of,
+    open_store,
+)
+from indexer import reindex as reindexing
+from indexer.app import all_queues, app, configure, control_queue, plan_queue
+from indexer.host import worker_thread
+from indexer.runtime import Runtime
+from indexer.tasks import queue_sync, submit_reindex
+from model.triton_server import TritonServer
+from tests.support.images import encode
+from tests.support.indexing import (
+    drop_keys,
+    photo_folder,
+    settings_for,
+    variant,
+    wait_idle,
+    wait_job,
+    write_photo,
+)
+
+
+class SearchLoop(threading.Thread):
+    """Searches the live alias as the query API will: the collection's own model version."""
+
+    def __init__(self, runtime: Runtime, store: VectorStore) -> None:
+        super().__init__(daemon=True)
+        self.runtime, self.store = runtime, store
+        self.stop = threading.Event()
+        self.ok = 0
+        self.failures: list[str] = []
+        self.seen: set[str] = set()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                collection = self.store.resolve(LIVE_ALIAS)
+                version = model_version_of(collection)
+                query = self.runtime.embedder.encode_texts(["a cat"], model_version=version)
+                vector = self.runtime.run(query)[0]
+                hits = self.store.search(collection, vector, limit=5)
+                if len(hits) != 5:
+                    self.failures.append(f"{collection}: {len(hits)} hits")
+                else:
+                    self.ok += 1
+                    self.seen.add(collection)
+            except Exception as exc:
+                self.failures.append(f"{type(exc).__name__}: {exc}")
+            time.sleep(0.01)
+
+
+def test_reindex_switches_with_no_failed_search_and_rollback_returns(
+    two_versions: tuple[Path, TritonServer], tmp_path: Path
+) -> None:
+    repo, server = two_versions
+    settings = settings_for(tmp_path / "data", server.url, repo, model_version=1)
+    configure(app, settings)
+    jobs = Jobs.from_settings(settings)
+    root = tmp_path / "photos"
+    photo_folder(root, 24)
+    source = str(root)
+    store = open_store(settings)
+    runtime = Runtime(settings, store=store)
+    everything = all_queues(settings)
+    try:
+        with worker_thread(app, runtime, queues=everything):
+            first = queue_sync(jobs, source)
+            assert wait_job(jobs, first).done == 24
+        v1 = store.resolve(LIVE_ALIAS)
+        assert model_version_of(v1) == 1
+
+        searches = SearchLoop(runtime, store)
+        searches.start()
+        # Plan the reindex with no embedding worker yet, then change the source under it:
+        # the catch-up pass must carry the changes into the new collection.
+        with worker_thread(app, runtime, queues=[control_queue(settings), plan_queue(settings)]):
+            job_id = submit_reindex(jobs, 2, source).job_id
+            deadline = time.monotonic() + 60
+            while (job := jobs.get(job_id)) is None or not job.batches_total or job.planning:
+                assert time.monotonic() < deadline, job
+                time.sleep(0.05)
+        write_photo(root / "late/new.jpg", 40)
+        (root / "day1/photo001.png").write_bytes(encode(variant(41), "PNG"))
+        (root / "day2/photo002.webp").unlink()
+        with worker_thread(app, runtime, queues=everything):
+            job = wait_job(jobs, job_id)
+            wait_idle(jobs)
+            time.sleep(0.3)  # searches go on after the switch
+            searches.stop.set()
+            searches.join()
+
+            assert job.state == JobState.DONE, (job, jobs.problems(job_id))
+            assert searches.failures == [] and searches.ok > 0
+            v2 = store.resolve(LIVE_ALIAS)
+            assert model_version_of(v2) == 2 and v2 != v1
+            assert searches.seen == {v1, v2}
+            assert store.aliases()[PREVIOUS_ALIAS] == v1
+            in_source = {o.key for o in LocalSource(root).list_range()}
+            assert {v.photo_id for v in store.points(v2)} == in_source
+            assert store.count(v2) == len(in_source) == 24
+            [old] = store.retrieve(v1, ["day2/photo000.jpg"], with_vectors=True)
+            [new] = store.retrieve(v2, ["day2/photo000.jpg"], with_vectors=True)
+            assert old.vector is not None and new.vector is not None
+            assert float(np.dot(old.vector, new.vector)) < 0.99  # other weights, other vectors
+            assert new.payload["model_version"] == 2
+
+        # The task's plain function: see test_indexer for `photosearch index rollback` itself.
+        message = reindexing.rollback(runtime)
+        assert f"{LIVE_ALIAS} -> {v1}" in message
+        assert store.aliases() == {LIVE_ALIAS: v1, PREVIOUS_ALIAS: v2}
+    finally:
+        runtime.close()
+        store.close()
+        drop_keys(settings)

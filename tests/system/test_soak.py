@@ -1,0 +1,172 @@
+"""The soak script (`python -m loadtests.soak`): a one-minute run on a `photosearch up` it
+starts, its report checked against its raw data, and verdicts that fail when they should."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from loadtests.observe import SyncWatch
+from loadtests.records import Records, latency, read
+from loadtests.soak_report import (
+    Growth,
+    RssSample,
+    per_minute,
+    read_rss,
+    rss_growth,
+    thirds,
+    verdicts,
+)
+from tests.support.deployfiles import ROOT
+from tests.support.ports import free_ports
+from tests.support.upprocess import newcomer_env
+
+DURATION, WARMUP, WINDOW = 60.0, 10.0, 20.0
+
+
+@pytest.fixture(scope="module")
+def soak(repository: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """A minute at 4/s with a sync every 20 s, on the tiny model (exported beforehand, so the
+    start takes seconds), sampling memory every 5 s."""
+    base = tmp_path_factory.mktemp("soak")
+    shutil.copytree(repository, base / "data" / "models")
+    out = base / "report"
+    (api,) = free_ports(1)
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "loadtests.soak", "--start", "--variants", "60"),
+            *("--rate", "4", "--duration", str(DURATION), "--sync-every", str(WINDOW)),
+            *("--warmup", str(WARMUP), "--window", str(WINDOW), "--rss-every", "5"),
+            *("--port", str(api), "--data-dir", str(base / "data"), "--out", str(out)),
+        ],
+        cwd=ROOT,
+        env=newcomer_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.strip() == str(out / "report.md")
+    return out, json.loads((out / "soak.json").read_text())
+
+
+def test_the_per_minute_figures_and_thirds_are_those_of_the_requests(
+    soak: tuple[Path, dict[str, Any]],
+) -> None:
+    out, data = soak
+    records = read(out / "requests.csv")
+    t0 = data["t0"]
+    minute = records.between(t0, t0 + 60)
+    assert len(minute) > 0
+    assert data["minutes"][0]["count"] == len(minute)
+    assert data["minutes"][0]["errors"] == int((~minute.ok).sum())
+    assert data["minutes"][0]["p99"] == pytest.approx(
+        np.percentile(minute.latency_ms[minute.ok], 99)
+    )
+    # The first and last thirds: 20 s each, the p99 of their answered requests.
+    for key, (a, b) in (("first_third", (0, 20)), ("last_third", (40, 60))):
+        part = records.between(t0 + a, t0 + b)
+        assert data[key]["count"] == len(part)
+        assert data[key]["p99"] == pytest.approx(np.percentile(part.latency_ms[part.ok], 99))
+    report = (out / "report.md").read_text()
+    assert f"| 0 | {len(minute)} | " in report
+
+
+def test_memory_is_sampled_for_every_process_of_up_and_compared_after_the_warm_up(
+    soak: tuple[Path, dict[str, Any]],
+) -> None:
+    out, data = soak
+    samples = read_rss(out / "rss.csv")
+    processes = {s.process for s in samples}
+    # The supervisor, its children, and Triton's python-backend stub of each model.
+    assert {"up", "api", "triton", "redis", "beat"} <= processes, processes
+    stubs = [p for p in processes if p.startswith("triton/")]
+    assert any("clip_image" in p for p in stubs) and any("clip_text" in p for p in stubs)
+    assert all(s.rss_mib > 0 for s in samples)
+    for entry in data["rss"]:
+        mine = [s for s in samples if s.process == entry["process"]]
+        start = statistics.median(s.rss_mib for s in mine if WARMUP <= s.at_s < WARMUP + WINDOW)
+        end = statistics.median(s.rss_mib for s in mine if s.at_s >= DURATION - WINDOW)
+        assert entry["start_mib"] == pytest.approx(start, abs=1e-3)  # the CSV keeps 3 decimals
+        assert entry["end_mib"] == pytest.approx(end, abs=1e-3)
+        assert entry["growth"] == pytest.approx((end - start) / start, abs=1e-4)
+    assert {e["process"] for e in data["rss"]} == processes
+
+
+def test_the_syncs_ran_one_after_the_other_and_the_report_has_a_verdict_each(
+    soak: tuple[Path, dict[str, Any]],
+) -> None:
+    out, data = soak
+    assert len(data["syncs"]) >= 2  # 20 s apart within a minute, each one done
+    assert all(s["state"] == "done" for s in data["syncs"])
+    report = (out / "report.md").read_text()
+    assert [v["criterion"] for v in data["verdicts"]] == [
+        "no errors",
+        "p99 stable (last third within 1.5x the first)",
+        "resident memory of every process grows < 10%",
+    ]
+    for verdict in data["verdicts"]:
+        word = "PASS" if verdict["passed"] else "FAIL"
+        assert f"- **{word}** {verdict['criterion']}" in report
+    assert data["verdicts"][0]["passed"], data["verdicts"][0]["detail"]
+
+
+def _records(latencies: list[float], ok: bool = True) -> Records:
+    n = len(latencies)
+    return Records(
+        np.arange(n, dtype=np.float64),
+        np.array(["text"] * n),
+        np.array(latencies, dtype=np.float64),
+        np.full(n, 200 if ok else 503, dtype=np.int64),
+        np.full(n, np.nan),
+        np.array(["" if ok else "503"] * n),
+    )
+
+
+def _flat(process: str, mib: float, rise: float) -> list[RssSample]:
+    """Samples every 10 s for 30 min, rising by `rise` (a share) over the run."""
+    return [RssSample(t, process, 1, mib * (1 + rise * t / 1800)) for t in range(0, 1801, 10)]
+
+
+def test_a_20_percent_rise_in_memory_fails_and_a_flat_one_passes() -> None:
+    fine = latency(_records([10.0] * 100))
+    samples = _flat("api", 500, 0.0) + _flat("triton", 300, 0.20)
+    growth = rss_growth(samples, warmup_s=300, window_s=300, end_s=1800)
+    by_name = {g.process: g for g in growth}
+    assert by_name["api"].share == pytest.approx(0.0)
+    # The windows' medians fall at t = 445 s (samples 300..590) and t = 1650 s (1500..1800).
+    start, end = 1 + 0.2 * 445 / 1800, 1 + 0.2 * 1650 / 1800
+    assert by_name["triton"].share == pytest.approx((end - start) / start)
+    memory = verdicts(fine, fine, fine, growth, [])[2]
+    assert not memory.passed and "triton" in memory.detail
+    flat = rss_growth(_flat("api", 500, 0.05), 300, 300, 1800)
+    assert verdicts(fine, fine, fine, flat, [])[2].passed
+
+
+def test_errors_a_failed_sync_p99_drift_and_a_restart_each_fail_their_verdict() -> None:
+    fine = latency(_records([10.0] * 100))
+    steady = [Growth("api", 500, 510, 1)]
+    assert all(v.passed for v in verdicts(fine, fine, fine, steady, []))
+    failed = latency(_records([10.0] * 5, ok=False))
+    assert not verdicts(failed, fine, fine, steady, [])[0].passed
+    sync = SyncWatch("job1", 0.0, {}, {"state": "failed"})
+    assert not verdicts(fine, fine, fine, steady, [sync])[0].passed
+    slower = latency(_records([16.0] * 100))  # p99 1.6x the first third's
+    assert not verdicts(fine, fine, slower, steady, [])[1].passed
+    assert not verdicts(fine, fine, fine, [Growth("api", 500, 510, 2)], [])[2].passed
+
+
+def test_per_minute_splits_the_load_into_minutes() -> None:
+    records = _records([5.0] * 150)  # one request a second from t = 0
+    minutes = per_minute(records, 0.0, 150.0)
+    assert [m.count for m in minutes] == [60, 60, 30]
+    first, last = thirds(records, 0.0, 150.0)
+    assert (first.count, last.count) == (50, 50)

@@ -1,0 +1,45 @@
+"""`up` with a Qdrant server configured: the worker is a process of its own, as in production.
+
+No Qdrant server runs on these machines, so the URL points at a port where nothing listens:
+the test checks the process layout and that the API says which dependency is missing.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import httpx
+
+from tests.support.indexing import photo_folder
+from tests.support.models import TINY_CONFIG
+from tests.support.ports import free_ports
+from tests.support.upprocess import Up, alive, descendants, newcomer_env
+
+
+def cmdline(pid: int) -> list[str]:
+    """The arguments after `python -m photosearch`."""
+    return (Path("/proc") / str(pid) / "cmdline").read_bytes().decode().split("\0")[3:-1]
+
+
+def test_with_a_qdrant_server_the_worker_runs_as_its_own_process(tmp_path: Path) -> None:
+    photos = tmp_path / "photos"
+    photo_folder(photos, 4)
+    api, redis, qdrant = free_ports(3)
+    env = newcomer_env() | {"PHOTOSEARCH_QDRANT__URL": f"http://127.0.0.1:{qdrant}"}
+    up = Up(tmp_path / "data", api, redis, env)
+    up.args = ("--arch", str(TINY_CONFIG), "--pretrained", "none", "--photos", str(photos))
+    up.start(until="(job ")  # every child started; the sync is queued
+    try:
+        children = up.state()["children"]
+        assert set(children) == {"redis", "triton", "api", "worker", "beat"}
+        assert cmdline(children["api"]) == ["api", "serve"]  # no --embedded-worker
+        assert cmdline(children["worker"]) == ["worker"]
+        assert not (up.data_dir / "vectors").exists()  # nothing embedded was opened
+        ready = httpx.get(up.url + "/readyz", timeout=10)
+        assert ready.status_code == 503
+        assert ready.json()["checks"]["vector_store"]["ok"] is False
+        below = descendants(up.process.pid if up.process else 0)
+    finally:
+        assert up.stop(signal.SIGTERM) == 0
+    assert [pid for pid in below if alive(pid)] == []
