@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 from concurrent.futures import Executor
 
@@ -9,20 +10,54 @@ from core.embedding.arrays import Pixels
 from core.embedding.errors import InvalidImage
 from core.embedding.images import ImageLimits, prepare_image
 from core.embedding.manifest import ImagePreprocessing
-from core.sources import Source, SourceRefused
+from core.sources import Source, SourceError, SourceRefused, SourceUnavailable
 from indexer.catalog import Photo
+
+# The storage itself failing (a mount gone, a network filesystem or socket timing out, this
+# process out of descriptors or memory): the batch is tried again later. Any other OSError
+# (permission denied, a folder, a name too long...) is the one photo's, recorded as its reason.
+STORAGE_ERRNOS = frozenset(
+    {
+        errno.EIO,
+        errno.ESTALE,
+        errno.ENOTCONN,
+        errno.ETIMEDOUT,
+        errno.EHOSTDOWN,
+        errno.EHOSTUNREACH,
+        errno.ENETDOWN,
+        errno.ENETUNREACH,
+        errno.ECONNRESET,
+        errno.ECONNREFUSED,
+        errno.ECONNABORTED,
+        errno.EMFILE,
+        errno.ENFILE,
+        errno.ENOMEM,
+        errno.ENOBUFS,
+        errno.EAGAIN,
+        errno.EINTR,
+    }
+)
 
 
 def read_photo(
     source: Source, photo: Photo, spec: ImagePreprocessing, limits: ImageLimits
 ) -> Pixels | str:
-    """The encoder's pixels, or why the photo cannot be indexed (I/O failures raise: retry)."""
+    """The encoder's pixels, or why the photo cannot be indexed; a source or storage that
+    does not answer raises SourceUnavailable (the batch is tried again)."""
     try:
         data = source.read(photo.key)
     except FileNotFoundError:
         return "gone from the source before it could be read"
     except SourceRefused as exc:  # a link, a FIFO, a folder, too large: final, not retried
         return str(exc)
+    except SourceUnavailable:
+        raise
+    except SourceError as exc:  # refused for this one object (an S3 403): final
+        return str(exc)
+    except OSError as exc:
+        if exc.errno in STORAGE_ERRNOS:
+            raise SourceUnavailable(f"reading {photo.key}: {exc}") from exc
+        return f"cannot be read: {exc.strerror or exc}"
     try:
         return prepare_image(data, spec, limits)
     except InvalidImage as exc:
