@@ -1,46 +1,15 @@
-"""The Celery application: Redis broker and backend, named queues, routes, the nightly beat."""
+"""The worker's Celery application, made from a Settings: its tasks, retries and nightly beat."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from celery import Celery
+from celery import Task
 from celery.schedules import crontab
-from celery.signals import before_task_publish
-from kombu import Queue
 
-from core.settings import Settings, get_settings
-
-# Celery's messages carry no time of sending; every publisher (API, beat, worker) imports this
-# module, and stamps one, so the age of the oldest waiting task can be read off the queue.
-ENQUEUED_AT = "photosearch_enqueued_at"
-
-
-@before_task_publish.connect
-def _stamp_enqueued_at(headers: dict[str, Any] | None = None, **_: object) -> None:
-    if headers is not None:
-        headers.setdefault(ENQUEUED_AT, time.time())
-
-
-def control_queue(settings: Settings) -> str:
-    """Short tasks that start jobs, switch and roll back: never stuck behind planning or
-    embedding (in Kubernetes, a worker of its own consumes it)."""
-    return f"{settings.redis.prefix}.control"
-
-
-def plan_queue(settings: Settings) -> str:
-    """Planning tokens: each plans one shard; as many run at once as workers take them."""
-    return f"{settings.redis.prefix}.plan"
-
-
-def embed_queue(settings: Settings) -> str:
-    """Embedding tokens: each embeds one batch; at most max_queued_batches per job wait."""
-    return f"{settings.redis.prefix}.embed"
-
-
-def all_queues(settings: Settings) -> list[str]:
-    return [control_queue(settings), plan_queue(settings), embed_queue(settings)]
+import indexer.tasks  # noqa: F401  (registers the shared tasks with every app made here)
+from core.settings import Settings
+from core.taskqueue import SCHEDULED_RECONCILE, SCHEDULED_SYNC, TaskApp, create_celery
 
 
 def nightly(cron: str) -> crontab:
@@ -55,58 +24,32 @@ def nightly(cron: str) -> crontab:
 def schedule(settings: Settings) -> dict[str, dict[str, object]]:
     """The nightly job and, when a feed makes it an increment, the weekly full sync."""
     jobs: dict[str, dict[str, object]] = {
-        "nightly-sync": {
-            "task": "indexer.scheduled_sync",
-            "schedule": nightly(settings.indexer.sync_cron),
-        }
+        "nightly-sync": {"task": SCHEDULED_SYNC, "schedule": nightly(settings.indexer.sync_cron)}
     }
     if settings.indexer.feed:
         jobs["reconciliation"] = {
-            "task": "indexer.scheduled_reconcile",
+            "task": SCHEDULED_RECONCILE,
             "schedule": nightly(settings.indexer.reconcile_cron),
         }
     return jobs
 
 
-def configure(app: Celery, settings: Settings) -> Celery:
-    """(Re)configure the app from settings; connections are made lazily, on first use."""
-    control, plan, embed = all_queues(settings)
-    if app.conf.broker_url not in (None, settings.redis.url):
-        # The connection and producer pools are made once, for the broker of their time: left
-        # alone, tasks sent after a switch would still go to the previous Redis.
-        app._pool = None  # type: ignore[attr-defined]
-        app.amqp._producer_pool = None  # type: ignore[attr-defined]
-    visibility = settings.indexer.visibility_timeout_s
-    transport = {
-        "visibility_timeout": visibility,
-        # The tasks of a worker that died go back to the queue when kombu sweeps its unacked
-        # messages: by default every 10 s x 10 (its throttle), so 100 s after the visibility
-        # timeout at worst. One sweep (a ZRANGE) every min(10 s, timeout) costs nothing.
-        "unacked_restore_interval": max(1, min(10, visibility)),
-        "unacked_restore_throttle": 1,
-    }
-    app.conf.update(
-        broker_url=settings.redis.url,
-        result_backend=settings.redis.url,
-        broker_transport_options=transport,
-        result_backend_transport_options=transport,
-        broker_connection_retry_on_startup=True,
-        task_queues=[Queue(control), Queue(plan), Queue(embed)],
-        task_default_queue=control,
-        task_routes={"indexer.plan": {"queue": plan}, "indexer.embed_batch": {"queue": embed}},
-        # A task is acknowledged when it has finished, so a worker that dies mid-batch leaves
-        # it to be delivered again; one prefetched message per thread bounds what is held.
-        task_acks_late=True,
-        task_reject_on_worker_lost=True,
-        worker_prefetch_multiplier=1,
-        task_serializer="json",
-        result_serializer="json",
-        accept_content=["json"],
-        result_expires=7 * 86400,
-        timezone="UTC",
-        beat_schedule=schedule(settings),
-    )
+class _Retries:
+    """Celery annotations giving the indexer's tasks the settings' retry budget: applied as
+    each task is bound to its app, so every app keeps the budget of its own settings."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.options = {
+            "max_retries": settings.indexer.max_retries,
+            "retry_backoff_max": settings.indexer.retry_backoff_max_s,
+        }
+
+    def annotate(self, task: Task[Any, Any]) -> dict[str, int] | None:
+        return self.options if task.name.startswith("indexer.") else None
+
+
+def create_app(settings: Settings) -> TaskApp:
+    """The worker's (and beat's) app: the shared queues, the indexer's tasks, the schedule."""
+    app = create_celery(settings)
+    app.conf.update(task_annotations=[_Retries(settings)], beat_schedule=schedule(settings))
     return app
-
-
-app = configure(Celery("photosearch", include=["indexer.tasks"]), get_settings())

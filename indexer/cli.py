@@ -31,6 +31,13 @@ def _jobs() -> Any:
     return Jobs.from_settings(settings)
 
 
+def _publisher() -> Any:
+    """A Celery app that sends this command's task by name (the process ends after)."""
+    from core.taskqueue import create_celery
+
+    return create_celery(get_settings())
+
+
 def _describe(job: Any) -> str:
     eta = "-" if job.eta_s is None else f"{job.eta_s:.0f}s"
     phase = f" {job.phase} round {job.round}" if job.phase else ""
@@ -113,22 +120,22 @@ def sync_command(
     force: ForceOption = False,
 ) -> None:
     """List the source: index what is new or changed, delete what is gone (the full sync)."""
-    from indexer.tasks import submit_sync
+    from core.submit import submit_sync
 
     jobs = _jobs()
     uri = _source(source, jobs)
-    _started(submit_sync(jobs, uri, force=force), f"sync of {uri}", wait)
+    _started(submit_sync(_publisher(), jobs, uri, force=force), f"sync of {uri}", wait)
 
 
 @index_app.command("increment")
 def increment_command(wait: WaitOption = False, force: ForceOption = False) -> None:
     """Index what the change feed (PHOTOSEARCH_INDEXER__FEED) reported, listing nothing."""
     from core.jobs import JobKind
-    from indexer.tasks import submit_sync
+    from core.submit import submit_sync
 
     jobs = _jobs()
     uri = _source(None, jobs)
-    submitted = submit_sync(jobs, uri, JobKind.INCREMENT, force=force)
+    submitted = submit_sync(_publisher(), jobs, uri, JobKind.INCREMENT, force=force)
     _started(submitted, f"increment of {uri}", wait)
 
 
@@ -165,20 +172,20 @@ def reindex_command(
     ] = False,
 ) -> None:
     """Rebuild every photo with a new model version beside the live index, then switch."""
-    from indexer.tasks import submit_reindex
+    from core.submit import submit_reindex
 
     jobs = _jobs()
     uri = _source(source, jobs)
-    submitted = submit_reindex(jobs, model_version, uri, force=force)
+    submitted = submit_reindex(_publisher(), jobs, model_version, uri, force=force)
     _started(submitted, f"reindex with model version {model_version} of {uri}", wait)
 
 
-def _call(task: Any, *args: Any) -> Any:
+def _call(name: str, *args: Any) -> Any:
     """Run a task on the worker that owns the store and return its answer."""
     from celery.exceptions import TimeoutError as CeleryTimeout
 
     try:
-        return task.delay(*args).get(timeout=60)
+        return _publisher().send_task(name, args=args).get(timeout=60)
     except CeleryTimeout:
         typer.echo("no worker answered within 60 s: is `photosearch worker` running?", err=True)
         raise typer.Exit(2) from None
@@ -190,14 +197,13 @@ def _call(task: Any, *args: Any) -> Any:
 @index_app.command("rollback")
 def rollback_command() -> None:
     """Searches go back to the previous collection (and model version) at once."""
-    from core.jobs import FINISHED, JobKind, JobState
-    from indexer.tasks import rollback_job
+    from core.jobs import FINISHED, JobState
+    from core.submit import submit_rollback
 
     # A job record, not a task result: the API asks the same way, and a worker embedded in
     # another process (the API's) answers it like any other.
     jobs = _jobs()
-    job_id = jobs.create(JobKind.ROLLBACK)
-    rollback_job.delay(job_id)
+    job_id = submit_rollback(_publisher(), jobs)
     job = jobs.wait(job_id, timeout_s=60)
     if job is None or job.state not in FINISHED:
         typer.echo("no worker answered within 60 s: is `photosearch worker` running?", err=True)
@@ -211,9 +217,9 @@ def rollback_command() -> None:
 @index_app.command("drop")
 def drop_command(collection: str) -> None:
     """Delete a collection that is not live (after a rollback is no longer wanted)."""
-    from indexer.tasks import drop
+    from core.taskqueue import DROP
 
-    typer.echo(_call(drop, collection))
+    typer.echo(_call(DROP, collection))
 
 
 @index_app.command("status")
@@ -225,14 +231,14 @@ def status_command(
     """Jobs with counts, rate and ETA; collections and aliases when a worker answers."""
     from celery.exceptions import TimeoutError as CeleryTimeout
 
-    from indexer.tasks import collections
+    from core.taskqueue import COLLECTIONS
 
     jobs = _jobs()
     found = [jobs.get(job_id)] if job_id else jobs.recent(limit)
     if job_id and found[0] is None:
         raise typer.BadParameter(f"no job {job_id}")
     try:
-        stores: list[dict[str, Any]] | None = collections.delay().get(timeout=5)
+        stores: list[dict[str, Any]] | None = _publisher().send_task(COLLECTIONS).get(timeout=5)
     except CeleryTimeout:
         stores = None
     if as_json:
@@ -263,16 +269,18 @@ def worker_command(
     """Run a Celery worker (threads: one process owns the embedded store)."""
     import threading
 
-    from indexer.app import all_queues, app
+    from core.taskqueue import all_queues
+    from indexer.app import create_app
     from indexer.tasks import nudging
 
     settings = get_settings()
+    app = create_app(settings)
     names = queues or ",".join(all_queues(settings))
     if settings.indexer.metrics_port:
         from indexer.metrics import serve_metrics
 
         serve_metrics(settings)
-    nudging(threading.Event())  # a daemon thread: it ends with the process
+    nudging(app, threading.Event())  # a daemon thread: it ends with the process
     app.worker_main(
         [
             "worker",
@@ -289,9 +297,10 @@ def worker_command(
 
 def beat_command(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
     """Run Celery beat: the nightly sync at PHOTOSEARCH_INDEXER__SYNC_CRON."""
-    from indexer.app import app
+    from indexer.app import create_app
 
     settings = get_settings()
+    app = create_app(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     schedule = settings.data_dir / "celerybeat-schedule"
     app.start(["beat", f"--loglevel={loglevel}", f"--schedule={schedule}"])

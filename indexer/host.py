@@ -15,14 +15,15 @@ from celery.worker import WorkController
 from celery.worker import state as worker_state
 
 from core.settings import Settings
+from core.taskqueue import all_queues
 from core.vectorstore import VectorStore
-from indexer.app import all_queues
+from indexer.app import create_app
 from indexer.runtime import Runtime, install_runtime
 
 log = logging.getLogger(__name__)
 
 
-class _Worker(WorkController):
+class EmbeddedWorker(WorkController):
     """A worker that says when its consumer is ready."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -44,7 +45,7 @@ def worker_thread(
     loglevel: str = "WARNING",
     shutdown_timeout_s: float = 60.0,
     name: str = "photosearch-embedded",
-) -> Iterator[_Worker]:
+) -> Iterator[EmbeddedWorker]:
     """Consume the real queues on threads of this process, with this process's runtime.
 
     Qdrant Edge allows one process per store, so in the embedded mode the process that owns
@@ -55,7 +56,7 @@ def worker_thread(
     # Pool threads see the default app, not this thread's current one.
     app.set_default()
     previous = install_runtime(runtime)
-    worker = _Worker(
+    worker = EmbeddedWorker(
         app=app,
         pool="threads",
         concurrency=concurrency,
@@ -75,7 +76,7 @@ def worker_thread(
     from indexer.tasks import nudging
 
     stop_nudging = threading.Event()
-    nudger = nudging(stop_nudging)
+    nudger = nudging(app, stop_nudging)
     try:
         yield worker
     finally:
@@ -91,13 +92,14 @@ def worker_thread(
 
 
 @contextmanager
-def embedded_worker(app: Celery, settings: Settings, store: VectorStore) -> Iterator[_Worker]:
+def embedded_worker(settings: Settings, store: VectorStore) -> Iterator[EmbeddedWorker]:
     """The worker of `photosearch up`'s API process: all queues, over the store it owns.
 
     It is the only consumer of its queues (the store admits one owner), so the tasks that a
     killed predecessor held unacknowledged are its own: they go back on their queues now,
     not after the visibility timeout (an hour).
     """
+    app = create_app(settings)
     restored = restore_orphaned(app, all_queues(settings))
     if restored:
         log.warning("%d tasks of a worker that died were put back on their queues", restored)
@@ -113,6 +115,7 @@ def embedded_worker(app: Celery, settings: Settings, store: VectorStore) -> Iter
             yield worker
     finally:
         runtime.close()
+        app.close()
 
 
 def restore_orphaned(app: Celery, queues: list[str]) -> int:

@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 
 from core.jobs import FINISHED, JobKind
 from core.settings import Settings
-from indexer.app import ENQUEUED_AT, control_queue, embed_queue, plan_queue
+from core.taskqueue import ENQUEUED_AT, control_queue, embed_queue, plan_queue
 
 log = logging.getLogger(__name__)
 

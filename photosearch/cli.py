@@ -7,6 +7,7 @@ import typer
 from core.settings_doc import settings_table
 from indexer.cli import beat_command, index_app, worker_command
 from model.cli import model_app, triton_app
+from photosearch.embedded import serve_embedded_command
 from photosearch.up.cli import up_command
 from query_api.cli import api_app
 
@@ -18,6 +19,7 @@ app.add_typer(api_app, name="api")
 app.command("up")(up_command)
 app.command("worker")(worker_command)
 app.command("beat")(beat_command)
+app.command("serve-embedded", hidden=True)(serve_embedded_command)
 
 
 @app.command("settings")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse
@@ -20,6 +20,19 @@ from query_api.guards import BodyLimit, SecurityHeaders
 from query_api.metrics import Metrics, MetricsMiddleware
 from query_api.routes import admin, health, model, photos, search
 from query_api.services import Services
+
+
+class Companion(Protocol):
+    """Work that runs in the API's process over its services, for the app's lifetime (`up`'s
+    embedded mode runs the indexing worker this way); liveness fails when it has stopped."""
+
+    name: str
+
+    def alive(self) -> bool: ...
+
+
+# Started in the lifespan once the services are open; stopped before they close.
+StartCompanion = Callable[[Services], AbstractContextManager[Companion]]
 
 STATIC = Path(__file__).parent / "static"
 # Multipart framing around an upload: boundaries and part headers.
@@ -48,37 +61,28 @@ def create_app(
     settings: Settings | None = None,
     *,
     store: VectorStore | None = None,
-    embedded_worker: bool = False,
+    companions: Sequence[StartCompanion] = (),
 ) -> FastAPI:
     """The API; `store` lets a process that already owns the embedded store share it.
 
-    `embedded_worker` runs a Celery worker on this process's threads, over this process's
-    store: Qdrant Edge admits one owner, so in `photosearch up`'s embedded mode the API process
-    indexes too, still fed by the real Redis queue.
+    `companions` run beside the API over its services: in `photosearch up`'s embedded mode,
+    the indexing worker (Qdrant Edge admits one owner, so that process indexes too, still fed
+    by the real Redis queue).
     """
     settings = settings or get_settings()
     metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        from indexer.app import app as celery_app
-        from indexer.app import configure
-
-        # The admin routes send tasks through the same broker the workers consume.
-        configure(celery_app, settings)
         services = Services.open(settings, store, metrics)
         app.state.services = services
         try:
-            # The worker stops (finishing its tasks) before the store it writes is closed.
-            with ExitStack() as worker:
-                worker.enter_context(metrics_listener(settings, metrics))
-                app.state.embedded_worker = None
-                if embedded_worker:
-                    from indexer.host import embedded_worker as start_worker
-
-                    app.state.embedded_worker = worker.enter_context(
-                        start_worker(celery_app, settings, services.store)
-                    )
+            # Companions stop (a worker finishing its tasks) before the store they use closes.
+            with ExitStack() as running:
+                running.enter_context(metrics_listener(settings, metrics))
+                app.state.companions = [
+                    running.enter_context(start(services)) for start in companions
+                ]
                 yield
         finally:
             await services.close()

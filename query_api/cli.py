@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Annotated
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from core.settings import get_settings
+from core.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from query_api.app import StartCompanion
 
 api_app = typer.Typer(help="The query API and the search page.")
 
@@ -27,29 +31,23 @@ class _QuietProbes(logging.Filter):
         return True
 
 
-@api_app.command("serve")
-def serve_command(
-    host: Annotated[str | None, typer.Option(help="[default: PHOTOSEARCH_API__HOST]")] = None,
-    port: Annotated[int | None, typer.Option(help="[default: PHOTOSEARCH_API__PORT]")] = None,
-    log_level: Annotated[str, typer.Option()] = "info",
-    embedded_worker: Annotated[
-        bool,
-        typer.Option(
-            "--embedded-worker",
-            help="Also run the Celery worker in this process (it owns the embedded store).",
-        ),
-    ] = False,
+def serve(
+    settings: Settings,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    log_level: str = "info",
+    companions: Sequence[StartCompanion] = (),
 ) -> None:
-    """Serve the API and the page (one process; run replicas behind a load balancer)."""
+    """Serve the API (and its companions) until the process is told to stop."""
     import uvicorn
 
     from query_api.app import create_app
     from query_api.server import server_config
 
-    settings = get_settings()
     logging.getLogger("uvicorn.access").addFilter(_QuietProbes())
     config = server_config(
-        create_app(settings, embedded_worker=embedded_worker),
+        create_app(settings, companions=companions),
         settings,
         host=host or settings.api.host,
         port=port or settings.api.port,
@@ -59,6 +57,19 @@ def serve_command(
         timeout_graceful_shutdown=10,
     )
     uvicorn.Server(config).run()
+
+
+HostOption = Annotated[str | None, typer.Option(help="[default: PHOTOSEARCH_API__HOST]")]
+PortOption = Annotated[int | None, typer.Option(help="[default: PHOTOSEARCH_API__PORT]")]
+LogLevelOption = Annotated[str, typer.Option()]
+
+
+@api_app.command("serve")
+def serve_command(
+    host: HostOption = None, port: PortOption = None, log_level: LogLevelOption = "info"
+) -> None:
+    """Serve the API and the page (one process; run replicas behind a load balancer)."""
+    serve(get_settings(), host=host, port=port, log_level=log_level)
 
 
 @api_app.command("key")

@@ -17,6 +17,7 @@ from core.embedding.images import ImageLimits
 from core.jobs import Jobs
 from core.querycache import QueryCache
 from core.settings import Settings
+from core.taskqueue import TaskApp, create_celery
 from core.vectorstore import (
     LIVE_ALIAS,
     CollectionNotFound,
@@ -42,6 +43,8 @@ class Services:
     redis: AsyncRedis
     cache: QueryCache
     jobs: Jobs
+    # Sends the admin routes' tasks by name to the queues the workers consume.
+    tasks: TaskApp
     metrics: Metrics
     keys: KeyRing
     store_pool: ThreadPoolExecutor
@@ -84,6 +87,7 @@ class Services:
             redis=redis,
             cache=cache,
             jobs=jobs,
+            tasks=create_celery(settings),
             metrics=metrics,
             keys=KeyRing(api.keys, api.anonymous_search),
             store_pool=ThreadPoolExecutor(api.store_threads, thread_name_prefix="store"),
@@ -109,6 +113,7 @@ class Services:
         await self.embedder.close()
         await self.redis.aclose()
         self.jobs.redis.close()
+        self.tasks.close()
         self.store_pool.shutdown(wait=True, cancel_futures=True)
         self.images.close()
         if self.own_store:

@@ -37,17 +37,16 @@ def index_then_announce(
     data_dir = settings.data_dir
     try:
         from core.jobs import Jobs, JobState
-        from indexer.app import app, configure
+        from core.submit import queue_sync, submit_reindex
+        from core.taskqueue import create_celery
         from indexer.cli import follow
 
-        configure(app, settings)
-        from indexer.tasks import queue_sync, submit_reindex
-
+        tasks = create_celery(settings)
         jobs = Jobs.from_settings(settings)
         live = ((readyz(base_url) or {}).get("checks") or {}).get("vector_store", {})
         if model is not None and model.exported and live.get("ok"):
             version = model.manifest.version
-            job_id = submit_reindex(jobs, version, source).job_id
+            job_id = submit_reindex(tasks, jobs, version, source).job_id
             label = f"reindexing {source} with model version {version}"
         else:
             # Leaving the demo photos for --photos deletes them all: the delete guard's
@@ -55,7 +54,9 @@ def index_then_announce(
             before = jobs.recall("source")
             demo = settings.data_dir / "demo-photos"
             leaving_demo = before is not None and is_folder(before, demo)
-            job_id = queue_sync(jobs, source, force=leaving_demo and not is_folder(source, demo))
+            job_id = queue_sync(
+                tasks, jobs, source, force=leaving_demo and not is_folder(source, demo)
+            )
             label = f"indexing {source}"
         say(f"{label} (job {job_id})")
         job = follow(jobs, job_id, label="indexing")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from core.embedding.errors import ModelVersionUnavailable
 from core.jobs import FINISHED, JobKind, JobState, JobStatus
 from core.sources import SourceError, check_source
+from core.submit import Submitted, submit_reindex, submit_rollback, submit_sync
 from query_api.deps import AdminCaller, ServicesDep
 from query_api.errors import ApiError
 from query_api.schemas import (
@@ -22,9 +23,6 @@ from query_api.schemas import (
     SyncRequest,
 )
 from query_api.services import Services
-
-if TYPE_CHECKING:
-    from indexer.tasks import Submitted
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])
 
@@ -66,15 +64,13 @@ async def start_sync(body: SyncRequest, services: ServicesDep, caller: AdminCall
     """Index what is new or changed in the source now (the nightly job, on demand); joins a
     sync of the same kind, source and force already running. One that would delete more than
     max_delete_share of the live index is refused (the job says so) unless forced."""
-    from indexer.tasks import submit_sync
-
     kind = JobKind(body.kind)
     if kind == JobKind.INCREMENT and not services.settings.indexer.feed:
         raise ApiError(422, "no change feed is configured (PHOTOSEARCH_INDEXER__FEED)")
 
     def send() -> Submitted:
         source = _source(services, body.source)
-        return submit_sync(services.jobs, source, kind, force=body.force)
+        return submit_sync(services.tasks, services.jobs, source, kind, force=body.force)
 
     return _accepted(await run_in_threadpool(send), kind)
 
@@ -84,8 +80,6 @@ async def start_reindex(
     body: ReindexRequest, services: ServicesDep, caller: AdminCaller
 ) -> JobAccepted:
     """Rebuild the index with another model version beside the live one, then switch."""
-    from indexer.tasks import submit_reindex
-
     try:
         services.embedder.manifest(body.model_version)
     except ModelVersionUnavailable:
@@ -95,7 +89,9 @@ async def start_reindex(
 
     def send() -> Submitted:
         source = _source(services, body.source)
-        return submit_reindex(services.jobs, body.model_version, source, force=body.force)
+        return submit_reindex(
+            services.tasks, services.jobs, body.model_version, source, force=body.force
+        )
 
     return _accepted(await run_in_threadpool(send), JobKind.REINDEX)
 
@@ -112,14 +108,7 @@ async def rollback(
     services: ServicesDep, caller: AdminCaller, response: Response
 ) -> RollbackResponse:
     """Point searches back at the previous collection; waits briefly for the worker's answer."""
-    from indexer.tasks import rollback_job
-
-    def send() -> str:
-        job_id = services.jobs.create(JobKind.ROLLBACK)
-        rollback_job.delay(job_id)
-        return job_id
-
-    job_id = await run_in_threadpool(send)
+    job_id = await run_in_threadpool(submit_rollback, services.tasks, services.jobs)
     job = await run_in_threadpool(services.jobs.wait, job_id, services.settings.api.admin_wait_s)
     if job is None or job.state not in FINISHED:
         response.status_code = 202

@@ -19,16 +19,16 @@ _CHECK_TIMEOUT_S = 2.0
 
 @router.get("/healthz")
 async def healthz(request: Request) -> JSONResponse:
-    """The process answers (liveness); with an embedded worker, that worker still runs.
+    """The process answers (liveness), and what runs beside it (an embedded worker) still runs.
 
     A worker thread that died leaves searches working and indexing silently stopped: failing
     liveness gets the process restarted, worker and all.
     """
-    worker = getattr(request.app.state, "embedded_worker", None)
-    if worker is not None and (worker.thread is None or not worker.thread.is_alive()):
-        return JSONResponse(
-            {"status": "failing", "error": "the embedded indexing worker has stopped"}, 503
-        )
+    for companion in getattr(request.app.state, "companions", []):
+        if not companion.alive():
+            return JSONResponse(
+                {"status": "failing", "error": f"{companion.name} has stopped"}, 503
+            )
     return JSONResponse({"status": "ok"})
 
 
