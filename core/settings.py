@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 # The design asks for a text queue delay under 10 ms; Triton's unit is microseconds.
 MAX_TEXT_QUEUE_DELAY_US = 10_000
@@ -417,6 +423,29 @@ class Settings(BaseSettings):
         """The model repository, resolved against the data directory."""
         assert self.model.repository is not None  # filled by _derive_paths
         return self.model.repository
+
+
+def settings_from(environ: Mapping[str, str]) -> Settings:
+    """The settings a process started with `environ` reads (`up` works out its children's
+    this way, and hands each child that environment, never changing its own)."""
+
+    class _Environ(EnvSettingsSource):
+        def _load_env_vars(self) -> Mapping[str, str | None]:
+            return {name.lower(): value for name, value in environ.items()}
+
+    class _Given(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, _Environ(settings_cls))
+
+    return _Given()
 
 
 @lru_cache(maxsize=1)

@@ -6,7 +6,6 @@ module only decides what to export and reads the manifests it leaves.
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 from collections.abc import Callable
@@ -103,7 +102,7 @@ def ensure_model(
                 *("--arch", arch, "--pretrained", weights, "--repository", str(repository)),
             ],
             log,
-            env={**os.environ, **extra_env},
+            env=dict(extra_env),  # on top of the environment `up` gives its children
         )
         if run(child) == 0:
             break

@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.atomicfile import write_atomic
-from core.settings import Settings, get_settings
+from core.settings import Settings, settings_from
 from model.triton_server import Ports, new_control_key
 from photosearch.up.bootstrap import (
     RANDOM_WEIGHTS_WARNING,
@@ -89,6 +89,7 @@ class Supervisor:
         self.restarts: dict[str, _Restarts] = {}
         self.stopping = False
         self.env: dict[str, str] = {}
+        self._settings: tuple[dict[str, str], Settings] | None = None
         self.ports = PortBook(say)
         self.moved: set[str] = set()  # ports moved whose readers have not started again yet
         self.base_url = ""
@@ -100,9 +101,9 @@ class Supervisor:
             signal.signal(sig, self._on_signal)
         code = 0
         if self.options.data_dir is not None:
-            os.environ["PHOTOSEARCH_DATA_DIR"] = str(self.options.data_dir.resolve())
+            self.env["PHOTOSEARCH_DATA_DIR"] = str(self.options.data_dir.resolve())
         try:
-            self.data_dir = Settings().data_dir
+            self.data_dir = self.settings().data_dir
             with single_owner(self.data_dir):
                 try:
                     self._start(self._configure())
@@ -129,11 +130,22 @@ class Supervisor:
         raise Hurry
 
     # -- settings ------------------------------------------------------------------------
+    def child_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment each child is started with: this one's, with what `up` decided."""
+        return {**os.environ, **self.env, **(extra or {})}
+
+    def settings(self) -> Settings:
+        """The settings every child reads from `child_env()` (made again when it changes)."""
+        env = self.child_env()
+        if self._settings is None or self._settings[0] != env:
+            self._settings = (env, settings_from(env))
+        return self._settings[1]
+
     def _configure(self) -> Settings:
         """Decide what runs embedded, hold the ports of what `up` starts, and put the
         addresses in the environment the children inherit: every process reads one tree."""
         opts, book = self.options, self.ports
-        given = Settings()
+        given = self.settings()
         env = {"PHOTOSEARCH_DATA_DIR": str(given.data_dir)}
         if "url" not in given.redis.model_fields_set:
             firm = "--redis-port" if opts.redis_port else None
@@ -164,13 +176,11 @@ class Supervisor:
         self.base_url = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}"
         self.env = env
         self._publish_ports()
-        return get_settings()
+        return self.settings()
 
     def _publish_ports(self) -> None:
         """The ports in the environment of the children started from now on, and in up.env."""
         self.env.update(self.ports.environment())
-        os.environ.update(self.env)
-        get_settings.cache_clear()
         for child in self.children:
             if isinstance(child, RedisChild):
                 child.port = self.ports["Redis"]
@@ -185,7 +195,7 @@ class Supervisor:
 
     # -- starting ------------------------------------------------------------------------
     def _spawn(self, child: Child) -> Child:
-        child.log_max_bytes = get_settings().up.log_max_bytes
+        child.log_max_bytes = self.settings().up.log_max_bytes
         self.children.append(child)
         self.restarts[child.name] = _Restarts()
         self.say(f"starting {child.name}")
@@ -202,10 +212,12 @@ class Supervisor:
             self.moved.update(moved)
             self._publish_ports()
         self.ports.release(ports)  # a small window: PortBook.release says what covers it
+        child.env = self.child_env()
         child.start()
 
     def _run_to_end(self, child: Child) -> int:
         self.children.append(child)
+        child.env = self.child_env(child.env)
         try:
             child.spawn()
             assert child.process is not None
@@ -251,9 +263,9 @@ class Supervisor:
                 raise BootstrapError(f"PHOTOSEARCH_TRITON__CONTROL_KEY: {exc}") from None
             self._spawn(TritonChild(server))
         source = source_to_index(settings, self.options.photos, self.say)
-        os.environ["PHOTOSEARCH_INDEXER__SOURCE"] = self.env["PHOTOSEARCH_INDEXER__SOURCE"] = source
+        self.env["PHOTOSEARCH_INDEXER__SOURCE"] = source
         embedded = settings.qdrant.url is None
-        api = [*python, "api", "serve", *(["--embedded-worker"] if embedded else [])]
+        api = [*python, "serve-embedded"] if embedded else [*python, "api", "serve"]
         self._spawn(
             Child(
                 "api",
@@ -281,7 +293,7 @@ class Supervisor:
     # -- supervision ---------------------------------------------------------------------
     def _watch(self) -> None:
         """Restart what exited; kill and restart what stopped answering its probe."""
-        up = get_settings().up
+        up = self.settings().up
         next_probe = time.monotonic() + up.probe_interval_s
         while True:
             now = time.monotonic()
@@ -314,7 +326,7 @@ class Supervisor:
 
     def _restart(self, child: Child, code: int, state: _Restarts) -> None:
         state.failures += 1
-        backoff = min(get_settings().up.max_backoff_s, 2.0 ** (state.failures - 1))
+        backoff = min(self.settings().up.max_backoff_s, 2.0 ** (state.failures - 1))
         self.say(
             f"{child.name} exited ({code}); starting it again (attempt {state.failures}); "
             f"{child.log_path}:\n{log_tail(child.log_path, 5)}"
