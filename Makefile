@@ -24,6 +24,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # Tools the tests run that PyPI does not carry, from the Debian registry when the machine lacks
 # them: Chromium for the search page (driven by Playwright; never `playwright install`, which
