@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 
 from redis import Redis
 
-from core.embedding.client import EmbeddingClient, Priority
+from core.embedding.client import EmbeddingClient
+from core.embedding.manifest import Priority
 from core.jobs import Jobs
 from core.settings import Settings
 from core.sources import Source, open_source

@@ -8,7 +8,6 @@ from typing import Literal
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from core.embedding.client import Priority
 from core.embedding.manifest import (
     IMAGE_INPUT,
     IMAGE_MODEL,
@@ -17,6 +16,7 @@ from core.embedding.manifest import (
     TEXT_INPUT,
     TEXT_MODEL,
     TEXT_OUTPUT,
+    Priority,
 )
 from core.settings import MAX_TEXT_QUEUE_DELAY_US
 

@@ -12,8 +12,9 @@ from typing import Any, TypeVar
 from redis.asyncio import Redis as AsyncRedis
 
 from core.embedding.arrays import Embeddings
-from core.embedding.client import EmbeddingClient, Priority
+from core.embedding.client import EmbeddingClient
 from core.embedding.images import ImageLimits
+from core.embedding.manifest import Priority
 from core.jobs import Jobs
 from core.querycache import QueryCache
 from core.settings import Settings

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from enum import IntEnum
 from functools import partial
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from core.embedding.manifest import (
     TEXT_MODEL,
     TEXT_OUTPUT,
     ModelManifest,
+    Priority,
     load_manifest,
 )
 from core.embedding.tokenizer import ClipTokenizer, pad_batch
@@ -40,13 +40,6 @@ from core.settings import Settings
 _TRANSIENT = ("StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED", "StatusCode.CANCELLED")
 # What Triton's queue policy answers for a request still queued past its timeout (REJECT).
 _QUEUE_TIMEOUT = "request timeout expired"
-
-
-class Priority(IntEnum):
-    """Triton's priority levels on both models (model/triton_config.py): 1 is served first."""
-
-    SEARCH = 1  # the query API: someone is waiting for the answer
-    INDEXING = 2  # the indexer, and callers that say nothing: they wait behind searches
 
 
 def _is_missing_version(exc: InferenceServerException) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from enum import IntEnum
 from pathlib import Path
 from typing import Literal
 
@@ -101,3 +102,10 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+class Priority(IntEnum):
+    """Triton's priority levels on both models (model/triton_config.py): 1 is served first."""
+
+    SEARCH = 1  # the query API: someone is waiting for the answer
+    INDEXING = 2  # the indexer, and callers that say nothing: they wait behind searches

@@ -26,7 +26,7 @@ from tritonclient.grpc.aio import InferenceServerClient
 from tritonclient.utils import InferenceServerException
 
 from core.embedding.arrays import AnyArray
-from core.embedding.client import EmbeddingClient, Priority
+from core.embedding.client import EmbeddingClient
 from core.embedding.errors import (
     InvalidImage,
     ModelVersionUnavailable,
@@ -35,7 +35,7 @@ from core.embedding.errors import (
     TritonUnavailable,
 )
 from core.embedding.images import prepare_image
-from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, ModelManifest
+from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, ModelManifest, Priority
 from core.embedding.tokenizer import pad_batch
 from loadtests.openloop import fetch_text
 from model.repository import PYTHON_BACKEND, version_dir

@@ -8,8 +8,7 @@ import pytest
 from pydantic import ValidationError
 from tritonclient.grpc import model_config_pb2 as mc
 
-from core.embedding.client import Priority
-from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL
+from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, Priority
 from core.settings import Settings
 from model.triton_config import (
     MAX_QUEUE_WAIT_US,
