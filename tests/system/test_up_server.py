@@ -33,7 +33,7 @@ def test_with_a_qdrant_server_the_worker_runs_as_its_own_process(tmp_path: Path)
     try:
         children = up.state()["children"]
         assert set(children) == {"redis", "triton", "api", "worker", "beat"}
-        assert cmdline(children["api"]) == ["api", "serve"]  # no --embedded-worker
+        assert cmdline(children["api"]) == ["api", "serve"]  # not serve-embedded
         assert cmdline(children["worker"]) == ["worker"]
         assert not (up.data_dir / "vectors").exists()  # nothing embedded was opened
         ready = httpx.get(up.url + "/readyz", timeout=10)
