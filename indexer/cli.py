@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -12,6 +13,19 @@ import typer
 from core.settings import get_settings
 
 index_app = typer.Typer(help="Index photos: nightly sync, full reindex, rollback, status.")
+
+
+class LogLevel(StrEnum):
+    """Celery's log levels."""
+
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+    CRITICAL = "CRITICAL"
+
+
+LogLevelOption = Annotated[LogLevel, typer.Option(case_sensitive=False, help="Log level.")]
 
 WaitOption = Annotated[bool, typer.Option("--wait", help="Follow the job with a progress bar.")]
 ForceOption = Annotated[
@@ -53,18 +67,36 @@ def _describe(job: Any) -> str:
 
 def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
     """Show a progress bar until the job finishes, then its counts and problems; the job."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     from core.jobs import FINISHED
 
     job = jobs.get(job_id)
-    shown = 0
-    with typer.progressbar(length=max(job.total, 1), label=label or f"job {job_id}") as bar:
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[rate]:.1f} img/s"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, transient=False) as progress:
+        task = progress.add_task(label or f"job {job_id}", total=max(job.total, 1), rate=0.0)
         while True:
             job = jobs.get(job_id)
             # The total grows while shards are planned: the bar follows the estimate.
-            if job.estimated_total != bar.length and job.estimated_total:
-                bar.length = job.estimated_total
-            bar.update(job.processed - shown)
-            shown = job.processed
+            if job.estimated_total:
+                progress.update(task, total=job.estimated_total)
+            progress.update(task, completed=job.processed, rate=job.images_per_s)
             if job.state in FINISHED:
                 break
             time.sleep(0.5)
@@ -160,7 +192,9 @@ def cancel_command(job_id: str) -> None:
 @index_app.command("reindex")
 def reindex_command(
     model_version: Annotated[int, typer.Option(min=1, help="The Triton model version to use.")],
-    source: Annotated[str | None, typer.Option(help="[default: the last synced source]")] = None,
+    source: Annotated[
+        str | None, typer.Option(help="The source to read.", show_default="the last synced source")
+    ] = None,
     wait: WaitOption = False,
     force: Annotated[
         bool,
@@ -224,7 +258,9 @@ def drop_command(collection: str) -> None:
 
 @index_app.command("status")
 def status_command(
-    job_id: Annotated[str | None, typer.Argument(help="One job [default: recent ones].")] = None,
+    job_id: Annotated[
+        str | None, typer.Argument(help="One job.", show_default="recent ones")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
     limit: Annotated[int, typer.Option(min=1)] = 10,
 ) -> None:
@@ -261,9 +297,14 @@ def status_command(
 
 
 def worker_command(
-    queues: Annotated[str | None, typer.Option(help="Comma-separated [default: all].")] = None,
-    concurrency: Annotated[int | None, typer.Option(min=1, help="Task threads.")] = None,
-    loglevel: Annotated[str, typer.Option()] = "INFO",
+    queues: Annotated[
+        str | None, typer.Option(help="Comma-separated queues.", show_default="all")
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(min=1, help="Task threads.", show_default="PHOTOSEARCH_INDEXER__CONCURRENCY"),
+    ] = None,
+    loglevel: LogLevelOption = LogLevel.INFO,
     name: Annotated[str, typer.Option(help="Its name in logs and job records.")] = "photosearch",
 ) -> None:
     """Run a Celery worker (threads: one process owns the embedded store)."""
@@ -287,7 +328,7 @@ def worker_command(
             "--pool=threads",
             f"--concurrency={concurrency or settings.indexer.concurrency}",
             f"--queues={names}",
-            f"--loglevel={loglevel}",
+            f"--loglevel={loglevel.value}",
             f"--hostname={name}-{os.getpid()}@%h",
             "--without-gossip",
             "--without-mingle",
@@ -295,7 +336,7 @@ def worker_command(
     )
 
 
-def beat_command(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
+def beat_command(loglevel: LogLevelOption = LogLevel.INFO) -> None:
     """Run Celery beat: the nightly sync at PHOTOSEARCH_INDEXER__SYNC_CRON."""
     from indexer.app import create_app
 
@@ -303,4 +344,4 @@ def beat_command(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
     app = create_app(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     schedule = settings.data_dir / "celerybeat-schedule"
-    app.start(["beat", f"--loglevel={loglevel}", f"--schedule={schedule}"])
+    app.start(["beat", f"--loglevel={loglevel.value}", f"--schedule={schedule}"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -16,9 +17,17 @@ from core.settings import MAX_TEXT_QUEUE_DELAY_US, get_settings
 model_app = typer.Typer(help="Export CLIP models into the versioned Triton model repository.")
 triton_app = typer.Typer(help="Run Triton on this machine and manage its loaded models.")
 
+
+class Target(StrEnum):
+    """Where the exported model runs."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+
+
 RepositoryOption = Annotated[
     Path | None,
-    typer.Option("--repository", help="Triton model repository [default: DATA_DIR/models]."),
+    typer.Option("--repository", help="Triton model repository.", show_default="DATA_DIR/models"),
 ]
 
 
@@ -31,16 +40,35 @@ def export_command(
         str, typer.Option(help="open_clip tag (needs a network), a checkpoint file, or 'none'.")
     ] = "laion2b_s34b_b79k",
     repository: RepositoryOption = None,
-    version: Annotated[int | None, typer.Option(min=1, help="[default: newest + 1]")] = None,
-    target: Annotated[
-        str, typer.Option(help="cpu: python backend + onnxruntime; gpu: onnxruntime backend.")
-    ] = "cpu",
-    text_queue_delay_us: Annotated[
-        int | None, typer.Option(min=0, max=MAX_TEXT_QUEUE_DELAY_US, help="Text batching delay.")
+    version: Annotated[
+        int | None, typer.Option(min=1, help="The version to write.", show_default="newest + 1")
     ] = None,
-    image_queue_delay_us: Annotated[int | None, typer.Option(min=0)] = None,
+    target: Annotated[
+        Target,
+        typer.Option(help="cpu: python backend + onnxruntime; gpu: onnxruntime backend."),
+    ] = Target.CPU,
+    text_queue_delay_us: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=MAX_TEXT_QUEUE_DELAY_US,
+            help="Text batching delay.",
+            show_default="PHOTOSEARCH_MODEL__TEXT_QUEUE_DELAY_US",
+        ),
+    ] = None,
+    image_queue_delay_us: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Image batching delay.",
+            show_default="PHOTOSEARCH_MODEL__IMAGE_QUEUE_DELAY_US",
+        ),
+    ] = None,
     ort_threads: Annotated[
-        int | None, typer.Option(min=0, help="CPU target: 0 = all cores.")
+        int | None,
+        typer.Option(
+            min=0, help="CPU target: 0 = all cores.", show_default="PHOTOSEARCH_MODEL__ORT_THREADS"
+        ),
     ] = None,
     instances: Annotated[int, typer.Option(min=1, help="Model instances per Triton.")] = 1,
     tensorrt: Annotated[bool, typer.Option(help="GPU target: TensorRT FP16 accelerator.")] = True,
@@ -52,8 +80,6 @@ def export_command(
     from model.export import ExportError, export_model
     from model.triton_config import BatchingOptions
 
-    if target not in ("cpu", "gpu"):
-        raise typer.BadParameter("--target is cpu or gpu")
     settings = get_settings()
     options = BatchingOptions(
         text_queue_delay_us=_or(text_queue_delay_us, settings.model.text_queue_delay_us),
@@ -86,8 +112,8 @@ def _or(value: int | None, default: int) -> int:
     return default if value is None else value
 
 
-def _target(value: str) -> Literal["cpu", "gpu"]:
-    return "gpu" if value == "gpu" else "cpu"
+def _target(value: Target) -> Literal["cpu", "gpu"]:
+    return "gpu" if value is Target.GPU else "cpu"
 
 
 @model_app.command("list")
@@ -109,11 +135,17 @@ def list_command(
 @triton_app.command("serve")
 def serve_command(
     repository: RepositoryOption = None,
-    http_port: Annotated[int | None, typer.Option()] = None,
-    grpc_port: Annotated[int | None, typer.Option()] = None,
-    metrics_port: Annotated[int | None, typer.Option()] = None,
+    http_port: Annotated[
+        int | None, typer.Option(show_default="PHOTOSEARCH_TRITON__HTTP_PORT")
+    ] = None,
+    grpc_port: Annotated[
+        int | None, typer.Option(show_default="PHOTOSEARCH_TRITON__GRPC_PORT")
+    ] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(show_default="PHOTOSEARCH_TRITON__METRICS_PORT")
+    ] = None,
     work_dir: Annotated[
-        Path | None, typer.Option(help="Logs and backends [default: DATA_DIR/triton].")
+        Path | None, typer.Option(help="Logs and backends.", show_default="DATA_DIR/triton")
     ] = None,
 ) -> None:
     """Start tritonserver (explicit model control), wait until ready, stop on Ctrl-C / SIGTERM."""
@@ -178,7 +210,10 @@ def serve_command(
 
 @triton_app.command("load")
 def load_command(
-    url: Annotated[str | None, typer.Option(help="Triton gRPC host:port.")] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(help="Triton gRPC host:port.", show_default="PHOTOSEARCH_TRITON__URL"),
+    ] = None,
 ) -> None:
     """(Re)load clip_image and clip_text: new versions start serving, old ones keep serving."""
     import tritonclient.grpc as grpcclient

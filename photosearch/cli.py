@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from core.settings_doc import settings_table
@@ -29,4 +31,14 @@ def settings_command() -> None:
 
 
 def main() -> None:
-    app()
+    """Run the CLI; a dependency it cannot reach is one line on stderr and exit 2."""
+    from photosearch.unreachable import describe
+
+    try:
+        app()
+    except Exception as exc:
+        line = describe(exc)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        raise SystemExit(2) from None

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from core.settings import get_settings
-from query_api.cli import HostOption, LogLevelOption, PortOption
+from query_api.cli import HostOption, LogLevel, LogLevelOption, PortOption
 
 if TYPE_CHECKING:
     from indexer.host import EmbeddedWorker
@@ -44,9 +44,15 @@ def indexing_worker(services: Services) -> Iterator[IndexingWorker]:
 def serve_embedded_command(
     host: HostOption = None,
     port: PortOption = None,
-    log_level: LogLevelOption = "info",
+    log_level: LogLevelOption = LogLevel.INFO,
 ) -> None:
     """Serve the API with the indexing worker in the same process (`up` without Qdrant)."""
     from query_api.cli import serve
 
-    serve(get_settings(), host=host, port=port, log_level=log_level, companions=[indexing_worker])
+    serve(
+        get_settings(),
+        host=host,
+        port=port,
+        log_level=log_level.value,
+        companions=[indexing_worker],
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -59,34 +60,58 @@ def serve(
     uvicorn.Server(config).run()
 
 
-HostOption = Annotated[str | None, typer.Option(help="[default: PHOTOSEARCH_API__HOST]")]
-PortOption = Annotated[int | None, typer.Option(help="[default: PHOTOSEARCH_API__PORT]")]
-LogLevelOption = Annotated[str, typer.Option()]
+HostOption = Annotated[
+    str | None, typer.Option(help="Listen address.", show_default="PHOTOSEARCH_API__HOST")
+]
+PortOption = Annotated[
+    int | None, typer.Option(help="Listen port.", show_default="PHOTOSEARCH_API__PORT")
+]
+
+
+class LogLevel(StrEnum):
+    """uvicorn's log levels."""
+
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+    DEBUG = "debug"
+    TRACE = "trace"
+
+
+class Scope(StrEnum):
+    """What an API key may do."""
+
+    SEARCH = "search"
+    ADMIN = "admin"
+
+
+LogLevelOption = Annotated[LogLevel, typer.Option(case_sensitive=False, help="Log level.")]
 
 
 @api_app.command("serve")
 def serve_command(
-    host: HostOption = None, port: PortOption = None, log_level: LogLevelOption = "info"
+    host: HostOption = None, port: PortOption = None, log_level: LogLevelOption = LogLevel.INFO
 ) -> None:
     """Serve the API and the page (one process; run replicas behind a load balancer)."""
-    serve(get_settings(), host=host, port=port, log_level=log_level)
+    serve(get_settings(), host=host, port=port, log_level=log_level.value)
 
 
 @api_app.command("key")
 def key_command(
     name: Annotated[str, typer.Argument(help="Who gets the key (shown in the metrics).")],
     scope: Annotated[
-        list[str] | None, typer.Option("--scope", help="search and/or admin [default: search]")
+        list[Scope] | None,
+        typer.Option(
+            "--scope", help="What the key may do; repeat for both.", show_default="search"
+        ),
     ] = None,
 ) -> None:
     """Make a key: give the key to the caller, put the JSON line in PHOTOSEARCH_API__KEYS."""
     from core.settings import ApiKey
     from query_api.auth import hash_key, new_key
 
-    scopes = tuple(scope or ["search"])
-    for s in scopes:
-        if s not in ("search", "admin"):
-            raise typer.BadParameter(f"unknown scope {s!r}: search or admin")
+    scopes = tuple(s.value for s in scope or [Scope.SEARCH])
     key = new_key()
     entry = ApiKey(name=name, sha256=hash_key(key), scopes=scopes)
     typer.echo(f"key (shown once): {key}")

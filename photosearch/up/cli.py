@@ -12,14 +12,16 @@ from photosearch.up.bootstrap import DEFAULT_ARCH
 
 def up_command(
     port: Annotated[
-        int | None, typer.Option(help="API and page port [default: PHOTOSEARCH_API__PORT, 8000].")
+        int | None,
+        typer.Option(help="API and page port.", show_default="PHOTOSEARCH_API__PORT, 8000"),
     ] = None,
     host: Annotated[
-        str | None, typer.Option(help="Listen address [default: PHOTOSEARCH_API__HOST].")
+        str | None,
+        typer.Option(help="Listen address.", show_default="PHOTOSEARCH_API__HOST, 127.0.0.1"),
     ] = None,
     data_dir: Annotated[
         Path | None,
-        typer.Option(help="Models, index, Redis data, logs [default: PHOTOSEARCH_DATA_DIR]."),
+        typer.Option(help="Models, index, Redis data, logs.", show_default="PHOTOSEARCH_DATA_DIR"),
     ] = None,
     photos: Annotated[
         Path | None,
@@ -33,15 +35,15 @@ def up_command(
     pretrained: Annotated[
         str | None,
         typer.Option(
-            help="A local open_clip checkpoint (or a pretrained tag) to export "
-            "[default: laion2b_s34b_b79k, random weights where it cannot be downloaded]."
+            help="A local open_clip checkpoint (or a pretrained tag) to export.",
+            show_default="laion2b_s34b_b79k, random weights where it cannot be downloaded",
         ),
     ] = None,
     arch: Annotated[str, typer.Option(help="open_clip architecture of a new export.")] = (
         DEFAULT_ARCH
     ),
     redis_port: Annotated[
-        int | None, typer.Option(help="Port of the Redis it starts [default: 6379 if free].")
+        int | None, typer.Option(help="Port of the Redis it starts.", show_default="6379 if free")
     ] = None,
 ) -> None:
     """Run everything on this machine: Redis, Triton, the API and page, the indexer, beat.

@@ -16,7 +16,7 @@ from tritonclient.utils import InferenceServerException
 
 from model.triton_server import grpc_control_headers
 from tests.support.models import TINY_CONFIG
-from tests.support.ports import triton_ports
+from tests.support.ports import free_ports, triton_ports
 
 CLI = [sys.executable, "-m", "photosearch"]
 
@@ -136,3 +136,89 @@ def test_an_offline_pretrained_tag_fails_with_a_clear_message(tmp_path: Path) ->
     )
     assert result.returncode == 2
     assert "--pretrained none" in result.stderr
+
+
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, COLUMNS="120", NO_COLOR="1", **env),
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        (
+            ["up"],
+            {
+                "--port": "PHOTOSEARCH_API__PORT, 8000",
+                "--host": "PHOTOSEARCH_API__HOST",
+                "--data-dir": "PHOTOSEARCH_DATA_DIR",
+                "--redis-port": "6379 if free",
+                "--arch": "ViT-B-32",
+            },
+        ),
+        (["api", "serve"], {"--host": "PHOTOSEARCH_API__HOST", "--port": "PHOTOSEARCH_API__PORT"}),
+        (["index", "reindex"], {"--source": "the last synced source"}),
+        (
+            ["worker"],
+            {
+                "--queues": "all",
+                "--concurrency": "PHOTOSEARCH_INDEXER__CONCURRENCY",
+                "--loglevel": "INFO",
+            },
+        ),
+    ],
+)
+def test_help_shows_every_default(command: list[str], shown: dict[str, str]) -> None:
+    result = _cli(*command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert " ." not in result.stdout  # what Rich left of a "[default: ...]" it read as markup
+    lines = result.stdout.splitlines()
+    for option, default in shown.items():
+        # The option's line, and the line after it where Rich wraps a long default.
+        at = next(i for i, line in enumerate(lines) if f" {option} " in line)
+        assert default in " ".join(lines[at : at + 2]), (option, result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("command", "choices"),
+    [
+        (["api", "key"], "search|admin"),
+        (["worker"], "info|warning"),
+        (["model", "export"], "cpu|gpu"),
+    ],
+)
+def test_help_lists_the_choices(command: list[str], choices: str) -> None:
+    result = _cli(*command, "--help")
+    assert choices in result.stdout.lower(), result.stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["api", "key", "someone", "--scope", "root"],
+        ["worker", "--loglevel", "LOUD"],
+        ["model", "export", "--target", "tpu"],
+    ],
+)
+def test_an_invalid_choice_is_refused(command: list[str]) -> None:
+    result = _cli(*command)
+    assert result.returncode == 2
+    assert "Invalid value" in result.stderr
+
+
+def test_unreachable_redis_is_one_line_naming_it_and_its_setting() -> None:
+    (port,) = free_ports(1)  # nothing listens there
+    url = f"redis://someone:hunter2@127.0.0.1:{port}/0"
+    result = _cli("index", "status", PHOTOSEARCH_REDIS__URL=url)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Redis" in lines[0] and "PHOTOSEARCH_REDIS__URL" in lines[0]
+    assert f"127.0.0.1:{port}" in lines[0]
+    assert "hunter2" not in result.stderr
