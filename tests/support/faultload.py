@@ -1,23 +1,17 @@
-"""Helpers of the fault suite: steady search traffic recorded per answer, a private Redis to
-kill, and a running `photosearch up` driven through its admin API (syncs, jobs, the index)."""
+"""Helpers of the fault suite: steady search traffic recorded per answer, and a running
+`photosearch up` driven through its admin API (syncs, jobs, the index)."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
-from redis import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 from core.vectorstore import LIVE_ALIAS
-from photosearch.up.processes import redis_binary, redis_command
 from query_api.auth import hash_key
-from tests.support.ports import free_ports
 from tests.support.upprocess import Up
 
 ADMIN_KEY = "ps_faults-admin-key"
@@ -108,50 +102,6 @@ class SearchLoad:
             f"down {end - start:.1f} s: {len(outage)} searches {statuses}, "
             f"slowest {slowest:.2f} s; {len(self.answers)} searches in all"
         )
-
-
-class RedisProcess:
-    """A private Redis on a fixed port that can be killed and started again.
-
-    `persistent`: the command line `photosearch up` runs its Redis with (append-only file,
-    fsync before each reply), so what it said was written survives a SIGKILL; else nothing
-    is kept, as for a cache.
-    """
-
-    def __init__(self, folder: Path, persistent: bool = False) -> None:
-        self.port = free_ports(1)[0]
-        self.folder = folder
-        self.persistent = persistent
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        binary = redis_binary()
-        command = (
-            redis_command(binary, self.port, self.folder)
-            if self.persistent
-            else [
-                *(binary, "--port", str(self.port), "--bind", "127.0.0.1"),
-                *("--save", "", "--appendonly", "no", "--dir", str(self.folder)),
-            ]
-        )
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                Redis.from_url(self.url).ping()
-                return
-            except RedisConnectionError:
-                assert time.monotonic() < deadline, "redis did not start"
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        """SIGKILL: no shutdown save, no goodbye to the clients."""
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait(10)
-            self.process = None
 
 
 def admin(up: Up, method: str, path: str, **kwargs: Any) -> httpx.Response:

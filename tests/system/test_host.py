@@ -14,7 +14,7 @@ from indexer.app import app, configure, control_queue, embed_queue
 from indexer.host import restore_orphaned
 from indexer.tasks import collections
 from tests.support.api import serving
-from tests.support.indexing import REDIS_URL, drop_keys, settings_for
+from tests.support.indexing import drop_keys, settings_for
 
 # A consumer that takes one message without acknowledging it, then dies without closing
 # its channel (a graceful close would give the message back by itself).
@@ -28,15 +28,15 @@ with Connection(sys.argv[1], transport_options={"visibility_timeout": 3600}) as 
 """
 
 
-def take_and_die(queue: str) -> None:
-    done = subprocess.run([sys.executable, "-c", TAKE_AND_DIE, REDIS_URL, queue], timeout=30)
+def take_and_die(redis_url: str, queue: str) -> None:
+    done = subprocess.run([sys.executable, "-c", TAKE_AND_DIE, redis_url, queue], timeout=30)
     assert done.returncode == 9
 
 
 def test_unacked_tasks_of_our_queues_go_back_and_others_stay(tmp_path: Path) -> None:
     settings = settings_for(tmp_path, "127.0.0.1:1", tmp_path / "models")
     configure(app, settings)
-    redis = Redis.from_url(REDIS_URL)
+    redis = Redis.from_url(settings.redis.url)
     other = f"{settings.redis.prefix}-someone-else"
     try:
         with app.connection_for_write() as connection:
@@ -44,7 +44,7 @@ def test_unacked_tasks_of_our_queues_go_back_and_others_stay(tmp_path: Path) -> 
                 producer = connection.Producer()
                 producer.publish({"queue": queue}, routing_key=queue, declare=[])
         for queue in (control_queue(settings), embed_queue(settings), other):
-            take_and_die(queue)
+            take_and_die(settings.redis.url, queue)
             assert redis.llen(queue) == 0
         held = len(redis.hgetall("unacked"))
         assert held >= 3

@@ -39,6 +39,7 @@ from photosearch.up.servers import RedisChild, UpTriton
 from photosearch.up.supervisor import STATE_FILE
 from tests.support.browser import cards, search, shown, thumbnails_loaded
 from tests.support.ports import free_ports
+from tests.support.redisserver import valkey_binary
 from tests.support.upprocess import (
     UP_TIMEOUT_S,
     StrangerTriton,
@@ -49,7 +50,6 @@ from tests.support.upprocess import (
     newcomer_env,
     ready,
     server_can_bind,
-    valkey_binary,
     wait_until,
 )
 

@@ -15,7 +15,8 @@ import httpx
 from tests.support.indexing import photo_folder
 from tests.support.models import TINY_CONFIG
 from tests.support.ports import free_ports
-from tests.support.upprocess import Up, newcomer_env, valkey_binary
+from tests.support.redisserver import valkey_binary
+from tests.support.upprocess import Up, newcomer_env
 
 
 def readyz(up: Up) -> dict[str, object]:
