@@ -17,12 +17,12 @@ import uvicorn
 
 from core.embedding.client import EmbeddingClient
 from core.settings import Settings
-from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name
+from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name, open_store
 from query_api.app import create_app
 from query_api.auth import hash_key
 from query_api.server import server_config
 from tests.support.images import encode
-from tests.support.indexing import make_settings, variant
+from tests.support.indexing import drop_keys, make_settings, variant
 from tests.support.ports import free_ports
 
 SEARCH_KEY = "ps_test-search-key"
@@ -177,3 +177,34 @@ def serving(
 ) -> Iterator[ApiServer]:
     with ApiServer(settings, store, embedded_worker) as server:
         yield server
+
+
+@contextmanager
+def own_store(settings: Settings) -> Iterator[VectorStore]:
+    """The test's vector store, in its data folder; then closed, and the test's Redis keys
+    (query cache, jobs, queues) dropped."""
+    store = open_store(settings)
+    try:
+        yield store
+    finally:
+        store.close()
+        drop_keys(settings)
+
+
+@dataclass(frozen=True)
+class Served:
+    """An API serving an indexed store."""
+
+    server: ApiServer
+    store: VectorStore
+    indexed: Indexed
+
+
+@contextmanager
+def indexed_api(settings: Settings, folder: Path, count: int) -> Iterator[Served]:
+    """`count` photos in `folder`, indexed into the test's own store, and the real app
+    serving it."""
+    with own_store(settings) as store:
+        indexed = index_photos(store, settings, folder, count)
+        with serving(settings, store) as server:
+            yield Served(server, store, indexed)

@@ -12,6 +12,7 @@ import httpx
 
 from core.vectorstore import LIVE_ALIAS
 from query_api.auth import hash_key
+from tests.support.indexing import ApiJobs
 from tests.support.upprocess import Up
 
 ADMIN_KEY = "ps_faults-admin-key"
@@ -115,31 +116,9 @@ def start_sync(up: Up, source: str) -> str:
     return job_id
 
 
-def job(up: Up, job_id: str) -> dict[str, Any] | None:
-    """The job's record, or None while the API cannot read it (its Redis is down)."""
-    try:
-        response = admin(up, "GET", f"/v1/admin/jobs/{job_id}")
-    except httpx.HTTPError:
-        return None
-    if response.status_code != 200:
-        return None
-    body: dict[str, Any] = response.json()
-    return body
-
-
-def wait_job(up: Up, job_id: str, timeout_s: float, until: Any = None) -> dict[str, Any]:
-    """Until the job has finished (or `until(job)` holds); the last record read."""
-    deadline = time.monotonic() + timeout_s
-    last: dict[str, Any] | None = None
-    while True:
-        found = job(up, job_id)
-        last = found or last
-        if found is not None and (
-            until(found) if until else found["state"] in ("done", "failed", "cancelled")
-        ):
-            return found
-        assert time.monotonic() < deadline, f"job {job_id}: {last}\n{up.output()[-3000:]}"
-        time.sleep(0.2)
+def jobs_of(up: Up) -> ApiJobs:
+    """Its job records, read through the admin API (for `wait_job`)."""
+    return ApiJobs(up.url, ADMIN)
 
 
 def live_points(up: Up) -> int:

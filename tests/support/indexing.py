@@ -9,10 +9,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
+import httpx
 from PIL import Image
 from redis import Redis
 
@@ -220,17 +222,59 @@ class WorkerProcess:
             self.stop()
 
 
+class JobRecords(Protocol):
+    """Where a test reads jobs: `Jobs` (their Redis records) or `ApiJobs` (the admin API)."""
+
+    def get(self, job_id: str) -> JobStatus | None: ...
+
+
+class ApiJobs:
+    """Job records as an operator reads them, through GET /v1/admin/jobs/ID; None while the
+    API cannot tell (it is down, or its Redis is)."""
+
+    def __init__(self, url: str, headers: Mapping[str, str]) -> None:
+        self.url = url.rstrip("/")
+        self.headers = dict(headers)
+
+    def get(self, job_id: str) -> JobStatus | None:
+        try:
+            response = httpx.get(
+                f"{self.url}/v1/admin/jobs/{job_id}", headers=self.headers, timeout=30
+            )
+        except httpx.HTTPError:
+            return None
+        if response.status_code != 200:
+            return None
+        known = JobStatus.__dataclass_fields__
+        return JobStatus(**{k: v for k, v in response.json().items() if k in known})
+
+
+class Logged(Protocol):
+    """A process whose log a failed wait shows: a WorkerProcess, or `photosearch up`."""
+
+    def tail(self) -> str: ...
+
+
 def wait_job(
-    jobs: Jobs, job_id: str, timeout_s: float = 120, worker: WorkerProcess | None = None
+    jobs: JobRecords,
+    job_id: str,
+    timeout_s: float = 120,
+    worker: Logged | None = None,
+    *,
+    until: Callable[[JobStatus], bool] | None = None,
 ) -> JobStatus:
+    """Until the job has finished (core.jobs.FINISHED), or `until(job)` holds: the record
+    then. Past timeout_s, an AssertionError with the last record read and the worker's log."""
     deadline = time.monotonic() + timeout_s
+    last: JobStatus | None = None
     while True:
         job = jobs.get(job_id)
-        if job is not None and job.state in FINISHED:
+        last = job or last
+        if job is not None and (until(job) if until else job.state in FINISHED):
             return job
         if time.monotonic() > deadline:
             log = worker.tail() if worker else ""
-            raise AssertionError(f"job {job_id} not finished in {timeout_s}s: {job}\n{log}")
+            raise AssertionError(f"job {job_id}: not there in {timeout_s} s: {last}\n{log}")
         time.sleep(0.05)
 
 

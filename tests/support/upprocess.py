@@ -69,6 +69,9 @@ class Up:
     def output(self) -> str:
         return "\n".join(self.lines)
 
+    def tail(self) -> str:
+        return self.output()[-4000:]
+
     def wait_for(self, text: str, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while not any(text in line for line in self.lines):

@@ -17,8 +17,15 @@ from redis import Redis
 from core.querycache import cache_key, normalize_query
 from core.vectorstore import open_store
 from model.triton_server import TritonServer
-from tests.support.api import ADMIN_KEY, SEARCH_KEY, api_settings, index_photos, metric, serving
-from tests.support.indexing import drop_keys
+from tests.support.api import (
+    ADMIN_KEY,
+    SEARCH_KEY,
+    api_settings,
+    index_photos,
+    metric,
+    own_store,
+    serving,
+)
 from tests.support.ports import free_ports, triton_ports
 from tests.support.redisserver import RedisServer
 
@@ -93,9 +100,8 @@ def test_a_cache_redis_of_its_own_holds_the_cache_and_the_jobs_stay_in_the_queue
         update={"redis": base.redis.model_copy(update={"cache_url": private_redis.url})}
     )
     queue, cache = Redis.from_url(settings.redis.url), Redis.from_url(private_redis.url)
-    store = open_store(settings)
-    index_photos(store, settings, tmp_path / "photos", 8)
-    try:
+    with own_store(settings) as store:
+        index_photos(store, settings, tmp_path / "photos", 8)
         with serving(settings, store) as api:
             assert search(api.url, "a lighthouse at dusk")[1]["cached"] is False
             assert search(api.url, "a lighthouse at dusk")[1]["cached"] is True
@@ -110,9 +116,6 @@ def test_a_cache_redis_of_its_own_holds_the_cache_and_the_jobs_stay_in_the_queue
             assert jobs.status_code == 200, jobs.text
             ready = httpx.get(api.url + "/readyz").json()
             assert ready["status"] == "degraded" and ready["checks"]["redis"]["ok"] is False
-    finally:
-        store.close()
-        drop_keys(settings)
 
 
 def test_triton_stopped_cached_queries_answer_others_503_then_recovery(
@@ -120,11 +123,9 @@ def test_triton_stopped_cached_queries_answer_others_503_then_recovery(
 ) -> None:
     ports = triton_ports()
     triton = TritonServer(repository, ports, tmp_path_factory.mktemp("triton-faults"))
-    triton.start()
     settings = api_settings(tmp_path / "data", triton.url, repository, embed_timeout_s=1.0)
-    store = open_store(settings)
-    index_photos(store, settings, tmp_path / "photos", 8)
-    try:
+    with triton, own_store(settings) as store:
+        index_photos(store, settings, tmp_path / "photos", 8)
         with serving(settings, store) as api:
             assert search(api.url, "lighthouse at dawn")[0] == 200
             triton.stop()
@@ -148,9 +149,6 @@ def test_triton_stopped_cached_queries_answer_others_503_then_recovery(
                 time.sleep(0.5)
             assert search(api.url, "a red tram")[1]["cached"] is True
             assert httpx.get(api.url + "/readyz").status_code == 200
-    finally:
-        triton.stop()
-        store.close()
 
 
 def test_vector_store_unreachable_is_a_503_and_readyz_names_it(

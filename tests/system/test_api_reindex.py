@@ -26,7 +26,7 @@ from indexer.host import worker_thread
 from indexer.runtime import Runtime
 from model.triton_server import TritonServer
 from tests.support.api import ADMIN_KEY, SEARCH_KEY, api_settings, embed_texts, serving
-from tests.support.indexing import drop_keys, photo_folder, wait_idle
+from tests.support.indexing import ApiJobs, drop_keys, photo_folder, wait_idle, wait_job
 
 ADMIN = {"X-API-Key": ADMIN_KEY}
 SEARCH = {"X-API-Key": SEARCH_KEY}
@@ -54,16 +54,6 @@ class SearchLoop(threading.Thread):
                 self.answers.append((q, response.status_code, response.json()))
                 n += 1
                 time.sleep(0.02)
-
-
-def wait_api_job(client: httpx.Client, job_id: str, timeout_s: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        job: dict[str, Any] = client.get(f"/v1/admin/jobs/{job_id}").json()
-        if job["state"] in ("done", "failed"):
-            return job
-        assert time.monotonic() < deadline, job
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -100,8 +90,8 @@ def test_reindex_through_the_api_keeps_query_and_collection_versions_equal_and_p
 
         accepted = admin.post("/v1/admin/sync", json={"source": str(root)})
         assert accepted.status_code == 202, accepted.text
-        job = wait_api_job(admin, accepted.json()["job_id"])
-        assert job["state"] == "done" and job["done"] == 16, job
+        job = wait_job(ApiJobs(api.url, ADMIN), accepted.json()["job_id"])
+        assert job.state == "done" and job.done == 16, job
         v1 = store.resolve(LIVE_ALIAS)
 
         # Whether the cache answered is told to an operator's (admin) key only.
@@ -114,7 +104,7 @@ def test_reindex_through_the_api_keeps_query_and_collection_versions_equal_and_p
         loop.start()
         started = admin.post("/v1/admin/reindex", json={"model_version": 2})
         assert started.status_code == 202, started.text
-        job = wait_api_job(admin, started.json()["job_id"])
+        job = wait_job(ApiJobs(api.url, ADMIN), started.json()["job_id"])
         # The first search after the switch: already embedded with version 2 before it.
         after = admin.get("/v1/search", params={"q": POPULAR}).json()
         wait_idle(Jobs.from_settings(settings))
@@ -122,8 +112,8 @@ def test_reindex_through_the_api_keeps_query_and_collection_versions_equal_and_p
         loop.stop.set()
         loop.join()
 
-        assert job["state"] == "done", job
-        assert "popular queries pre-warmed" in job["message"]
+        assert job.state == "done", job
+        assert "popular queries pre-warmed" in job.message
         v2 = store.resolve(LIVE_ALIAS)
         assert model_version_of(v2) == 2
         assert after["model_version"] == 2 and after["collection"] == v2

@@ -18,7 +18,7 @@ from redis import Redis
 
 from core.querycache import normalize_query
 from core.settings import Settings
-from core.vectorstore import PhotoPoint, VectorStore, open_store
+from core.vectorstore import PhotoPoint, VectorStore
 from model.triton_server import TritonServer
 from query_api.schemas import MAX_LIMIT
 from tests.support.api import (
@@ -29,10 +29,10 @@ from tests.support.api import (
     embed_texts,
     index_photos,
     metric,
+    own_store,
     serving,
 )
 from tests.support.images import encode
-from tests.support.indexing import drop_keys
 
 PLANTED = "planted/red-bicycle.jpg"
 PLANTED_QUERY = "a red bicycle against a brick wall"
@@ -69,14 +69,13 @@ def api(
     """24 real-photo variants embedded by Triton, plus one point planted at a query's embedding."""
     tmp = tmp_path_factory.mktemp("api")
     settings = api_settings(tmp / "data", triton.url, repository, cache_ttl_s=2, docs=True)
-    store = open_store(settings)
-    indexed = index_photos(store, settings, tmp / "photos", 24)
-    [text_vector] = asyncio.run(embed_texts(settings, [PLANTED_QUERY], 1))
-    planted = {**indexed.payloads["photo000.jpg"], "photo_id": PLANTED, "title": "planted"}
-    store.upsert(indexed.collection, [PhotoPoint(PLANTED, text_vector, planted)])
-    records = store.retrieve(indexed.collection, [*indexed.ids, PLANTED], with_vectors=True)
-    vectors = {r.photo_id: r.vector for r in records}
-    try:
+    with own_store(settings) as store:
+        indexed = index_photos(store, settings, tmp / "photos", 24)
+        [text_vector] = asyncio.run(embed_texts(settings, [PLANTED_QUERY], 1))
+        planted = {**indexed.payloads["photo000.jpg"], "photo_id": PLANTED, "title": "planted"}
+        store.upsert(indexed.collection, [PhotoPoint(PLANTED, text_vector, planted)])
+        records = store.retrieve(indexed.collection, [*indexed.ids, PLANTED], with_vectors=True)
+        vectors = {r.photo_id: r.vector for r in records}
         with serving(settings, store) as server:
             yield Api(
                 server.url,
@@ -87,9 +86,6 @@ def api(
                 vectors,
                 {**indexed.payloads, PLANTED: planted},
             )
-    finally:
-        store.close()
-        drop_keys(settings)
 
 
 def brute_force(api: Api, vector: Any, ids: list[str] | None = None) -> list[tuple[str, float]]:

@@ -22,13 +22,20 @@ import pytest
 from PIL import Image
 
 from core.settings import Settings
-from core.vectorstore import PhotoPoint, VectorStore, open_store
+from core.vectorstore import PhotoPoint, VectorStore
 from model.triton_server import TritonServer
 from query_api.guards import CONTENT_SECURITY_POLICY
 from query_api.services import Services
-from tests.support.api import SEARCH_KEY, ApiServer, Indexed, api_settings, index_photos, serving
+from tests.support.api import (
+    SEARCH_KEY,
+    ApiServer,
+    Indexed,
+    api_settings,
+    index_photos,
+    own_store,
+    serving,
+)
 from tests.support.images import encode, png_bomb
-from tests.support.indexing import drop_keys
 
 SEARCH = {"X-API-Key": SEARCH_KEY}
 BIG = "big.png"  # 4000x3000 RGB: 48 MB decoded, no reduction while decoding
@@ -80,9 +87,8 @@ def stack(
         header_timeout_s=1.0,
         body_timeout_s=1.0,
     )
-    store = open_store(settings)
     photos = tmp / "photos"
-    try:
+    with own_store(settings) as store:
         indexed = index_photos(store, settings, photos, 6)
         ramp = np.linspace(0, 255, 4000, dtype=np.uint8)
         big = np.stack([np.tile(ramp, (3000, 1))] * 3, axis=-1)
@@ -92,9 +98,6 @@ def stack(
             _add_photo(store, indexed, name, photos / name)
         with serving(settings, store) as server:
             yield Stack(server, settings, store, indexed)
-    finally:
-        store.close()
-        drop_keys(settings)
 
 
 class Searches:

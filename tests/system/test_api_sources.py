@@ -13,9 +13,8 @@ import pytest
 
 from core.jobs import Jobs
 from core.settings import Settings
-from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name, open_store
-from tests.support.api import ADMIN_KEY, api_settings, serving
-from tests.support.indexing import drop_keys
+from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name
+from tests.support.api import ADMIN_KEY, api_settings, own_store, serving
 
 ADMIN = {"X-API-Key": ADMIN_KEY}
 
@@ -33,24 +32,20 @@ def admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Admin]:
     """The real app with a live collection of three points, its Triton unreachable."""
     tmp = tmp_path_factory.mktemp("admin")
     settings = api_settings(tmp / "data", "127.0.0.1:9", tmp / "models")
-    store = open_store(settings)
     collection = collection_name(1, "sources")
-    store.create_collection(collection, 4)
-    vectors = np.eye(4, dtype=np.float32)
-    store.upsert(
-        collection,
-        [PhotoPoint(f"p{i}.jpg", vectors[i], {"photo_id": f"p{i}.jpg"}) for i in range(3)],
-    )
-    store.set_aliases({LIVE_ALIAS: collection})
-    try:
+    with own_store(settings) as store:
+        store.create_collection(collection, 4)
+        vectors = np.eye(4, dtype=np.float32)
+        store.upsert(
+            collection,
+            [PhotoPoint(f"p{i}.jpg", vectors[i], {"photo_id": f"p{i}.jpg"}) for i in range(3)],
+        )
+        store.set_aliases({LIVE_ALIAS: collection})
         with (
             serving(settings, store) as server,
             httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as client,
         ):
             yield Admin(client, settings, store, collection)
-    finally:
-        store.close()
-        drop_keys(settings)
 
 
 @pytest.mark.parametrize(

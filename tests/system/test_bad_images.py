@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.vectorstore import open_store
 from model.triton_server import TritonServer
-from tests.support.api import SEARCH_KEY, Indexed, api_settings, index_photos, serving
+from tests.support.api import SEARCH_KEY, Indexed, api_settings, indexed_api
 from tests.support.images import (
     broken_files,
     encode,
@@ -22,7 +21,6 @@ from tests.support.images import (
     png_bomb,
     png_header_only,
 )
-from tests.support.indexing import drop_keys
 
 SEARCH = {"X-API-Key": SEARCH_KEY}
 TIMEOUT = httpx.Timeout(30.0)  # a hang fails the test instead of blocking the suite
@@ -61,14 +59,8 @@ def api(
 ) -> Iterator[Api]:
     tmp = tmp_path_factory.mktemp("bad-images")
     settings = api_settings(tmp / "data", triton.url, repository)
-    store = open_store(settings)
-    try:
-        indexed = index_photos(store, settings, tmp / "photos", 12)
-        with serving(settings, store) as server:
-            yield Api(server.url, indexed, settings.api.max_upload_pixels)
-    finally:
-        store.close()
-        drop_keys(settings)
+    with indexed_api(settings, tmp / "photos", 12) as served:
+        yield Api(served.server.url, served.indexed, settings.api.max_upload_pixels)
 
 
 def upright(api: Api) -> Image.Image:

@@ -13,11 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from core.vectorstore import open_store
 from model.triton_server import TritonServer
 from query_api.schemas import MAX_OFFSET
-from tests.support.api import SEARCH_KEY, Indexed, api_settings, index_photos, serving
-from tests.support.indexing import drop_keys
+from tests.support.api import SEARCH_KEY, Indexed, api_settings, indexed_api
 
 SEARCH = {"X-API-Key": SEARCH_KEY}
 PHOTOS = 12
@@ -42,14 +40,8 @@ def api(
 ) -> Iterator[Api]:
     tmp = tmp_path_factory.mktemp("bad-queries")
     settings = api_settings(tmp / "data", triton.url, repository)
-    store = open_store(settings)
-    try:
-        indexed = index_photos(store, settings, tmp / "photos", PHOTOS)
-        with serving(settings, store) as server:
-            yield Api(server.url, indexed)
-    finally:
-        store.close()
-        drop_keys(settings)
+    with indexed_api(settings, tmp / "photos", PHOTOS) as served:
+        yield Api(served.server.url, served.indexed)
 
 
 def refused(response: httpx.Response, status: int, says: str) -> None:

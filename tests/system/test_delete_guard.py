@@ -4,7 +4,6 @@ live index is refused unless forced, and says so. Real workers, Redis, Triton an
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from core.jobs import Jobs
+from core.jobs import Jobs, JobStatus
 from core.settings import Settings
 from core.vectorstore import LIVE_ALIAS, open_store
 from indexer.app import all_queues, app, configure
@@ -21,7 +20,14 @@ from indexer.runtime import Runtime
 from indexer.tasks import queue_sync
 from model.triton_server import TritonServer
 from tests.support.api import ADMIN_KEY, api_settings, serving
-from tests.support.indexing import WorkerProcess, cli, drop_keys, indexer_settings, wait_job
+from tests.support.indexing import (
+    ApiJobs,
+    WorkerProcess,
+    cli,
+    drop_keys,
+    indexer_settings,
+    wait_job,
+)
 from tests.support.scale import many_photos
 
 
@@ -110,17 +116,11 @@ def test_a_shard_that_loses_most_photos_waits_for_the_listing_and_the_budget_spa
     assert left == set(folders[0][third.deleted :] + folders[2][2:] + folders[3])
 
 
-def finished(admin: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
+def finished(admin: httpx.Client, path: str, body: dict[str, Any]) -> JobStatus:
     """Start a job through the admin API and wait for its record to say it ended."""
     accepted = admin.post(path, json=body)
     assert accepted.status_code == 202, accepted.text
-    deadline = time.monotonic() + 120
-    while True:
-        job: dict[str, Any] = admin.get(accepted.json()["status_url"]).json()
-        if job["state"] in ("done", "failed"):
-            return job
-        assert time.monotonic() < deadline, job
-        time.sleep(0.1)
+    return wait_job(ApiJobs(str(admin.base_url), admin.headers), accepted.json()["job_id"])
 
 
 def test_a_reindex_of_a_source_that_lost_most_photos_switches_only_when_forced(
@@ -139,17 +139,17 @@ def test_a_reindex_of_a_source_that_lost_most_photos_switches_only_when_forced(
             httpx.Client(base_url=api.url, headers={"X-API-Key": ADMIN_KEY}, timeout=30) as admin,
         ):
             synced = finished(admin, "/v1/admin/sync", {"source": str(root)})
-            assert (synced["state"], synced["done"]) == ("done", 8), synced
+            assert (synced.state, synced.done) == ("done", 8), synced
             live = store.resolve(LIVE_ALIAS)
             remove(root, keys[2:])
 
             job = finished(admin, "/v1/admin/reindex", {"model_version": 1})
-            assert (job["state"], job["refused"], job["live_count"]) == ("failed", True, 8), job
-            assert "max_delete_share=0.5" in job["message"] and "force: true" in job["message"]
+            assert (job.state, job.refused, job.live_count) == ("failed", True, 8), job
+            assert "max_delete_share=0.5" in job.message and "force: true" in job.message
             assert store.resolve(LIVE_ALIAS) == live and store.count(live) == 8
 
             job = finished(admin, "/v1/admin/reindex", {"model_version": 1, "force": True})
-            assert (job["state"], job["force"], job["refused"]) == ("done", True, False), job
+            assert (job.state, job.force, job.refused) == ("done", True, False), job
             switched = store.resolve(LIVE_ALIAS)
             assert switched != live and store.count(switched) == 2
     finally:

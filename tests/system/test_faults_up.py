@@ -25,13 +25,12 @@ from tests.support.browser import cards, search
 from tests.support.faultload import (
     KEYS,
     SearchLoad,
-    job,
+    jobs_of,
     live_points,
     missing_photos,
     start_sync,
-    wait_job,
 )
-from tests.support.indexing import photo_folder, write_photo
+from tests.support.indexing import photo_folder, wait_job, write_photo
 from tests.support.ports import free_ports
 from tests.support.upprocess import Up, newcomer_env, ready, wait_until
 
@@ -82,8 +81,8 @@ def child_pid(up: Up, name: str) -> int:
 
 def kill_when_syncing(up: Up, job_id: str, name: str, photos_done: int) -> tuple[int, float]:
     """SIGKILL a child once the sync has embedded some photos but not all; (pid, when)."""
-    found = wait_job(up, job_id, 120, until=lambda j: j["done"] >= photos_done)
-    assert found["done"] < found["total"], f"the sync ended before the kill: {found}"
+    found = wait_job(jobs_of(up), job_id, 120, up, until=lambda j: j.done >= photos_done)
+    assert found.done < found.total, f"the sync ended before the kill: {found}"
     pid = child_pid(up, name)
     os.kill(pid, signal.SIGKILL)
     return pid, time.monotonic()
@@ -136,7 +135,8 @@ def test_triton_killed_during_a_sync_and_searches(system: tuple[Up, Path]) -> No
     with killed_during_sync(up, photos, "triton") as fault:
         load, job_id, added, killed, back = fault
         # Back by itself: an uncached search answers, and the sync embeds again.
-        done_at_back = (job(up, job_id) or {"done": 0})["done"]
+        at_back = jobs_of(up).get(job_id)
+        done_at_back = at_back.done if at_back else 0
         wait_until(
             lambda: (
                 httpx.get(
@@ -147,7 +147,7 @@ def test_triton_killed_during_a_sync_and_searches(system: tuple[Up, Path]) -> No
             RECOVERY_S,
             "uncached searches did not recover within 30 s of Triton",
         )
-        final = wait_job(up, job_id, 600)
+        final = wait_job(jobs_of(up), job_id, 600, up)
         wait_until(
             lambda: any(
                 a.at > back and a.status == 200 and a.cached is False for a in load.answers
@@ -156,8 +156,8 @@ def test_triton_killed_during_a_sync_and_searches(system: tuple[Up, Path]) -> No
             "the load's uncached searches did not recover",
         )
     print("triton", load.summary(killed, back), f"; sync: {final}")
-    assert (final["state"], final["failed"], final["done"]) == ("done", 0, len(added)), final
-    assert final["done"] > done_at_back or done_at_back == len(added)
+    assert (final.state, final.failed, final.done) == ("done", 0, len(added)), final
+    assert final.done > done_at_back or done_at_back == len(added)
     assert_index_complete(up, photos)
 
     outage = load.between(killed, back)
@@ -180,11 +180,11 @@ def test_redis_killed_during_a_sync_and_searches(system: tuple[Up, Path]) -> Non
     up, photos = system
     with killed_during_sync(up, photos, "redis") as fault:
         load, job_id, added, killed, back = fault
-        final = wait_job(up, job_id, 600)
+        final = wait_job(jobs_of(up), job_id, 600, up)
     print("redis", load.summary(killed, back), f"; sync: {final}")
     # Queued batches are kept across the kill (the queue's Redis writes every change to its
     # append-only file before answering) and the worker reconnected to run them.
-    assert (final["state"], final["failed"], final["done"]) == ("done", 0, len(added)), final
+    assert (final.state, final.failed, final.done) == ("done", 0, len(added)), final
     assert_index_complete(up, photos)
     outage = load.between(killed, back)
     assert outage, "no search was sent while Redis was down"
@@ -193,8 +193,8 @@ def test_redis_killed_during_a_sync_and_searches(system: tuple[Up, Path]) -> Non
         assert answer.status == 200, answer
     # And the worker runs new work after the restart, with nothing left over.
     more = add_photos(photos, 8)
-    after = wait_job(up, start_sync(up, str(photos)), 300)
-    assert (after["state"], after["done"], after["failed"]) == ("done", len(more), 0), after
+    after = wait_job(jobs_of(up), start_sync(up, str(photos)), 300, up)
+    assert (after.state, after.done, after.failed) == ("done", len(more), 0), after
     assert_index_complete(up, photos)
 
 

@@ -16,9 +16,9 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from core.settings import Settings
-from core.vectorstore import VectorStore, open_store
+from core.vectorstore import VectorStore
 from model.triton_server import TritonServer
-from tests.support.api import SEARCH_KEY, Indexed, api_settings, index_photos, serving
+from tests.support.api import SEARCH_KEY, Indexed, api_settings, indexed_api, serving
 from tests.support.browser import cards, search, settle, shown, started, thumbnails_loaded
 from tests.support.indexing import drop_keys
 
@@ -46,14 +46,8 @@ def site(
     settings = api_settings(
         tmp / "data", triton.url, repository, anonymous_search=True, redis_timeout_s=2.0
     )
-    store = open_store(settings)
-    try:
-        indexed = index_photos(store, settings, tmp / "photos", 12)
-        with serving(settings, store) as server:
-            yield Site(server.url, settings, store, indexed)
-    finally:
-        store.close()
-        drop_keys(settings)
+    with indexed_api(settings, tmp / "photos", 12) as served:
+        yield Site(served.server.url, settings, served.store, served.indexed)
 
 
 def ids_of(body: dict[str, Any]) -> list[str]:

@@ -38,10 +38,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from core.settings import Settings
-from core.vectorstore import open_store
 from model.triton_server import TritonServer
-from tests.support.api import ADMIN_KEY, SEARCH_KEY, api_settings, index_photos, serving
-from tests.support.indexing import drop_keys
+from tests.support.api import ADMIN_KEY, SEARCH_KEY, api_settings, indexed_api
 
 # Cases per operation and mode (positive, negative): about 16 operations x 2 x 150 requests
 # take ~2 minutes here; generation is derandomized, so CI sends the same requests each run.
@@ -85,14 +83,8 @@ def live(
     # A rollback waits this long for a worker; none runs here, so each answers 202 at once.
     settings = api_settings(tmp / "data", triton.url, repository, admin_wait_s=0.05, docs=True)
     settings.indexer.source = (tmp / "photos").as_uri()
-    store = open_store(settings)
-    try:
-        index_photos(store, settings, tmp / "photos", 8)
-        with serving(settings, store) as server:
-            yield Live(server.url, settings)
-    finally:
-        store.close()
-        drop_keys(settings)
+    with indexed_api(settings, tmp / "photos", 8) as served:
+        yield Live(served.server.url, settings)
 
 
 def load(live: Live) -> schemathesis.BaseSchema:
