@@ -359,7 +359,7 @@ def test_edge_data_and_aliases_survive_reopening(tmp_path: Path) -> None:
 def test_edge_upserts_survive_a_killed_process(tmp_path: Path) -> None:
     script = (
         "import os, signal, numpy as np\n"
-        "from tests.test_vectorstore import COLL, DIM, PHOTOS, edge_store\n"
+        "from tests.integration.test_vectorstore import COLL, DIM, PHOTOS, edge_store\n"
         f"s = edge_store(__import__('pathlib').Path({str(tmp_path)!r}))\n"
         "s.create_collection(COLL, DIM)\n"
         "s.upsert(COLL, PHOTOS)\n"
