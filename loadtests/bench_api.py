@@ -24,42 +24,46 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
-import platform
 import random
 import shlex
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
-from datetime import datetime
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlencode
 
+import httpx
+import numpy as np
 import onnxruntime as ort
+from redis import Redis
 
-from core.embedding.manifest import load_manifest
+from core.embedding.arrays import Embeddings
+from core.embedding.manifest import TEXT_INPUT, TEXT_MODEL, list_versions, load_manifest
+from core.embedding.tokenizer import ClipTokenizer, pad_batch
 from core.settings import Settings
-from loadtests.api_setup import (
-    LIMIT,
+from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name, open_store
+from loadtests.machine import (
     ROOT,
-    Raw,
     api_process,
-    default_repository,
-    delete_prefix,
-    ensure_model,
-    ensure_store,
-    raw_search,
-    raw_text,
-    text_queue_delay_ms,
-    text_threads,
+    commit,
+    free_ports,
+    machine,
+    redis_process,
+    running,
+    triton_ports,
 )
-from loadtests.openloop import HttpPool, Phase, Probe, one_request
-from loadtests.vocabulary import Queries
+from loadtests.openloop import Phase, Probe, keep_alive, send
+from loadtests.vocabulary import Queries, photo_payload
+from model.repository import version_dir
+from model.triton_config import parse
 from model.triton_server import TritonServer
 from query_api.auth import hash_key
-from tests.support.ports import free_ports, triton_ports
 
 OPERATOR_KEY = "ps_bench-operator"  # this process's own API, on loopback, for this run only
 CACHED_RATE = 100.0  # requests/s of the cached target
@@ -69,6 +73,211 @@ DESIGN_PEAK = 100.0  # requests/s
 RATIO_TARGET = 1.2  # uncached p50 / (raw text encoder + raw vector search)
 PAUSE_S = 1.0  # between phases, so one phase's tail does not fall into the next
 CONNECTIONS = 256  # most requests in flight; more wait for a connection (and that counts)
+LIMIT = 20  # results per search, as the page asks
+UPSERT_BATCH = 1000
+STORE_SEED = 0
+MARKER = "bench-store.json"
+
+
+# -- the model repository and the store, both cached under var/ between runs ------------------
+
+
+def ensure_model(repo: Path, arch: str) -> int:
+    """The newest version in `repo`, exported (random weights) when there is none yet."""
+    if repo.is_dir() and list_versions(repo):
+        version = list_versions(repo)[-1]
+        print(f"model: {repo} version {version} ({load_manifest(repo, version).arch})", flush=True)
+        return version
+    from model.export import export_model
+
+    if repo.is_dir() and any(repo.iterdir()):
+        if repo != default_repository():
+            raise SystemExit(f"{repo} holds files but no exported version: give an empty folder")
+        shutil.rmtree(repo)  # an export of ours that was interrupted
+    print(f"exporting {arch} (random weights) into {repo}, about a minute ...", flush=True)
+    started = time.perf_counter()
+    manifest = export_model(arch, "none", repo)
+    print(f"  exported version {manifest.version} in {time.perf_counter() - started:.0f} s")
+    return manifest.version
+
+
+def default_repository() -> Path:
+    return ROOT / "var" / "bench-api" / "models"
+
+
+def fill_store(
+    store: VectorStore, collection: str, dim: int, photos: int, clusters: int, version: int
+) -> None:
+    """`photos` unit vectors around `clusters` random centres (real embeddings cluster; uniform
+    random vectors are HNSW's worst case), in upsert batches of UPSERT_BATCH."""
+    rng = np.random.default_rng(STORE_SEED)
+    r = random.Random(STORE_SEED)
+    centres = rng.standard_normal((clusters, dim), dtype=np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    # Noise of norm 0.5-1.0 around a unit centre: cosine to the centre ~0.7-0.9.
+    spread = rng.uniform(0.5, 1.0, clusters).astype(np.float32) / math.sqrt(dim)
+    now = datetime.now(UTC).isoformat()
+    started, reported = time.perf_counter(), 0
+    for start in range(0, photos, UPSERT_BATCH):
+        n = min(UPSERT_BATCH, photos - start)
+        which = rng.integers(0, clusters, n)
+        noise = rng.standard_normal((n, dim), dtype=np.float32) * spread[which, None]
+        vectors = centres[which] + noise
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        points = []
+        for j in range(n):
+            photo_id, payload = photo_payload(r, start + j, version, now)
+            points.append(PhotoPoint(photo_id, vectors[j], payload))
+        store.upsert(collection, points)
+        if (start + n) * 10 // photos > reported:
+            reported = (start + n) * 10 // photos
+            print(f"  {start + n} points, {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def ensure_store(
+    settings: Settings, version: int, dim: int, photos: int, clusters: int, rebuild: bool
+) -> tuple[VectorStore, str]:
+    """The bench store (opened), built when missing, different or --rebuild; LIVE_ALIAS on it."""
+    q = settings.qdrant
+    path = q.path
+    assert path is not None  # filled by Settings
+    wanted = {
+        "photos": photos,
+        "clusters": clusters,
+        "dim": dim,
+        "model_version": version,
+        "seed": STORE_SEED,
+        "hnsw_m": q.hnsw_m,
+        "hnsw_ef_construct": q.hnsw_ef_construct,
+        "quantization": q.quantization,
+        "complete": True,
+    }
+    marker = settings.data_dir / MARKER
+    collection = collection_name(version, "bench")
+    have = json.loads(marker.read_text()) if marker.exists() else None
+    if have == wanted and not rebuild:
+        store = open_store(settings)
+        if store.has_collection(collection) and store.count(collection) == photos:
+            print(f"store: {path} ({photos} photos, built before)", flush=True)
+            return store, collection
+        store.close()
+    if path.exists() and any(path.iterdir()) and have is None:
+        raise SystemExit(
+            f"{path} holds a store this benchmark did not build: give another --data-dir"
+        )
+    shutil.rmtree(path, ignore_errors=True)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    # Marks the folder as ours while it is built, so an interrupted build is rebuilt next time.
+    marker.write_text(json.dumps({**wanted, "complete": False}, indent=2) + "\n")
+    store = open_store(settings)
+    print(f"building the store: {photos} photos x {dim} dims, {clusters} clusters ...", flush=True)
+    store.create_collection(collection, dim)
+    started = time.perf_counter()
+    fill_store(store, collection, dim, photos, clusters, version)
+    filled = time.perf_counter()
+    print("  optimize (HNSW) ...", flush=True)
+    store.optimize(collection)
+    store.set_aliases({LIVE_ALIAS: collection})
+    done = time.perf_counter()
+    print(f"  upserts {filled - started:.0f} s, optimize {done - filled:.0f} s", flush=True)
+    marker.write_text(json.dumps(wanted, indent=2) + "\n")
+    return store, collection
+
+
+# -- raw figures: the text encoder and the vector search alone, in this process ---------------
+
+
+def text_threads(repo: Path) -> int:
+    """The intra-op threads Triton's python backend gives clip_text (0: onnxruntime's default)."""
+    config = parse((repo / TEXT_MODEL / "config.pbtxt").read_text())
+    param = config.parameters.get("intra_op_thread_count")
+    return int(param.string_value) if param is not None else 0
+
+
+def text_queue_delay_ms(repo: Path) -> float:
+    config = parse((repo / TEXT_MODEL / "config.pbtxt").read_text())
+    return float(config.dynamic_batching.max_queue_delay_microseconds) / 1000
+
+
+@dataclass
+class Raw:
+    tokenize_ms: float
+    text_ms: float
+    search_ms: float = 0.0
+    vectors: list[Embeddings] = field(default_factory=list)
+
+
+def raw_text(
+    repo: Path, version: int, timed: list[str], embedded: list[str], pad_multiple: int
+) -> Raw:
+    """Median tokenize and encode times of single queries (batch 1, padded as the client
+    pads), and the embeddings of `embedded` for the raw search."""
+    tokenizer = ClipTokenizer.from_repository(repo, version)
+    context = load_manifest(repo, version).tokenizer.context_length
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = text_threads(repo)
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(
+        str(version_dir(repo, TEXT_MODEL, version) / "model.onnx"),
+        options,
+        providers=["CPUExecutionProvider"],
+    )
+    batches = [pad_batch(tokenizer.encode_batch([q]), pad_multiple, context) for q in timed]
+    for batch in batches[:5]:  # warm-up
+        session.run(None, {TEXT_INPUT: batch})
+    tokenize, encode = [], []
+    for query, batch in zip(timed, batches, strict=True):
+        t0 = time.perf_counter()
+        tokenizer.encode_batch([query])
+        t1 = time.perf_counter()
+        session.run(None, {TEXT_INPUT: batch})
+        encode.append(time.perf_counter() - t1)
+        tokenize.append(t1 - t0)
+    vectors: list[Embeddings] = []
+    for start in range(0, len(embedded), 64):
+        ids = tokenizer.encode_batch(embedded[start : start + 64])
+        out = session.run(None, {TEXT_INPUT: pad_batch(ids, pad_multiple, context)})[0]
+        vectors.extend(np.asarray(out, dtype=np.float32))
+    return Raw(
+        tokenize_ms=float(np.median(tokenize)) * 1000,
+        text_ms=float(np.median(encode)) * 1000,
+        vectors=vectors,
+    )
+
+
+def raw_search(store: VectorStore, collection: str, vectors: list[Embeddings]) -> float:
+    """Median ms of store.search(limit=LIMIT) with query embeddings, after a warm-up."""
+    for vector in vectors[:20]:
+        store.search(collection, vector, limit=LIMIT)
+    times = []
+    for vector in vectors:
+        t0 = time.perf_counter()
+        store.search(collection, vector, limit=LIMIT)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1000
+
+
+def own_redis(stack: ExitStack, work: Path, given: str | None, prefix: str) -> str:
+    """The API's Redis: `given` (its keys under `prefix` deleted at the end), else a Redis of
+    this run's own in `work`, stopped at the end. Returns its URL."""
+    if given is None:
+        child, url = redis_process(work)
+        stack.enter_context(running(child))
+        return url
+
+    def delete() -> None:
+        redis = Redis.from_url(given)
+        keys = list(redis.scan_iter(match=f"{prefix}:*", count=1000))
+        for start in range(0, len(keys), 1000):
+            redis.delete(*keys[start : start + 1000])
+        redis.close()
+        print(f"deleted {len(keys)} Redis keys of {prefix}", flush=True)
+
+    stack.callback(delete)
+    return given
+
+
+# -- the API, driven open loop ------------------------------------------------------------------
 
 
 def search_target(query: str) -> str:
@@ -76,22 +285,16 @@ def search_target(query: str) -> str:
 
 
 async def run_phase(
-    pool: HttpPool, probe: Probe, name: str, rate: float, queries: list[str], expect_cached: bool
+    http: httpx.AsyncClient,
+    probe: Probe,
+    name: str,
+    rate: float,
+    queries: list[str],
+    expect_cached: bool,
 ) -> Phase:
     """Send one search per query at `rate`/s on a fixed schedule (open loop); wait for all."""
-    await pool.refill(min(32, len(queries)))
-    targets = [search_target(q) for q in queries]
     before = await probe.snapshot()
-    loop = asyncio.get_running_loop()
-    start = loop.time() + 0.05
-    tasks = []
-    for i, target in enumerate(targets):
-        at = start + i / rate
-        delay = at - loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(one_request(pool, target, at)))
-    outcomes = list(await asyncio.gather(*tasks))
+    outcomes = await send(http, rate, [search_target(q) for q in queries])
     phase = Phase(
         name, rate, expect_cached, outcomes, Probe.breakdown(before, await probe.snapshot())
     )
@@ -150,29 +353,28 @@ async def load(
     url: str, metrics: tuple[str, str], args: argparse.Namespace, queries: Queries
 ) -> LoadResults:
     """`metrics`: the API's and Triton's /metrics URLs."""
-    host, _, port = url.removeprefix("http://").partition(":")
-    # The operator's key: only it is told per answer whether the cache answered.
-    pool = HttpPool(host, int(port), CONNECTIONS, {"X-API-Key": OPERATOR_KEY})
     probe = Probe(*metrics)
-    try:
+    # The operator's key: only it is told per answer whether the cache answered.
+    async with keep_alive(url, CONNECTIONS, {"X-API-Key": OPERATOR_KEY}) as http:
         print("warm-up: 30 uncached searches at 10/s ...", flush=True)
-        warmup = await run_phase(pool, probe, "warm-up", 10, queries.take(30), expect_cached=False)
+        warmup = await run_phase(http, probe, "warm-up", 10, queries.take(30), expect_cached=False)
 
         popular = queries.take(args.cached_queries)
         print(f"pre-warming {len(popular)} cached queries ...", flush=True)
         for query in popular:
-            status, body = await pool.get(search_target(query))
-            if status != 200:
-                raise RuntimeError(f"pre-warm search failed: {status} {body[:300]!r}")
+            answer = await http.get(search_target(query))
+            if answer.status_code != 200:
+                failed = f"{answer.status_code} {answer.text[:300]}"
+                raise RuntimeError(f"pre-warm search failed: {failed}")
         r = random.Random(1)
         draws = [r.choice(popular) for _ in range(round(CACHED_RATE * args.seconds))]
         print(f"cached, {CACHED_RATE:g}/s for {args.seconds:g} s ...", flush=True)
-        cached = await run_phase(pool, probe, "cached", CACHED_RATE, draws, expect_cached=True)
+        cached = await run_phase(http, probe, "cached", CACHED_RATE, draws, expect_cached=True)
 
         count = max(1, round(args.low_rate * args.seconds))
         print(f"uncached, {args.low_rate:g}/s for {args.seconds:g} s ...", flush=True)
         low = await run_phase(
-            pool, probe, "uncached (low)", args.low_rate, queries.take(count), expect_cached=False
+            http, probe, "uncached (low)", args.low_rate, queries.take(count), expect_cached=False
         )
 
         steps: list[Phase] = []
@@ -180,15 +382,13 @@ async def load(
         for rate in args.rates:
             print(f"uncached, {rate:g}/s for {args.seconds:g} s ...", flush=True)
             queries_now = queries.take(max(1, round(rate * args.seconds)))
-            phase = await run_phase(pool, probe, "uncached", rate, queries_now, expect_cached=False)
+            phase = await run_phase(http, probe, "uncached", rate, queries_now, expect_cached=False)
             steps.append(phase)
             failed_in_a_row = 0 if phase.holds(UNCACHED_P99_MS) else failed_in_a_row + 1
             if failed_in_a_row == 2 and not args.all_rates:
                 print("  two rates in a row missed the target: stopping the steps", flush=True)
                 break
         return LoadResults(warmup, cached, low, steps)
-    finally:
-        pool.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,13 +410,6 @@ class ApiFigures:
 def report(args: argparse.Namespace, figures: ApiFigures) -> str:
     settings, repo, raw, results = figures.settings, figures.repo, figures.raw, figures.results
     manifest = load_manifest(repo, figures.version)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=ROOT,
-    ).stdout.strip()
     q = settings.qdrant
     threads = text_threads(repo)
     phases = [results.warmup, results.cached, results.low, *results.steps]
@@ -225,10 +418,8 @@ def report(args: argparse.Namespace, figures: ApiFigures) -> str:
         "",
         f"{manifest.arch} ({manifest.weights} weights), {args.photos} photos in Qdrant Edge "
         f"(HNSW m={q.hnsw_m} ef_construct={q.hnsw_ef_construct} ef={q.hnsw_ef}, "
-        f"int8 quantization {'on' if q.quantization else 'off'}), "
-        f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
-        f"onnxruntime {ort.__version__}, commit {commit or '?'}, "
-        f"{datetime.now().strftime('%Y-%m-%d %H:%M')}",
+        f"int8 quantization {'on' if q.quantization else 'off'}), {machine()}, "
+        f"onnxruntime {ort.__version__}, commit {commit()}, {datetime.now():%Y-%m-%d %H:%M}",
         f"command: {command}",
         f"load average before the run: {figures.load_before:.2f} (other work on the machine skews "
         "every figure)",
@@ -326,7 +517,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--cached-queries", type=int, default=200, help="the cached set")
     parser.add_argument("--text-runs", type=int, default=50, help="raw text encoder queries")
     parser.add_argument("--search-runs", type=int, default=200, help="raw search queries")
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
+    parser.add_argument("--redis-url", help="the API's Redis [a Redis of its own, for the run]")
     parser.add_argument(
         "--text-delay-us",
         type=int,
@@ -347,7 +538,6 @@ def measure(args: argparse.Namespace) -> ApiFigures:
     overrides = {
         "PHOTOSEARCH_DATA_DIR": str(data_dir),
         "PHOTOSEARCH_MODEL__REPOSITORY": str(repo),
-        "PHOTOSEARCH_REDIS__URL": args.redis_url,
         "PHOTOSEARCH_REDIS__PREFIX": prefix,
         "PHOTOSEARCH_API__ANONYMOUS_SEARCH": "true",
         "PHOTOSEARCH_API__KEYS": json.dumps(
@@ -391,28 +581,25 @@ def measure(args: argparse.Namespace) -> ApiFigures:
         flush=True,
     )
 
-    with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp, ExitStack() as stack:
         work = Path(tmp)
-        try:
-            with TritonServer(repo, triton_ports(), work / "triton") as triton:
-                port, metrics_port = free_ports(2)
-                env = {
-                    **os.environ,
-                    "PHOTOSEARCH_TRITON__URL": triton.url,
-                    "PHOTOSEARCH_API__METRICS_PORT": str(metrics_port),
-                }
-                print("starting the API ...", flush=True)
-                with api_process(env, port, work / "api.log", args.api_log_level) as url:
-                    metrics = (
-                        f"http://127.0.0.1:{metrics_port}/metrics",
-                        f"http://127.0.0.1:{triton.ports.metrics}/metrics",
-                    )
-                    results = asyncio.run(load(url, metrics, args, queries))
-                log = (work / "api.log").read_text(errors="replace").splitlines()
-                problems = [line for line in log if "ERROR" in line or "Traceback" in line]
-        finally:
-            removed = delete_prefix(args.redis_url, prefix)
-            print(f"deleted {removed} Redis keys of {prefix}", flush=True)
+        redis_url = own_redis(stack, work, args.redis_url, prefix)
+        triton = stack.enter_context(TritonServer(repo, triton_ports(), work / "triton"))
+        port, metrics_port = free_ports(2)
+        env = os.environ | {
+            "PHOTOSEARCH_REDIS__URL": redis_url,
+            "PHOTOSEARCH_TRITON__URL": triton.url,
+            "PHOTOSEARCH_API__METRICS_PORT": str(metrics_port),
+        }
+        print("starting the API ...", flush=True)
+        with running(api_process(env, port, work / "api.log", args.api_log_level)):
+            metrics = (
+                f"http://127.0.0.1:{metrics_port}/metrics",
+                f"http://127.0.0.1:{triton.ports.metrics}/metrics",
+            )
+            results = asyncio.run(load(f"http://127.0.0.1:{port}", metrics, args, queries))
+        log = (work / "api.log").read_text(errors="replace").splitlines()
+        problems = [line for line in log if "ERROR" in line or "Traceback" in line]
     return ApiFigures(settings, repo, version, raw, results, load_before, problems)
 
 

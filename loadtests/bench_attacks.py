@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,11 +42,10 @@ from PIL import Image
 from core.embedding.manifest import load_manifest
 from core.settings import Settings
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, collection_name, open_store
-from loadtests.api_setup import api_process, default_repository, delete_prefix, ensure_model
+from loadtests.bench_api import default_repository, ensure_model, own_redis
+from loadtests.machine import api_process, free_ports, running, status_kib, triton_ports
 from loadtests.vocabulary import photo_payload
 from model.triton_server import TritonServer, new_control_key
-from tests.support.images import png_bomb
-from tests.support.ports import free_ports, triton_ports
 
 BIG = (11547, 8660)  # 100 megapixels
 SEARCH = "/v1/search?q=cat"
@@ -140,28 +140,8 @@ class Sampler(Every):
 
 
 def rss(pid: int, field_name: str) -> int:
-    """A memory field of /proc/PID/status in bytes; 0 once the process is gone (a zombie
-    has no memory fields)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field_name + ":"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def api_pid() -> int:
-    """The API that api_process started: our child running `photosearch api serve`."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            command = (stat.parent / "cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
-            continue
-        if parent == os.getpid() and b"api\0serve" in command:
-            return int(stat.parent.name)
-    raise RuntimeError("no API process found among this process's children")
+    """A memory field of /proc/PID/status in bytes; 0 once the process is gone."""
+    return status_kib(pid, field_name) * 1024
 
 
 @dataclass
@@ -179,8 +159,17 @@ def thumbnails(ids: list[str]) -> Callable[[str, Path], Outcome]:
     return attack
 
 
+@functools.cache
+def png_bomb() -> bytes:
+    """A valid 16-bit greyscale PNG of 6300 x 6290 black pixels: 75 KB that decode to 79 MB
+    (a real decompression bomb, not only a lying header). Built before any attack's window."""
+    out = io.BytesIO()
+    Image.new("I;16", (6300, 6290)).save(out, "PNG", compress_level=9)
+    return out.getvalue()
+
+
 def uploads(url: str, photos: Path) -> Outcome:
-    bomb = png_bomb(6300, 6290, 16)
+    bomb = png_bomb()
     files = {"file": ("bomb.png", bomb, "image/png")}
     got = parallel(4, lambda _: call("POST", f"{url}/v1/search/image", 120, files=files))
     return Outcome(summary(got), f"{len(bomb) // 1024} KB each")
@@ -336,8 +325,10 @@ def run_attack(
     env = {**env, "PHOTOSEARCH_API__METRICS_PORT": str(free_ports(1)[0])}
     (port,) = free_ports(1)
     print(f"{name} ...", flush=True)
-    with api_process(env, port, work / f"api-{name[:2].strip('. ')}.log", "warning") as url:
-        pid = api_pid()
+    url = f"http://127.0.0.1:{port}"
+    log = work / f"api-{name[:2].strip('. ')}.log"
+    with running(api_process(env, port, log, "warning")) as api:
+        pid = api.pid or 0
         for _ in range(60):  # the first search embeds "cat"; the later ones hit the cache
             if call("GET", url + SEARCH, 10).status == "200":
                 break
@@ -369,25 +360,28 @@ def main() -> None:
     )
     parser.add_argument("--api-root", type=Path, help="serve the API of this checkout")
     parser.add_argument(
-        "--redis-url", default=os.environ.get("PHOTOSEARCH_REDIS__URL", "redis://127.0.0.1:6379")
+        "--redis-url",
+        default=os.environ.get("PHOTOSEARCH_REDIS__URL"),
+        help="the API's Redis [PHOTOSEARCH_REDIS__URL, else a Redis of its own, for the run]",
     )
     args = parser.parse_args()
     repo = default_repository()
     version = ensure_model(repo, "ViT-B-32")
     dim = load_manifest(repo, version).embedding_dim
     prefix = f"bench-attacks-{os.getpid()}-{int(time.time())}"
-    with tempfile.TemporaryDirectory(prefix="bench-attacks-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-attacks-") as tmp, ExitStack() as stack:
         work = Path(tmp).resolve()
         print("writing the photos and the store ...", flush=True)
         files = make_photos(work / "photos")
         json_body()
+        png_bomb()
         for name in ("PHOTOSEARCH_QDRANT__URL", "PHOTOSEARCH_QDRANT__PATH"):
             os.environ.pop(name, None)  # the embedded store in the temporary folder
         env = {
             **os.environ,
             "PHOTOSEARCH_DATA_DIR": str(work / "data"),
             "PHOTOSEARCH_MODEL__REPOSITORY": str(repo),
-            "PHOTOSEARCH_REDIS__URL": args.redis_url,
+            "PHOTOSEARCH_REDIS__URL": own_redis(stack, work, args.redis_url, prefix),
             "PHOTOSEARCH_REDIS__PREFIX": prefix,
             "PHOTOSEARCH_API__ANONYMOUS_SEARCH": "true",
         }
@@ -396,15 +390,10 @@ def main() -> None:
             # (PYTHONSAFEPATH), the packages come from --api-root.
             env |= {"PYTHONPATH": str(args.api_root.resolve()), "PYTHONSAFEPATH": "1"}
         write_store(Settings(data_dir=work / "data"), version, dim, files)
-        rows = []
-        try:
-            with TritonServer(
-                repo, triton_ports(), work / "triton", control_key=new_control_key()
-            ) as triton:
-                env["PHOTOSEARCH_TRITON__URL"] = triton.url
-                rows = [run_attack(env, work, name, attack) for name, attack in ATTACKS]
-        finally:
-            print(f"deleted {delete_prefix(args.redis_url, prefix)} Redis keys of {prefix}")
+        control = new_control_key()
+        with TritonServer(repo, triton_ports(), work / "triton", control_key=control) as triton:
+            env["PHOTOSEARCH_TRITON__URL"] = triton.url
+            rows = [run_attack(env, work, name, attack) for name, attack in ATTACKS]
     root = args.api_root or "this checkout"
     print(f"\nAPI of {root}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}\n")
     print(

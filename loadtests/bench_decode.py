@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from core.embedding.images import prepare_image
 from core.embedding.manifest import ImagePreprocessing
-from tests.support.images import encode
-from tests.support.indexing import variant
+from loadtests.photoset import sized
 
 # ViT-B-32's eval transform, as the exporter writes it into the manifest.
 SPEC = ImagePreprocessing(
@@ -29,10 +30,6 @@ SPEC = ImagePreprocessing(
 )
 # A web-sized JPEG, what bench_indexer uses, and a camera original as stock sites store them.
 SIZES = {"1.2 MP (1280x960)": (1280, 960), "12 MP (4000x3000)": (4000, 3000)}
-
-
-def photos(size: tuple[int, int], count: int) -> list[bytes]:
-    return [encode(variant(i, size=960).resize(size), "JPEG", quality=90) for i in range(count)]
 
 
 def rate(data: list[bytes], seconds: float) -> float:
@@ -76,7 +73,8 @@ def measure(args: argparse.Namespace) -> DecodeFigures:
     cores = os.cpu_count() or 1
     rows = []
     for label, size in SIZES.items():
-        data = photos(size, args.count)
+        with tempfile.TemporaryDirectory() as originals:
+            data = sized(Path(originals), args.count, size)
         megabytes = sum(map(len, data)) / len(data) / 1e6
         one = rate(data, args.seconds)
         with ProcessPoolExecutor(cores) as pool:

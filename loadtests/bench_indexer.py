@@ -2,7 +2,7 @@
 
     python -m loadtests.bench_indexer [--arch ViT-B-32] [--repository DIR] [--photos 384]
 
-Real JPEGs of 1280x960 (1.2 megapixels) made from scikit-image's photographs; a real
+Real JPEGs of 1280x960 (1.2 megapixels) cut from the demo photographs; a real
 `photosearch worker` process, Redis, Triton and the embedded Qdrant Edge store. Prints
 images/s of both and the plan they imply for a full reindex of 1e8 photos; no thresholds.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -21,27 +21,32 @@ import onnxruntime as ort
 from core.embedding.images import prepare_image
 from core.embedding.manifest import IMAGE_MODEL, list_versions, load_manifest
 from core.jobs import Jobs
-from indexer.app import app, configure
-from indexer.tasks import queue_sync
+from core.settings import Settings
+from core.submit import queue_sync
+from core.taskqueue import create_celery
+from loadtests.bench_model import throughput
+from loadtests.machine import (
+    bench_settings,
+    process_env,
+    redis_process,
+    running,
+    triton_ports,
+    worker_process,
+)
+from loadtests.photoset import sized
 from model.repository import version_dir
 from model.triton_server import TritonServer
-from tests.support.images import encode
-from tests.support.indexing import WorkerProcess, settings_for, variant, wait_job
-from tests.support.ports import triton_ports
 
-REPEATS = 3
 FULL_REINDEX = 100_000_000
 
 
 def make_photos(root: Path, count: int) -> int:
     """count JPEGs of 1280x960 at quality 90; returns their total size in bytes."""
     root.mkdir(parents=True)
-    total = 0
-    for i in range(count):
-        data = encode(variant(i, size=960).resize((1280, 960)), "JPEG", quality=90)
+    photos = sized(root.parent / "originals", count, (1280, 960))
+    for i, data in enumerate(photos):
         (root / f"photo{i:04d}.jpg").write_bytes(data)
-        total += len(data)
-    return total
+    return sum(map(len, photos))
 
 
 def raw_rate(repo: Path, version: int, photos: list[Path], seconds: float) -> dict[int, float]:
@@ -52,16 +57,10 @@ def raw_rate(repo: Path, version: int, photos: list[Path], seconds: float) -> di
         providers=["CPUExecutionProvider"],
     )
     pixels = np.stack([prepare_image(p.read_bytes(), manifest.image) for p in photos[:64]])
+    run = partial(session.run, None)
     rates = {}
     for batch in (16, 32, 64):
-        best = 0.0
-        for _ in range(REPEATS):
-            done, started = 0, time.perf_counter()
-            while time.perf_counter() - started < seconds:
-                session.run(None, {"image": pixels[:batch]})
-                done += batch
-            best = max(best, done / (time.perf_counter() - started))
-        rates[batch] = best
+        rates[batch] = throughput(lambda p: run({"image": p}), [pixels[:batch]], batch, seconds)
     return rates
 
 
@@ -70,15 +69,18 @@ def indexing_rate(
 ) -> tuple[float, int]:
     """images/s of sync jobs over the folder, each into a fresh store: best of `runs`."""
     best, count = 0.0, 0
-    with TritonServer(repo, triton_ports(), work / "triton") as server:
+    redis, redis_url = redis_process(work)
+    with running(redis), TritonServer(repo, triton_ports(), work / "triton") as server:
         for run in range(runs):
-            settings = settings_for(work / f"data{run}", server.url, repo, batch_size=batch_size)
-            configure(app, settings)
-            jobs = Jobs.from_settings(settings)
-            with WorkerProcess(settings, work / f"worker{run}.log") as worker:
-                job_id = queue_sync(jobs, str(photos))
-                job = wait_job(jobs, job_id, timeout_s=1800, worker=worker)
-            assert job.state == "done" and job.failed == 0, job
+            values = bench_settings(
+                work / f"data{run}", server.url, repo, redis_url, batch_size=batch_size
+            )
+            settings = Settings(**values)
+            jobs, app = Jobs.from_settings(settings), create_celery(settings)
+            with running(worker_process(process_env(values), work / f"worker{run}.log")):
+                job = jobs.wait(queue_sync(app, jobs, str(photos)), timeout_s=1800)
+            app.close()
+            assert job is not None and job.state == "done" and job.failed == 0, job
             print(f"  run {run + 1}: {job.done} photos, {job.images_per_s:.1f} img/s", flush=True)
             best, count = max(best, job.images_per_s), job.done
     return best, count

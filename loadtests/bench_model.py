@@ -1,7 +1,7 @@
 """Benchmark the model path: text at 77 tokens vs the batch's longest, images by batch size,
 raw onnxruntime vs through Triton. Prints a Markdown table; no thresholds (machines are noisy).
 
-    python loadtests/bench_model.py [--arch ViT-B-32] [--repository DIR] [--seconds 2]
+    python -m loadtests.bench_model [--arch ViT-B-32] [--repository DIR] [--seconds 2]
 
 A --repository given is re-configured (its config.pbtxt rewritten) while it runs.
 """
@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
-import subprocess
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -28,9 +25,10 @@ from core.embedding.arrays import AnyArray
 from core.embedding.client import EmbeddingClient
 from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, list_versions, load_manifest
 from core.embedding.tokenizer import ClipTokenizer, pad_batch
+from loadtests.machine import commit, machine, triton_ports
 from model.repository import version_dir, write_configs
 from model.triton_config import BatchingOptions
-from model.triton_server import Ports, TritonServer
+from model.triton_server import TritonServer
 
 T = TypeVar("T")
 
@@ -160,12 +158,9 @@ async def triton_figures(repo: Path, version: int, url: str, seconds: float) -> 
 def report(
     raw: dict[str, float], no_delay: dict[str, float], via: dict[str, float], arch: str
 ) -> str:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
     lines = [
-        f"{arch}, {os.cpu_count()} cores ({platform.processor() or platform.machine()}), "
-        f"onnxruntime {ort.__version__}, commit {commit}, {time.strftime('%Y-%m-%d')}",
+        f"{arch}, {machine()}, onnxruntime {ort.__version__}, commit {commit()}, "
+        f"{time.strftime('%Y-%m-%d')}",
         "",
         "Triton's overhead is measured with queue delays 0; the last columns use the exported",
         "delays (text 5 ms; image 50 ms while it waits for a preferred batch of 16/32/64).",
@@ -229,7 +224,7 @@ def measure(args: argparse.Namespace) -> ModelFigures:
         for options in (BatchingOptions(0, 0), BatchingOptions()):
             print(f"through Triton, {options} ...", flush=True)
             write_configs(repo, target, options)
-            with TritonServer(repo, Ports(18103, 18101, 18102), Path(tmp) / "triton") as server:
+            with TritonServer(repo, triton_ports(), Path(tmp) / "triton") as server:
                 figures.append(asyncio.run(triton_figures(repo, version, server.url, args.seconds)))
         return ModelFigures(load_manifest(repo, version).arch, raw, figures[0], figures[1])
 

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import io
 import json
 import shutil
 import tempfile
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -38,23 +40,30 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
+from PIL import Image
 from redis import Redis
 
 from core.jobs import JobKind, Jobs
+from core.settings import Settings
 from core.sources import LocalSource
+from core.submit import queue_sync
+from core.taskqueue import create_celery, embed_queue
 from core.vectorstore import PhotoPoint, collection_name, open_store
-from indexer.app import app, configure, embed_queue
 from indexer.planner import plan_shard
 from indexer.reindex import verify
 from indexer.runtime import Runtime
 from indexer.shards import ShardMap, ShardRange, load_map
-from indexer.tasks import queue_sync
-from tests.support.faultload import RedisProcess
-from tests.support.indexing import WorkerProcess, settings_for, wait_job
-from tests.support.models import TINY_CONFIG
-from tests.support.ports import triton_ports
-from tests.support.scale import QueueWatch, small_photo
+from loadtests.machine import (
+    ROOT,
+    bench_settings,
+    process_env,
+    redis_process,
+    running,
+    triton_ports,
+    worker_process,
+)
 
+TINY_CONFIG = ROOT / "tests" / "data" / "tiny-clip.json"  # the tests' tiny CLIP: a data file
 DISTINCT = 256  # distinct JPEGs, written over and over
 PER_FOLDER = 1000
 MB = 1 << 20
@@ -108,6 +117,40 @@ class ScaleFigures:
     def memory_ratio(self) -> float:
         """Planner peak heap, largest catalogue / smallest: the issue asks <= 1.2."""
         return self.large.planner_peak_mb / self.small.planner_peak_mb
+
+
+def small_photo(i: int, size: int = 32) -> bytes:
+    """A distinct small JPEG: noise seeded by i (the tiny model sees 32x32 anyway)."""
+    pixels = np.random.default_rng(i).integers(0, 256, (size, size, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+class QueueWatch:
+    """The longest a Redis list (a Celery queue) was, polled every millisecond or so."""
+
+    def __init__(self, redis_url: str, queue: str) -> None:
+        self.redis = Redis.from_url(redis_url)
+        self.queue = queue
+        self.longest = self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.longest = max(self.longest, int(self.redis.llen(self.queue)))
+            self.samples += 1
+            time.sleep(0.001)
+
+    def __enter__(self) -> QueueWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.redis.close()
 
 
 def write_catalogue(root: Path, count: int) -> None:
@@ -251,30 +294,27 @@ def redis_calls(redis_url: str) -> int:
 def end_to_end(
     work: Path, repo: Path, triton_url: str, redis_url: str, root: Path, args: argparse.Namespace
 ) -> tuple[float, float, int, float]:
-    settings = settings_for(
+    values = bench_settings(
         work / "e2e-data",
         triton_url,
         repo,
+        redis_url,
         batch_size=args.batch_size,
         shard_size=args.shard_size,
         cpu_chunk=args.batch_size,  # the tiny model: no search waits behind it here
         max_queued_batches=args.max_queued,
     )
-    settings.redis.url = redis_url
-    configure(app, settings)
-    jobs = Jobs.from_settings(settings)
+    settings = Settings(**values)
+    jobs, app = Jobs.from_settings(settings), create_celery(settings)
     calls = redis_calls(redis_url)
-    with (
-        QueueWatch(redis_url, embed_queue(settings)) as watch,
-        # The worker closes its embedded store on SIGTERM: at 1e6 points that took past 60 s.
-        WorkerProcess(
-            settings, work / "worker.log", concurrency=args.concurrency, stop_timeout_s=900
-        ) as worker,
-    ):
-        job = wait_job(jobs, queue_sync(jobs, str(root)), timeout_s=7200, worker=worker)
+    # The worker closes its embedded store on SIGTERM: at 1e6 points that took past 60 s.
+    worker = worker_process(process_env(values), work / "worker.log", args.concurrency, 900)
+    with QueueWatch(redis_url, embed_queue(settings)) as watch, running(worker):
+        job = jobs.wait(queue_sync(app, jobs, str(root)), timeout_s=7200)
+    app.close()
     # The watch's own LLENs, every millisecond, are not the indexer's.
     calls = redis_calls(redis_url) - calls - watch.samples
-    assert job.state == "done" and job.failed == 0, job
+    assert job is not None and job.state == "done" and job.failed == 0, job
     shutil.rmtree(work / "e2e-data", ignore_errors=True)
     return job.images_per_s, job.elapsed_s, watch.longest, calls / job.batches_total
 
@@ -304,45 +344,42 @@ def measure(args: argparse.Namespace) -> ScaleFigures:
         work = Path(tmp)
         repo = work / "models"
         export_model(str(TINY_CONFIG), "none", repo)
-        redis = RedisProcess(work / "redis")
-        redis.start()
-        try:
-            with TritonServer(repo, triton_ports(), work / "triton") as triton:
-                for photos in (int(n) for n in args.sizes.split(",")):
-                    root = work / f"photos{photos}"
-                    started = time.perf_counter()
-                    write_catalogue(root, photos)
-                    seconds = time.perf_counter() - started
-                    print(f"{photos} photos written in {seconds:.0f} s", flush=True)
-                    settings = settings_for(
-                        work / "plan-data",
-                        triton.url,
-                        repo,
-                        shard_size=args.shard_size,
-                        batch_size=args.batch_size,
-                    )
-                    settings.redis.url = redis.url
-                    store = open_store(settings)
-                    rt = Runtime(settings, store=store)
-                    try:
-                        size = planning(rt, root, photos, dim=32)
-                    finally:
-                        rt.close()
-                        store.close()
-                    shutil.rmtree(work / "plan-data", ignore_errors=True)
-                    if args.e2e:
-                        print(f"  {photos}: end to end ...", flush=True)
-                        (
-                            size.e2e_photos_per_s,
-                            size.e2e_s,
-                            size.broker_longest,
-                            size.redis_calls_per_batch,
-                        ) = end_to_end(work, repo, triton.url, redis.url, root, args)
-                    figures.sizes.append(size)
-                    shutil.rmtree(root)
-                    print(f"  {photos}: {size}", flush=True)
-        finally:
-            redis.stop()
+        redis, redis_url = redis_process(work)
+        with running(redis), TritonServer(repo, triton_ports(), work / "triton") as triton:
+            for photos in (int(n) for n in args.sizes.split(",")):
+                root = work / f"photos{photos}"
+                started = time.perf_counter()
+                write_catalogue(root, photos)
+                seconds = time.perf_counter() - started
+                print(f"{photos} photos written in {seconds:.0f} s", flush=True)
+                values = bench_settings(
+                    work / "plan-data",
+                    triton.url,
+                    repo,
+                    redis_url,
+                    shard_size=args.shard_size,
+                    batch_size=args.batch_size,
+                )
+                settings = Settings(**values)
+                store = open_store(settings)
+                rt = Runtime(settings, store=store)
+                try:
+                    size = planning(rt, root, photos, dim=32)
+                finally:
+                    rt.close()
+                    store.close()
+                shutil.rmtree(work / "plan-data", ignore_errors=True)
+                if args.e2e:
+                    print(f"  {photos}: end to end ...", flush=True)
+                    (
+                        size.e2e_photos_per_s,
+                        size.e2e_s,
+                        size.broker_longest,
+                        size.redis_calls_per_batch,
+                    ) = end_to_end(work, repo, triton.url, redis_url, root, args)
+                figures.sizes.append(size)
+                shutil.rmtree(root)
+                print(f"  {photos}: {size}", flush=True)
     return figures
 
 

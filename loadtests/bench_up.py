@@ -15,58 +15,49 @@ import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
-from tests.support.ports import free_ports
-from tests.support.upprocess import Up, alive, descendants, newcomer_env, ready, wait_until
+from loadtests.machine import descendants, free_ports, proc, rss_mib
+from loadtests.system import UpProcess
+from photosearch.up.probes import http_ok
+
+MARKS = [
+    ("model ready (export on a first start)", "model version"),
+    ("Redis ready", "starting triton"),
+    ("Triton ready", "demo photos in"),
+    ("API + worker ready", "starting beat"),
+    ("photos indexed, page ready", "PhotoSearch is up"),
+]
 
 
-class TimedUp(Up):
-    """An Up that notes when each line arrived."""
-
-    def start(self, until: str = "PhotoSearch is up") -> None:
-        self.started = time.monotonic()
-        self.times: list[tuple[float, str]] = []
-        super().start(until)
-
-    def _read(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        for line in self.process.stdout:
-            self.times.append((time.monotonic() - self.started, line.rstrip("\n")))
-            self.lines.append(line.rstrip("\n"))
-
-    def at(self, text: str) -> float:
-        return next(t for t, line in self.times if text in line)
-
-
-def rss_mib(pids: set[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            for line in (Path("/proc") / str(pid) / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            continue
-    return total / 1024
-
-
-def phases(up: TimedUp) -> None:
-    marks = [
-        ("model ready (export on a first start)", "model version"),
-        ("Redis ready", "starting triton"),
-        ("Triton ready", "demo photos in"),
-        ("API + worker ready", "starting beat"),
-        ("photos indexed, page ready", "PhotoSearch is up"),
-    ]
-    for label, text in marks:
-        try:
-            print(f"  {label:<40} at {up.at(text):6.1f} s")
-        except StopIteration:
-            print(f"  {label:<40} (not printed)")
-    sync = next((line for line in up.lines if " sync " in line), "")
+def phases(up: UpProcess) -> None:
+    for label, text in MARKS:
+        at = up.at(text)
+        print(f"  {label:<40} " + ("(not printed)" if at is None else f"at {at:6.1f} s"))
+    sync = next((line for _, line in up.lines if " sync " in line), "")
     if sync:
         print(f"  sync: {' '.join(sync.split()[3:15])}")
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(what)
+        time.sleep(0.5)
+
+
+def back(up: UpProcess, name: str, killed: int, ready: str) -> bool:
+    """The child is running again (another pid) and the API ready."""
+    return up.state()["children"].get(name) not in (None, killed) and http_ok(ready)
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting to be reaped."""
+    stat = proc(pid, "stat")
+    return bool(stat) and stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def main() -> None:
@@ -75,8 +66,15 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
     args = parser.parse_args()
     data = args.data_dir or Path(tempfile.mkdtemp(prefix="bench-up-")) / "data"
-    api, redis = free_ports(2)
-    up = TimedUp(data, api, redis, newcomer_env())
+    api, redis, *more = free_ports(6)
+    # Only what a newcomer's shell has (no PHOTOSEARCH_*), Triton and the metrics on free ports.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PHOTOSEARCH_")}
+    names = ("TRITON__GRPC_PORT", "TRITON__HTTP_PORT", "TRITON__METRICS_PORT", "API__METRICS_PORT")
+    env |= {f"PHOTOSEARCH_{name}": str(port) for name, port in zip(names, more, strict=True)}
+    args_up = ["--port", str(api), "--redis-port", str(redis)]
+    log = Path(tempfile.gettempdir()) / f"bench-up-{os.getpid()}.log"
+    up = UpProcess(data, args_up, env, log)
+    ready = f"http://127.0.0.1:{api}/readyz"
     try:
         print("first start (empty data directory):")
         up.start()
@@ -88,11 +86,7 @@ def main() -> None:
             pid = up.state()["children"][name]
             t0 = time.monotonic()
             os.kill(pid, signal.SIGKILL)
-            wait_until(
-                lambda n=name, p=pid: up.state()["children"].get(n) not in (None, p) and ready(up),
-                300,
-                f"{name} did not come back",
-            )
+            wait_until(partial(back, up, name, pid, ready), 300, f"{name} did not come back")
             print(f"{name} killed: ready again after {time.monotonic() - t0:.1f} s")
         t0 = time.monotonic()
         below = descendants(up.process.pid)
@@ -105,10 +99,9 @@ def main() -> None:
         print("second start (same data):")
         up.start()
         phases(up)
-        up.stop(signal.SIGTERM)
+        print(f"up's output: {log}")
     finally:
-        if up.process is not None and up.process.poll() is None:
-            up.stop(signal.SIGTERM)
+        up.stop(signal.SIGTERM)
         if not args.keep and args.data_dir is None:
             shutil.rmtree(data.parent, ignore_errors=True)
 

@@ -6,9 +6,11 @@ Locust is imported, which the tests' and the runner's processes must not see):
     locust -f loadtests/locustfile.py --headless ...   with PHOTOSEARCH_LOADTEST_PLAN=plan.json
 
 Each user thinks for an exponentially distributed time between requests, so the sum of many
-users arrives as a Poisson stream at the planned rate, as independent people do; every request
-is written to the plan's CSV with its start time, latency, status and whether the query
-embedding came from the cache.
+users arrives as a Poisson stream at the planned rate, as independent people do. Besides
+Locust's own reports (statistics by kind, charts over time), every request is written to the
+plan's CSV with its start time, latency, status, error and whether the query embedding came
+from the cache: the report's windows (before, during and after a sync; per minute) and exact
+percentiles of the answered requests need each request's start.
 """
 
 from __future__ import annotations
@@ -18,40 +20,33 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any, ClassVar, TextIO
+from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
 from locust import FastHttpUser, events, task
 from locust.contrib.fasthttp import ResponseContextManager
 
-from loadtests.plan import Plan, UserGroup
 from loadtests.records import FIELDS
-from loadtests.scenario import Kind
-from loadtests.traffic import KindMix, QueryMix
+from loadtests.scenario import Kind, KindMix, Plan, QueryMix, UserGroup
 
 PLAN = Plan.model_validate_json(Path(os.environ["PHOTOSEARCH_LOADTEST_PLAN"]).read_text())
 QUERIES = QueryMix(PLAN.scenario.queries, salt=PLAN.salt)
 IMAGES = [Path(p).read_bytes() for p in PLAN.images]
-_sink: TextIO | None = None
-_writer: Any = None
+SINK = open(PLAN.records, "w", newline="")  # open for the whole run
+RECORDS = csv.writer(SINK)
+RECORDS.writerow(FIELDS)
 
 
-def _open_records(**_: Any) -> None:
-    global _sink, _writer
-    _sink = open(PLAN.records, "w", newline="")
-    _writer = csv.writer(_sink)
-    _writer.writerow(FIELDS)
+def _started(**_: Any) -> None:
     # The runner's clock for the timeline: the sync's start and the plots count from here.
     Path(PLAN.started).write_text(f"{time.time():.6f}")
 
 
-def _close_records(**_: Any) -> None:
-    if _sink is not None:
-        _sink.close()
+def _stopped(**_: Any) -> None:
+    SINK.close()
 
 
 def _record(
-    name: str,
     response_time: float,
     response: Any,
     context: dict[str, Any],
@@ -59,47 +54,35 @@ def _record(
     start_time: float,
     **_: Any,
 ) -> None:
-    if _writer is None or "kind" not in context:
-        return
-    status = getattr(response, "status_code", 0) or 0
-    error = "" if exception is None else str(exception)[:200]
-    cached = context.get("cached")
-    _writer.writerow(
-        [
-            f"{start_time:.6f}",
-            context["kind"],
-            f"{response_time:.3f}",
-            status,
-            "" if cached is None else int(cached),
-            context.get("results", ""),
-            error,
-        ]
-    )
+    if "kind" in context and not SINK.closed:
+        cached = context.get("cached")
+        status = getattr(response, "status_code", 0) or 0
+        row = [f"{start_time:.6f}", context["kind"], f"{response_time:.3f}", status]
+        error = "" if exception is None else str(exception)[:200]
+        RECORDS.writerow([*row, "" if cached is None else int(cached), error])
 
 
-events.test_start.add_listener(_open_records)
-events.test_stop.add_listener(_close_records)
+events.test_start.add_listener(_started)
+events.test_stop.add_listener(_stopped)
 events.request.add_listener(_record)
 
 
 def _check(resp: ResponseContextManager, kind: str) -> None:
     """A search answered when it is a 200 with a results list; else a failure with the
     API's own message."""
-    meta = resp.request_meta["context"]
     if resp.status_code != 200:
         body = (resp.text or "")[:200] if resp.status_code else ""
         resp.failure(f"{resp.status_code}: {body}" if body else str(getattr(resp, "error", "")))
         return
     try:
         data = resp.json()
-        results = data["results"]
+        len(data["results"])
     except (ValueError, KeyError, TypeError) as exc:
         resp.failure(f"not a search answer: {exc!r}")
         return
-    meta["results"] = len(results)
     if kind == "text":
         # Told to an operator's (admin) key only; null for the apps' and visitors' searches.
-        meta["cached"] = data.get("cached")
+        resp.request_meta["context"]["cached"] = data.get("cached")
     resp.success()
 
 
@@ -120,33 +103,35 @@ class _Planned(FastHttpUser):
         self._rng = random.Random()
         time.sleep(self._rng.expovariate(self.group.rate_per_user))
 
-    def _headers(self) -> dict[str, str]:
-        return {"X-API-Key": PLAN.api_key} if PLAN.api_key and self.group.keyed else {}
+    def _get(self, kind: Kind, path: str, **kwargs: Any) -> None:
+        with self.client.request(
+            "POST" if kind == "image" else "GET",
+            path,
+            name=kind,
+            headers={"X-API-Key": PLAN.api_key} if PLAN.api_key and self.group.keyed else {},
+            context={"kind": kind},
+            catch_response=True,
+            **kwargs,
+        ) as resp:
+            _check(resp, kind)
 
 
 class SiteVisitor(_Planned):
     """Someone on the site, searching by words without a key, as the page does."""
 
-    group = PLAN.group("text")
-    fixed_count = group.users
-    weight = group.users
+    group = PLAN.groups["text"]
+    fixed_count = weight = group.users
 
     @task
     def search(self) -> None:
-        text, _ = QUERIES.next()
-        target = "/v1/search?" + urlencode({"q": text, "limit": PLAN.limit})
-        with self.client.get(
-            target, name="text", context={"kind": "text"}, catch_response=True
-        ) as resp:
-            _check(resp, "text")
+        self._get("text", "/v1/search?" + urlencode({"q": QUERIES.next()[0], "limit": PLAN.limit}))
 
 
 class InternalApp(_Planned):
     """An internal application with its own key: image search and "more like this"."""
 
-    group = PLAN.group("internal")
-    fixed_count = group.users
-    weight = group.users
+    group = PLAN.groups["internal"]
+    fixed_count = weight = group.users
 
     def on_start(self) -> None:
         super().on_start()
@@ -156,26 +141,12 @@ class InternalApp(_Planned):
     @task
     def call(self) -> None:
         if self._kinds.next() == "image":
-            files = {"file": ("photo.jpg", IMAGES[self._rng.randrange(len(IMAGES))], "image/jpeg")}
-            with self.client.post(
-                f"/v1/search/image?limit={PLAN.limit}",
-                name="image",
-                files=files,
-                headers=self._headers(),
-                context={"kind": "image"},
-                catch_response=True,
-            ) as resp:
-                _check(resp, "image")
+            image = IMAGES[self._rng.randrange(len(IMAGES))]
+            files = {"file": ("photo.jpg", image, "image/jpeg")}
+            self._get("image", f"/v1/search/image?limit={PLAN.limit}", files=files)
         else:
             photo = quote(self._rng.choice(PLAN.photo_ids), safe="/")
-            with self.client.get(
-                f"/v1/photos/{photo}/similar?limit={PLAN.limit}",
-                name="similar",
-                headers=self._headers(),
-                context={"kind": "similar"},
-                catch_response=True,
-            ) as resp:
-                _check(resp, "similar")
+            self._get("similar", f"/v1/photos/{photo}/similar?limit={PLAN.limit}")
 
 
 # A group the plan leaves empty must not run at all (Locust would still start one user).

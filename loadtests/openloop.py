@@ -1,96 +1,42 @@
-"""Open-loop load over HTTP/1.1 keep-alive (asyncio), each phase's latencies, and /metrics."""
+"""Open-loop load over HTTP (httpx), each phase's latencies, and reading /metrics pages.
+
+Open loop: each request leaves at its scheduled time whether or not the earlier ones have
+answered, and its latency counts from that scheduled time, so queueing shows.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 
+import httpx
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
 from core.embedding.manifest import TEXT_MODEL
-from tests.support.api import sample as metric
 
 REQUEST_TIMEOUT_S = 10.0
 
 
-# ---------------------------------------------------------------------------------------------
-# The load generator: HTTP/1.1 keep-alive over asyncio streams (light enough to leave the
-# cores to the API), open loop.
+def fetch_text(url: str) -> str:
+    """A page's text; "" where it does not answer."""
+    try:
+        return httpx.get(url, timeout=5).raise_for_status().text
+    except httpx.HTTPError:
+        return ""
 
-Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
+class Metrics:
+    """One reading of a /metrics page (Prometheus' text format, parsed by prometheus_client)."""
 
-class HttpPool:
-    """GET over a pool of keep-alive connections; at most `size` requests in flight."""
+    def __init__(self, text: str) -> None:
+        self.samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
 
-    def __init__(
-        self, host: str, port: int, size: int, headers: dict[str, str] | None = None
-    ) -> None:
-        self.host, self.port = host, port
-        self._extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-        self._idle: list[Conn] = []
-        self._slots = asyncio.Semaphore(size)
-
-    async def refill(self, count: int) -> None:
-        """Close the idle connections (the server may have timed them out); open `count`."""
-        self.close()
-        for _ in range(count):
-            self._idle.append(await asyncio.open_connection(self.host, self.port))
-
-    def close(self) -> None:
-        for _, writer in self._idle:
-            writer.close()
-        self._idle.clear()
-
-    async def get(self, target: str) -> tuple[int, bytes]:
-        async with self._slots:
-            for attempt in (1, 2):
-                # The retry takes a new connection: other idle ones may be just as stale.
-                reused = bool(self._idle) and attempt == 1
-                conn = self._idle.pop() if reused else await self._open()
-                try:
-                    status, body, keep = await self._exchange(conn, target)
-                except (ConnectionError, asyncio.IncompleteReadError):
-                    conn[1].close()
-                    if reused and attempt == 1:
-                        continue  # a keep-alive connection the server had closed: once more
-                    raise
-                except BaseException:
-                    conn[1].close()
-                    raise
-                if keep:
-                    self._idle.append(conn)
-                else:
-                    conn[1].close()
-                return status, body
-        raise AssertionError("unreachable")
-
-    async def _open(self) -> Conn:
-        return await asyncio.open_connection(self.host, self.port)
-
-    async def _exchange(self, conn: Conn, target: str) -> tuple[int, bytes, bool]:
-        reader, writer = conn
-        host = f"Host: {self.host}:{self.port}\r\n"
-        writer.write(f"GET {target} HTTP/1.1\r\n{host}{self._extra}\r\n".encode())
-        await writer.drain()
-        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-        status = int(head[0].split(" ", 2)[1])
-        headers = {}
-        for line in head[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip().lower()
-        if headers.get("transfer-encoding") == "chunked":
-            chunks = []
-            while size := int((await reader.readuntil(b"\r\n")).strip().split(b";")[0], 16):
-                chunks.append(await reader.readexactly(size + 2))
-            await reader.readuntil(b"\r\n")
-            body = b"".join(c[:-2] for c in chunks)
-        else:
-            body = await reader.readexactly(int(headers.get("content-length", "0")))
-        return status, body, headers.get("connection") != "close"
+    def __call__(self, name: str, **labels: str) -> float:
+        """A sample summed over the series whose labels include `labels`. The parser names
+        a counter's samples NAME_total even where the page wrote NAME (as Triton does)."""
+        names, wanted = (name, f"{name}_total"), labels.items()
+        return sum(s.value for s in self.samples if s.name in names and wanted <= s.labels.items())
 
 
 @dataclass
@@ -104,34 +50,42 @@ class Outcome:
     error: str = ""
 
 
-async def one_request(pool: HttpPool, target: str, at: float) -> Outcome:
+async def one_request(client: httpx.AsyncClient, target: str, at: float) -> Outcome:
     loop = asyncio.get_running_loop()
     lag = loop.time() - at
     try:
-        status, body = await asyncio.wait_for(pool.get(target), REQUEST_TIMEOUT_S)
-    except (
-        OSError,
-        asyncio.IncompleteReadError,
-        asyncio.LimitOverrunError,
-        TimeoutError,
-        ValueError,
-    ) as exc:
+        response = await asyncio.wait_for(client.get(target), REQUEST_TIMEOUT_S)
+    except (httpx.HTTPError, TimeoutError) as exc:
         now = loop.time()
         return Outcome(now - at, lag, now, 0, error=f"{type(exc).__name__}: {exc}"[:200])
     now = loop.time()
-    if status != 200:
-        error = f"{status}: {body[:200].decode(errors='replace')}"
-        return Outcome(now - at, lag, now, status, error=error)
-    data = json.loads(body)
-    return Outcome(now - at, lag, now, status, bool(data.get("cached")), data.get("took_ms"))
+    if response.status_code != 200:
+        error = f"{response.status_code}: {response.text[:200]}"
+        return Outcome(now - at, lag, now, response.status_code, error=error)
+    data = response.json()
+    return Outcome(now - at, lag, now, 200, bool(data.get("cached")), data.get("took_ms"))
 
 
-def fetch_text(url: str) -> str:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return str(response.read().decode())
-    except (urllib.error.URLError, OSError):
-        return ""
+def keep_alive(url: str, connections: int, headers: dict[str, str]) -> httpx.AsyncClient:
+    """Keep-alive connections to `url`, at most `connections` requests in flight (more wait
+    for a connection, and that counts in their latency)."""
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    return httpx.AsyncClient(
+        base_url=url, headers=headers, limits=limits, timeout=REQUEST_TIMEOUT_S
+    )
+
+
+async def send(client: httpx.AsyncClient, rate: float, targets: list[str]) -> list[Outcome]:
+    """One request per target at `rate`/s on a fixed schedule (open loop); all the outcomes."""
+    loop = asyncio.get_running_loop()
+    start = loop.time() + 0.05
+    tasks = []
+    for i, target in enumerate(targets):
+        at = start + i / rate
+        if (delay := at - loop.time()) > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one_request(client, target, at)))
+    return list(await asyncio.gather(*tasks))
 
 
 @dataclass(frozen=True)
@@ -141,18 +95,18 @@ class Probe:
     api_url: str
     triton_url: str
 
-    async def snapshot(self) -> tuple[str, str]:
-        return (
-            await asyncio.to_thread(fetch_text, self.api_url),
-            await asyncio.to_thread(fetch_text, self.triton_url),
-        )
+    async def snapshot(self) -> tuple[Metrics, Metrics]:
+        api = await asyncio.to_thread(fetch_text, self.api_url)
+        return Metrics(api), Metrics(await asyncio.to_thread(fetch_text, self.triton_url))
 
     @staticmethod
-    def breakdown(before: tuple[str, str], after: tuple[str, str]) -> dict[str, float]:
+    def breakdown(
+        before: tuple[Metrics, Metrics], after: tuple[Metrics, Metrics]
+    ) -> dict[str, float]:
         """Means per request over the phase (NaN where nothing was counted)."""
 
         def delta(which: int, name: str, **labels: str) -> float:
-            return metric(after[which], name, **labels) - metric(before[which], name, **labels)
+            return after[which](name, **labels) - before[which](name, **labels)
 
         def ratio(num: float, den: float, scale: float) -> float:
             return num / den * scale if den else float("nan")

@@ -32,8 +32,11 @@ def _originals(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png"))
 
 
-def variant(original: Path, seed: int) -> bytes:
-    """A JPEG cut from `original`: a different photo of the same scene, by seed."""
+def variant(
+    original: Path, seed: int, size: tuple[int, int] | None = None, quality: int | None = None
+) -> bytes:
+    """A JPEG cut from `original`: a different photo of the same scene, by seed; of `size`
+    and `quality` where given (the benchmarks' photos), else of a size and quality drawn."""
     r = random.Random(seed)
     with Image.open(original) as img:
         image = ImageOps.exif_transpose(img).convert("RGB")
@@ -46,14 +49,21 @@ def variant(original: Path, seed: int) -> bytes:
         image = ImageOps.mirror(image)
     image = ImageEnhance.Color(image).enhance(r.uniform(0.6, 1.4))
     image = ImageEnhance.Brightness(image).enhance(r.uniform(0.8, 1.2))
-    side = r.randint(*LONG_SIDE)
-    scale = side / max(image.size)
-    image = image.resize(
-        (max(1, round(cw * scale)), max(1, round(ch * scale))), Image.Resampling.BICUBIC
-    )
+    scale = r.randint(*LONG_SIDE) / max(image.size)
+    size = size or (max(1, round(cw * scale)), max(1, round(ch * scale)))
     out = io.BytesIO()
-    image.save(out, "JPEG", quality=r.randint(78, 92))
+    image.resize(size, Image.Resampling.BICUBIC).save(
+        out, "JPEG", quality=quality or r.randint(78, 92)
+    )
     return out.getvalue()
+
+
+def sized(folder: Path, count: int, size: tuple[int, int], quality: int = 90) -> list[bytes]:
+    """`count` distinct JPEGs of exactly `size`, cut from the demo photos (written into
+    `folder`): what the decode and indexing benchmarks read."""
+    write_demo_photos(folder)
+    originals = _originals(folder)
+    return [variant(originals[i % len(originals)], i, size, quality) for i in range(count)]
 
 
 def _write(path: Path, data: bytes) -> None:

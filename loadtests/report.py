@@ -1,30 +1,58 @@
-"""The report of one load-test run: report.md with PNG plots, and summary.json for machines."""
+"""The report of one load-test run: report.md with PNG plots, and summary.json for machines.
+Locust's own reports (locust.html, locust_*.csv) lie beside them."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from loadtests import plots
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on a server or in CI
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+
 from loadtests.machine import Occasion
-from loadtests.observe import Sample, SyncWatch, cache_figures, triton_figures
-from loadtests.plan import Plan
-from loadtests.records import Latency, Records, hit_ratio, latency, read, series
-from loadtests.target import Target
-from loadtests.traffic import expected_hit_ratio
+from loadtests.records import (
+    MODELS,
+    Floats,
+    Latency,
+    Records,
+    Sample,
+    Series,
+    cache_figures,
+    hit_ratio,
+    latency,
+    read,
+    series,
+    triton_figures,
+)
+from loadtests.scenario import Plan, expected_hit_ratio
+from loadtests.system import SyncWatch, Target
 
 KIND_NAMES = {
     "text": "text search (site visitors)",
     "image": "image search (internal apps)",
     "similar": "more like this (internal apps)",
 }
+LATENCY_HEAD = (
+    "| requests | sent | answered/s | errors | p50 ms | p90 ms | p99 ms | max ms |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|"
+)
+LOCUST = "locust"  # Locust's --csv prefix and --html file, in the report's folder
+Span = tuple[float, float] | None
 
 
-def _ms(value: float) -> str:
+def ms(value: float) -> str:
     return "n/a" if math.isnan(value) else f"{value:.1f}"
 
 
@@ -33,17 +61,11 @@ def _ratio(value: float | None) -> str:
 
 
 def _latency_row(label: str, lat: Latency, seconds: float) -> str:
-    rate = (lat.count - lat.errors) / seconds if seconds else float("nan")
+    rate = (lat.count - lat.errors) / seconds if seconds else math.nan
     return (
         f"| {label} | {lat.count} | {rate:.1f} | {lat.errors} ({lat.error_share:.1%}) | "
-        f"{_ms(lat.p50)} | {_ms(lat.p90)} | {_ms(lat.p99)} | {_ms(lat.max)} |"
+        f"{ms(lat.p50)} | {ms(lat.p90)} | {ms(lat.p99)} | {ms(lat.max)} |"
     )
-
-
-LATENCY_HEAD = (
-    "| requests | sent | answered/s | errors | p50 ms | p90 ms | p99 ms | max ms |\n"
-    "|---|---:|---:|---:|---:|---:|---:|---:|"
-)
 
 
 def in_load(records: Records, t0: float, duration_s: float) -> Records:
@@ -51,32 +73,8 @@ def in_load(records: Records, t0: float, duration_s: float) -> Records:
     return records.between(t0, t0 + duration_s + 60)
 
 
-def sync_windows(records: Records, t0: float, end: float, watch: SyncWatch) -> list[str]:
-    """Latency before, during and after the sync: what the nightly job costs searches."""
-    stop = watch.finished_at or end
-    rows = []
-    for label, a, b in (
-        ("before the sync", t0, watch.sent_at),
-        ("during the sync", watch.sent_at, stop),
-        ("after the sync", stop, end),
-    ):
-        if b > a:
-            rows.append(
-                _latency_row(
-                    f"{label} ({a - t0:.0f} to {b - t0:.0f} s)",
-                    latency(records.between(a, b)),
-                    b - a,
-                )
-            )
-    return rows
-
-
 def summarize(
-    plan: Plan,
-    records: Records,
-    t0: float,
-    samples: list[Sample],
-    watch: SyncWatch | None,
+    plan: Plan, records: Records, t0: float, samples: list[Sample], watch: SyncWatch | None
 ) -> dict[str, Any]:
     scenario = plan.scenario
     load = in_load(records, t0, scenario.duration_s)
@@ -91,8 +89,8 @@ def summarize(
         "cache_hit_ratio_ceiling": expected_hit_ratio(scenario.queries, len(load.of("text"))),
     }
     if len(samples) >= 2:
-        out["cache"] = cache_figures(samples[0], samples[-1])
-        out["triton"] = {k: triton_figures(samples[0], samples[-1], k) for k in ("text", "image")}
+        out["cache"] = cache_figures(samples)
+        out["triton"] = {k: triton_figures(samples, k) for k in MODELS}
     if watch is not None:
         out["sync"] = {
             "job_id": watch.job_id,
@@ -114,6 +112,7 @@ def render(
     at: Occasion,
 ) -> str:
     s = plan.scenario
+    groups = plan.groups
     lines = [
         f"# Load test `{s.name}`: {s.rate:g} requests/s for {s.duration_s:g} s",
         "",
@@ -122,12 +121,11 @@ def render(
         f"- **When**: {datetime.fromtimestamp(t0, UTC):%Y-%m-%d %H:%M:%S} UTC; "
         f"**commit** {at.commit}",
         f"- **Machine**: {at.machine}; load average {at.load:.2f} before the run",
-        f"- **Target**: {target.url} ({'started by this run' if target.process else 'running'})"
+        f"- **Target**: {target.url} ({'started by this run' if target.up else 'running'})"
         f"; Triton metrics: {target.triton_metrics or 'not known'}",
-        f"- **Users**: {plan.groups['text'].users} site visitors and "
-        f"{plan.groups['internal'].users} internal apps "
-        f"({'with their own key' if plan.api_key else 'anonymous'}), each thinking an "
-        "exponential time between requests (Poisson arrivals at the planned rate)",
+        f"- **Users**: {groups['text'].users} site visitors and {groups['internal'].users} "
+        f"internal apps ({'with their own key' if plan.api_key else 'anonymous'}), each "
+        "thinking an exponential time between requests (Poisson arrivals at the planned rate)",
         f"- **Queries**: {s.queries.popular} popular queries ranked by a Zipf law "
         f"(s = {s.queries.zipf_s:g}) and {s.queries.unique_share:.0%} one-off queries; "
         f"cache {'emptied first' if s.cold_cache else 'left as it was'}",
@@ -139,25 +137,35 @@ def render(
         "percentiles are of the answered (200) requests.",
         "",
         LATENCY_HEAD,
+        *(
+            _latency_row(KIND_NAMES[kind], Latency(**figures), s.duration_s)
+            for kind, figures in summary["kinds"].items()
+        ),
+        _latency_row("**all**", Latency(**summary["all"]), s.duration_s),
+        "",
+        f"Planned {s.rate:g}/s; answered {summary['achieved_rate']:.1f}/s.",
+        "",
+        "![latency percentiles over time](latency.png)",
+        "",
+        "![requests per second over time](throughput.png)",
+        "",
+        *_cache_lines(summary),
+        *_triton_lines(summary),
     ]
-    load = in_load(records, t0, s.duration_s)
-    for kind, figures in summary["kinds"].items():
-        lines.append(_latency_row(KIND_NAMES[kind], Latency(**figures), s.duration_s))
-    lines.append(_latency_row("**all**", Latency(**summary["all"]), s.duration_s))
-    lines += ["", f"Planned {s.rate:g}/s; answered {summary['achieved_rate']:.1f}/s.", ""]
-    lines += ["![latency percentiles over time](latency.png)", ""]
-    lines += ["![requests per second over time](throughput.png)", ""]
-    lines += _cache_lines(summary)
-    lines += _triton_lines(summary)
     if watch is not None:
-        lines += _sync_lines(summary, load, t0, t0 + s.duration_s, watch)
+        lines += _sync_lines(summary, in_load(records, t0, s.duration_s), t0, watch)
     lines += ["## Errors", ""]
     if summary["errors"]:
         lines += ["| count | error |", "|---:|---|"]
         lines += [f"| {n} | `{e[:150]}` |" for e, n in summary["errors"].items()]
     else:
         lines.append("None.")
-    lines += ["", "Every request is in `requests.csv`; the figures above in `summary.json`.", ""]
+    lines += [
+        "",
+        "Every request is in `requests.csv`; the figures above in `summary.json`. Locust's "
+        f"own report is `{LOCUST}.html`, its statistics also in `{LOCUST}_*.csv`.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -176,11 +184,11 @@ def _cache_lines(summary: dict[str, Any]) -> list[str]:
         "## Query cache",
         "",
         f"- Hit ratio from the API's metrics: {api}",
-        f"- Of the text searches answered (200), the share whose embedding came from the "
+        "- Of the text searches answered (200), the share whose embedding came from the "
         "cache, where the answer said (an operator's key only; failed searches are all "
         "misses, so under errors this reads high): "
         f"{_ratio(summary['cache_hit_ratio_answers'])}",
-        f"- The most a cold cache can reach with this query curve and this many searches "
+        "- The most a cold cache can reach with this query curve and this many searches "
         f"(repeats of an earlier query): {_ratio(summary['cache_hit_ratio_ceiling'])}",
         "",
     ]
@@ -198,23 +206,32 @@ def _triton_lines(summary: dict[str, Any]) -> list[str]:
         "| model | requests | executions | mean batch | mean queue ms | mean compute ms |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for kind, f in triton.items():
-        if f is not None:
-            lines.append(
-                f"| {kind} | {f['requests']:.0f} | {f['executions']:.0f} | "
-                f"{_ratio(f['batch'])} | {_ms(f['queue_ms'])} | {_ms(f['compute_ms'])} |"
-            )
+    lines += [
+        f"| {kind} | {f['requests']:.0f} | {f['executions']:.0f} | {_ratio(f['batch'])} | "
+        f"{ms(f['queue_ms'])} | {ms(f['compute_ms'])} |"
+        for kind, f in triton.items()
+        if f is not None
+    ]
     return [*lines, "", "![Triton batch size and queue time](triton.png)", ""]
 
 
-def _sync_lines(
-    summary: dict[str, Any], load: Records, t0: float, end: float, watch: SyncWatch
-) -> list[str]:
-    job = watch.job
-    sync = summary["sync"]
+def _sync_lines(summary: dict[str, Any], load: Records, t0: float, watch: SyncWatch) -> list[str]:
+    """The sync's job, and the latency before, during and after it: what it costs searches."""
+    job, sync = watch.job, summary["sync"]
     finished = sync["finished_at_s"]
     took = "not finished" if finished is None else f"{finished - sync['sent_at_s']:.1f} s"
-    lines = [
+    end = t0 + summary["scenario"]["duration_s"]
+    stop = watch.finished_at or end
+    windows = [
+        (f"{label} ({a - t0:.0f} to {b - t0:.0f} s)", a, b)
+        for label, a, b in (
+            ("before the sync", t0, watch.sent_at),
+            ("during the sync", watch.sent_at, stop),
+            ("after the sync", stop, end),
+        )
+        if b > a
+    ]
+    return [
         "## The nightly sync during the load",
         "",
         f"- Job `{watch.job_id}` sent at {sync['sent_at_s']:.0f} s, state "
@@ -225,10 +242,9 @@ def _sync_lines(
         f"{job.get('unchanged', 0)}",
         "",
         LATENCY_HEAD,
-        *sync_windows(load, t0, end, watch),
+        *(_latency_row(label, latency(load.between(a, b)), b - a) for label, a, b in windows),
         "",
     ]
-    return lines
 
 
 def write_report(
@@ -243,14 +259,89 @@ def write_report(
     records = read(Path(plan.records))
     summary = summarize(plan, records, t0, samples, watch)
     duration = plan.scenario.duration_s
-    window = max(2.0, duration / 40)
-    sync_span = None
+    span = None
     if watch is not None:
-        sync_span = (watch.sent_at - t0, (watch.finished_at or t0 + duration) - t0)
-    plots.latency(out / "latency.png", series(records, t0, duration, window), sync_span)
-    plots.throughput(out / "throughput.png", series(records, t0, duration, 1.0), sync_span)
-    plots.triton(out / "triton.png", samples, t0, sync_span)
+        span = (watch.sent_at - t0, (watch.finished_at or t0 + duration) - t0)
+    plot_latency(out / "latency.png", series(records, t0, duration, max(2.0, duration / 40)), span)
+    plot_throughput(out / "throughput.png", series(records, t0, duration, 1.0), span)
+    plot_triton(out / "triton.png", samples, t0, span)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     report = out / "report.md"
     report.write_text(render(summary, plan, target, records, t0, watch, at))
     return report
+
+
+# -- the plots, over time, with the sync shaded --------------------------------------------------
+
+
+@contextmanager
+def _figure(
+    path: Path, rows: int, title: str, ylabel: str, span: Span, ncol: int = 1
+) -> Iterator[list[Axes]]:
+    """A figure of `rows` plots over the load's seconds, the sync shaded, saved on the way out."""
+    fig, grid = plt.subplots(
+        rows, 1, figsize=(9, 4 if rows == 1 else 5), sharex=True, squeeze=False
+    )
+    axes = [ax for (ax,) in grid]
+    yield axes
+    for ax in axes:
+        if span is not None:
+            ax.axvspan(span[0], span[1], color="#f2c14e", alpha=0.3, label="nightly sync")
+        ax.legend(loc="upper left", ncol=ncol)
+    axes[0].set_title(title)
+    axes[0].set_ylabel(ylabel)
+    axes[-1].set_xlabel("seconds into the load")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_latency(path: Path, s: Series, span: Span) -> None:
+    title, ylabel = "Latency percentiles per window", "latency, ms (answered requests)"
+    with _figure(path, 1, title, ylabel, span) as (ax,):
+        mid = s.t + (s.t[1] - s.t[0] if len(s.t) > 1 else 0) / 2
+        for values, label, style in (
+            (s.p50, "p50", "-"),
+            (s.p90, "p90", "--"),
+            (s.p99, "p99", ":"),
+        ):
+            ax.plot(mid, values, style, marker=".", label=label)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+
+
+def plot_throughput(path: Path, s: Series, span: Span) -> None:
+    title = "Throughput per second, by kind of request"
+    with _figure(path, 1, title, "requests per second", span, ncol=2) as (ax,):
+        bottom = np.zeros(len(s.t))
+        bars: list[tuple[str, Floats, str | None]] = [
+            (f"{kind} answered", rate, None) for kind, rate in s.rate.items()
+        ]
+        if s.error_rate.any():
+            bars.append(("errors", s.error_rate, "red"))
+        for label, rate, color in bars:
+            ax.bar(s.t, rate, width=1.0, bottom=bottom, align="edge", label=label, color=color)
+            bottom += rate
+        ax.grid(alpha=0.3, axis="y")
+
+
+def plot_triton(path: Path, samples: list[Sample], t0: float, span: Span) -> None:
+    """Mean batch size and queue time per request between two readings of Triton's counters."""
+    title = "Triton: dynamic batching over time"
+    with _figure(path, 2, title, "mean batch size", span) as (top, bottom):
+        bottom.set_ylabel("mean queue time, ms")
+        for kind in MODELS:
+            keys = [f"{kind}_{k}" for k in ("requests", "executions", "queue_us")]
+            points = [p for p in samples if all(k in p.values for k in keys)]
+            t, batch, queue = [], [], []
+            for a, b in itertools.pairwise(points):
+                requests, executions, queue_us = (b.values[k] - a.values[k] for k in keys)
+                if requests > 0 and executions > 0:
+                    t.append((a.at + b.at) / 2 - t0)
+                    batch.append(requests / executions)
+                    queue.append(queue_us / requests / 1000)
+            top.plot(t, batch, marker=".", label=kind)
+            bottom.plot(t, queue, marker=".", label=kind)
+        for ax in (top, bottom):
+            ax.grid(alpha=0.3)
+            ax.set_ylim(bottom=0)

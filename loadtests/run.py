@@ -7,7 +7,8 @@
 
 Scenarios live in loadtests/scenarios.toml (--config for another file). Locust sends the load
 from a process of its own; this process samples the API's and Triton's /metrics, starts the
-nightly sync mid-way, and writes report.md, summary.json and PNG plots into --out.
+nightly sync mid-way, and writes report.md, summary.json and PNG plots into --out, beside
+Locust's own HTML and CSV reports.
 """
 
 from __future__ import annotations
@@ -32,12 +33,27 @@ from redis import Redis
 from core.settings import Settings
 from loadtests import photoset
 from loadtests.machine import ROOT, Occasion
-from loadtests.nightly import churn_photos, poll_sync, send_sync
-from loadtests.observe import Sample, Sampler, SyncWatch
-from loadtests.plan import Plan, user_groups
-from loadtests.report import write_report
-from loadtests.scenario import DEFAULT_FILE, Scenario, ScenarioError, load_scenario
-from loadtests.target import Target, TargetError, attach, say, start
+from loadtests.records import Sample, Sampler
+from loadtests.report import LOCUST, write_report
+from loadtests.scenario import (
+    DEFAULT_FILE,
+    Plan,
+    Scenario,
+    ScenarioError,
+    load_scenario,
+    user_groups,
+)
+from loadtests.system import (
+    SyncWatch,
+    Target,
+    TargetError,
+    attach,
+    churn_photos,
+    poll_sync,
+    say,
+    send_sync,
+    start,
+)
 from photosearch.demo import write_demo_photos
 from photosearch.up.probes import choose_port
 
@@ -140,28 +156,17 @@ def drive(
 ) -> Load:
     """Send the scenario's traffic with Locust; `tick(seconds since the load began, plan)`
     runs every half second meanwhile (the sync a run or a soak starts, what it samples)."""
+    if scenario.cold_cache and target.settings is not None:
+        forgot = forget_cached_queries(target.settings)
+        say(f"cold cache: {forgot} cached query embeddings forgotten")
     # The uploads (several MB of JPEGs) live only as long as the run, not in the report.
-    with tempfile.TemporaryDirectory(prefix="loadtest-uploads-") as tmp:
-        return _drive(target, scenario, out, tick, sample_every_s, Path(tmp))
-
-
-def _drive(
-    target: Target,
-    scenario: Scenario,
-    out: Path,
-    tick: Callable[[float, Plan], None],
-    sample_every_s: float,
-    tmp: Path,
-) -> Load:
-    settings = target.settings
-    if scenario.cold_cache and settings is not None:
-        say(f"cold cache: {forget_cached_queries(settings)} cached query embeddings forgotten")
+    uploads_dir = tempfile.TemporaryDirectory(prefix="loadtest-uploads-")
     plan = Plan(
         scenario=scenario,
         salt=random.getrandbits(32),
         records=str(out / "requests.csv"),
         started=str(out / "started"),
-        images=uploads(tmp, UPLOADS),
+        images=uploads(Path(uploads_dir.name), UPLOADS),
         photo_ids=similar_pool(target),
         api_key=target.api_key,
         groups=user_groups(scenario),
@@ -173,15 +178,18 @@ def _drive(
         *("--users", str(users), "--spawn-rate", str(users), "--host", target.url),
         *("--run-time", f"{scenario.duration_s:.0f}s", "--stop-timeout", "10"),
         *("--only-summary", "--loglevel", "WARNING", "--exit-code-on-error", "0"),
+        *("--csv", str(out / LOCUST), "--html", str(out / f"{LOCUST}.html")),
     ]
     say(
         f"{scenario.name}: {scenario.rate:g}/s for {scenario.duration_s:g} s, {users} users "
         f"({plan.groups['text'].users} site visitors, {plan.groups['internal'].users} internal)"
     )
-    sampler = Sampler(target.metrics_url, target.triton_metrics, sample_every_s)
     env = dict(os.environ, PHOTOSEARCH_LOADTEST_PLAN=str(out / "plan.json"))
-    sampler.start()
-    with (out / "locust.log").open("wb") as log:
+    with (
+        uploads_dir,
+        Sampler(target.metrics_url, target.triton_metrics, sample_every_s) as sampler,
+        (out / "locust.log").open("wb") as log,
+    ):
         locust = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         started = Path(plan.started)
         while not started.exists() and locust.poll() is None:
@@ -190,7 +198,6 @@ def _drive(
         while locust.poll() is None:
             tick(time.time() - t0, plan)
             time.sleep(0.5)
-    sampler.stop()
     # The report folder gets shared: the plan stays, the key does not.
     shown = plan.model_copy(update={"api_key": "<redacted>" if plan.api_key else None})
     (out / "plan.json").write_text(shown.model_dump_json(indent=2))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtests.benchmark_rows import figure_names
+from loadtests.benchmarks import figure_names
 from tests.support.deployfiles import ROOT
 
 DOCS = ROOT / "docs" / "benchmarks.md"

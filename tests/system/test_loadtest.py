@@ -17,10 +17,18 @@ import pytest
 from PIL import Image
 
 from loadtests import photoset
-from loadtests.plan import RATE_PER_USER, user_groups
 from loadtests.records import FIELDS, latency, read, series
-from loadtests.scenario import DEFAULT_FILE, Queries, ScenarioError, load_scenario, load_scenarios
-from loadtests.traffic import QueryMix, expected_hit_ratio
+from loadtests.scenario import (
+    DEFAULT_FILE,
+    RATE_PER_USER,
+    Queries,
+    QueryMix,
+    ScenarioError,
+    expected_hit_ratio,
+    load_scenario,
+    load_scenarios,
+    user_groups,
+)
 from photosearch.up.supervisor import read_state
 from query_api.auth import hash_key
 from tests.support.deployfiles import ROOT
@@ -136,10 +144,10 @@ def _write_records(path: Path, rows: list[tuple[Any, ...]]) -> None:
 def test_latency_and_rates_are_drawn_from_every_request(tmp_path: Path) -> None:
     t0 = 1_000.0
     rows: list[tuple[Any, ...]] = [
-        (t0 + i * 0.1, "text", float(i + 1), 200, i % 2, 20, "") for i in range(100)
+        (t0 + i * 0.1, "text", float(i + 1), 200, i % 2, "") for i in range(100)
     ]
-    rows += [(t0 + 5.05, "image", 999.0, 503, "", "", "503: not ready")]
-    rows += [(t0 + 9.5, "image", 50.0, 0, "", "", "ConnectionRefusedError")]
+    rows += [(t0 + 5.05, "image", 999.0, 503, "", "503: not ready")]
+    rows += [(t0 + 9.5, "image", 50.0, 0, "", "ConnectionRefusedError")]
     path = tmp_path / "requests.csv"
     _write_records(path, rows[::-1])  # unsorted on purpose: read() sorts by start
     records = read(path)
@@ -314,6 +322,11 @@ def test_the_report_has_its_figures_and_its_plots(smoke_run: tuple[Path, dict[st
             assert image.format == "PNG" and image.size[0] >= 800
     rows = (out / "requests.csv").read_text().splitlines()
     assert len(rows) - 1 == summary["all"]["count"]  # every request, one line each
+    # Locust's own reports lie beside ours: its statistics by kind, as CSV and HTML.
+    stats = (out / "locust_stats.csv").read_text()
+    assert all(f",{kind}," in stats for kind in summary["kinds"])
+    assert (out / "locust_stats_history.csv").exists() and (out / "locust_failures.csv").exists()
+    assert "<html" in (out / "locust.html").read_text()
     # The internal apps had a key of their own, and the folder that may be shared keeps none.
     assert json.loads((out / "plan.json").read_text())["api_key"] == "<redacted>"
     assert not list(out.glob("**/*.jpg"))  # the uploads lived only as long as the run

@@ -14,17 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from loadtests.observe import SyncWatch
 from loadtests.records import Records, latency, read
-from loadtests.soak_report import (
-    Growth,
-    RssSample,
-    per_minute,
-    read_rss,
-    rss_growth,
-    thirds,
-    verdicts,
-)
+from loadtests.soak import Growth, RssSample, per_minute, read_rss, rss_growth, thirds, verdicts
+from loadtests.system import SyncWatch
 from tests.support.deployfiles import ROOT
 from tests.support.ports import free_ports
 from tests.support.upprocess import newcomer_env
