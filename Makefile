@@ -2,18 +2,66 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 PHOTOSEARCH := $(BIN)/photosearch
+UV := $(BIN)/uv
 
-.PHONY: setup tools run test lint bench loadtest soak clean
+.PHONY: setup lock tools run test lint bench loadtest soak clean
+
+# What `make setup` installs: the lock of pyproject.toml's extras cpu, embedded, export, dev,
+# demo and loadtest (requirements/dev.txt, written by `make lock`). On a GPU host,
+# LOCK=requirements/dev-gpu.txt takes the extra gpu (onnxruntime-gpu) instead of cpu.
+LOCK ?= requirements/dev.txt
+
+# uv does not read pip's configuration. It takes the machine's certificate store, as pip does,
+# and torch's CPU build from where pip finds it: the directories pip finds links in (the build
+# machines keep that wheel there), else PyTorch's page of torch wheels.
+export UV_SYSTEM_CERTS := 1
+PIP_LINKS = $(or $(PIP_FIND_LINKS),$(shell python3 -m pip config get global.find-links 2>/dev/null))
+TORCH_WHEELS = $(addprefix --find-links ,$(or $(PIP_LINKS),https://download.pytorch.org/whl/torch/))
 
 setup: $(VENV)/.installed
 
-# torch 2.13.0 + torchvision 0.28.0 first: pinned, so pip takes the CPU build where one is
-# offered (the build machines have it) instead of several GB of CUDA packages.
-$(VENV)/.installed: pyproject.toml
+# A virtual environment set up from another lock is set up again.
+ifneq ($(shell cat $(VENV)/.installed 2>/dev/null),$(LOCK))
+.PHONY: $(VENV)/.installed
+endif
+
+# Exactly the lock's packages, each checked against its hash (a package the lock lacks is
+# removed), then the project itself, editable, with nothing resolved; then a check that every
+# installed package has what it requires. (No bytecode compiled ahead: Python writes it for
+# the modules imported, a fraction of the 2 minutes it takes to compile all on 2 cores.)
+$(VENV)/.installed: $(LOCK) pyproject.toml $(UV)
+	$(UV) pip sync --quiet --python $(BIN)/python --require-hashes $(TORCH_WHEELS) $(LOCK)
+	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation -e .
+	$(UV) pip check --quiet --python $(BIN)/python
+	echo $(LOCK) > $@
+
+# uv, the one tool installed before the lock, is pinned and hash-checked too.
+$(UV): requirements/uv.txt
 	python3 -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0 torchvision==0.28.0
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[embedded,export,dev,demo,loadtest]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements/uv.txt
 	touch $@
+
+# Writes the locks of requirements/ from pyproject.toml and requirements/*.in: exact versions
+# and their hashes, for CPython 3.11 on x86-64 Linux (CI, the app and export images) and for
+# the Python 3.10 of the Triton CPU image. A version already locked stays while it fits:
+# ARGS=--upgrade takes the newest of everything, ARGS="--upgrade-package NAME" of one package.
+COMPILE = $(UV) pip compile --quiet --generate-hashes --no-build --no-python-downloads \
+	--custom-compile-command "make lock" $(TORCH_WHEELS) $(ARGS)
+LOCKED = $(COMPILE) -c requirements/constraints.in --override requirements/overrides.in
+PY311 := --python-version 3.11 --python-platform x86_64-manylinux_2_35
+EXTRAS := $(addprefix --extra ,embedded export dev demo loadtest)
+
+lock: $(UV)
+	$(COMPILE) requirements/uv.in -o requirements/uv.txt
+	$(LOCKED) $(PY311) pyproject.toml requirements/dev.in --extra cpu $(EXTRAS) \
+	  -o requirements/dev.txt
+	$(LOCKED) $(PY311) -c requirements/dev.txt pyproject.toml requirements/dev.in --extra gpu \
+	  $(EXTRAS) -o requirements/dev-gpu.txt
+	$(LOCKED) $(PY311) -c requirements/dev.txt pyproject.toml -o requirements/app.txt
+	$(LOCKED) $(PY311) -c requirements/dev.txt pyproject.toml --extra export --extra cpu \
+	  -o requirements/export.txt
+	$(LOCKED) --python-version 3.10 --python-platform x86_64-manylinux_2_35 \
+	  -c requirements/dev.txt requirements/triton-cpu.in -o requirements/triton-cpu.txt
 
 # The whole system on this machine (Redis, Triton, the API and page, the indexer, beat) until
 # Ctrl-C: exports the model and indexes the demo photos on the first start. ARGS="--photos DIR".

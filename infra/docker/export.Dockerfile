@@ -6,18 +6,22 @@ FROM python:3.11-slim-bookworm
 RUN useradd --system --uid 10001 --gid 0 --home-dir /data --create-home photosearch \
     && mkdir -p /models /data/hf && chown 10001:0 /models /data/hf
 WORKDIR /src
+# Exactly the lock of ".[export]" with onnxruntime (requirements/export.txt, written by
+# `make lock`), each package checked against its hash. Its torch==2.13.0+cpu, the CPU build,
+# comes from PyTorch's CPU index: PyPI's build pulls several GB of CUDA libraries the export
+# does not use.
+COPY requirements/export.txt ./requirements/
+RUN pip install --no-cache-dir --require-hashes --no-deps \
+        --extra-index-url https://download.pytorch.org/whl/cpu -r requirements/export.txt
 COPY pyproject.toml README.md ./
+COPY core ./core
 COPY photosearch ./photosearch
 COPY indexer ./indexer
 COPY query_api ./query_api
 COPY model ./model
-# torch and torchvision from PyTorch's CPU index first: PyPI's default builds pull several GB
-# of CUDA libraries the export does not use. ".[export]" is this project: pyproject.toml bounds
-# its dependencies.
+# This project, which resolves nothing more: the lock above holds what ".[export]" needs.
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu \
-        torch==2.13.0 torchvision==0.28.0 \
-    && pip install --no-cache-dir ".[export]"
+RUN pip install --no-cache-dir --no-deps ".[export]"
 USER 10001
 ENV PHOTOSEARCH_DATA_DIR=/data \
     PHOTOSEARCH_MODEL__REPOSITORY=/models \
