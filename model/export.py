@@ -112,6 +112,17 @@ def load_clip(arch: str, pretrained: str) -> LoadedClip:
     )
 
 
+def onnxruntime_version() -> str:
+    """The version of onnxruntime, from whichever distribution installed it: the extra `cpu`
+    installs onnxruntime, the extra `gpu` onnxruntime-gpu."""
+    for distribution in ("onnxruntime", "onnxruntime-gpu"):
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    raise metadata.PackageNotFoundError("onnxruntime")
+
+
 def export_model(
     arch: str,
     pretrained: str,
@@ -188,10 +199,8 @@ def export_model(
         target=target,
         files=files,
         exported_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        exporter={
-            pkg: metadata.version(pkg)
-            for pkg in ("torch", "open_clip_torch", "onnx", "onnxruntime")
-        }
+        exporter={pkg: metadata.version(pkg) for pkg in ("torch", "open_clip_torch", "onnx")}
+        | {"onnxruntime": onnxruntime_version()}
         | {"parity_image": f"{parity.image:.7f}", "parity_text": f"{parity.text:.7f}"},
     )
     # The manifest is written last: a version without one is an unfinished export.

@@ -1,0 +1,192 @@
+"""The CPU target's python backend picks onnxruntime's best provider: TensorRT, CUDA, the CPU.
+
+Triton's python backend imports model/python_backend/model.py with its own
+triton_python_backend_utils beside it; here a stand-in module takes that name, so the file is
+loaded as Triton loads it, with nothing of it changed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any, ClassVar
+
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from model.repository import PYTHON_BACKEND
+
+TRT = "TensorrtExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+
+
+class Logger:
+    """triton_python_backend_utils.Logger's static methods, recorded."""
+
+    lines: ClassVar[list[str]] = []
+
+    @staticmethod
+    def log_info(message: str) -> None:
+        Logger.lines.append(f"info: {message}")
+
+    @staticmethod
+    def log_warn(message: str) -> None:
+        Logger.lines.append(f"warn: {message}")
+
+
+@pytest.fixture
+def backend(monkeypatch: pytest.MonkeyPatch) -> Any:
+    utils = types.ModuleType("triton_python_backend_utils")
+    utils.Logger = Logger  # type: ignore[attr-defined]
+    Logger.lines = []
+    monkeypatch.setitem(sys.modules, "triton_python_backend_utils", utils)
+    spec = importlib.util.spec_from_file_location("python_backend_model", PYTHON_BACKEND)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("available", "chosen"),
+    [
+        ([CPU], [CPU]),
+        ([CUDA, CPU], [CUDA, CPU]),
+        ([TRT, CUDA, CPU], [TRT, CUDA, CPU]),
+        # onnxruntime's own order, or providers of other hardware, change nothing.
+        ([CPU, CUDA, TRT], [TRT, CUDA, CPU]),
+        (["AzureExecutionProvider", CPU], [CPU]),
+        (["OpenVINOExecutionProvider", CUDA, CPU], [CUDA, CPU]),
+        # TensorRT without CUDA (it never comes so): TensorRT first all the same.
+        ([TRT, CPU], [TRT, CPU]),
+        # The CPU's provider is always there; it is the fallback even if not listed.
+        ([], [CPU]),
+    ],
+)
+def test_the_best_provider_comes_first_and_the_cpu_last(
+    backend: Any, available: list[str], chosen: list[str]
+) -> None:
+    providers = backend.choose_providers(available)
+    assert [backend.provider_name(p) for p in providers] == chosen
+
+
+def test_gpu_providers_run_on_the_instance_device(backend: Any) -> None:
+    providers = backend.choose_providers([TRT, CUDA, CPU], device_id=3)
+    assert providers == [(TRT, {"device_id": 3}), (CUDA, {"device_id": 3}), CPU]
+
+
+def test_the_preference_is_tensorrt_then_cuda_then_cpu(backend: Any) -> None:
+    assert backend.PREFERRED_PROVIDERS == (TRT, CUDA, CPU)
+
+
+class FakeOrt:
+    """onnxruntime on a host whose libraries of some providers are missing (`broken`), or that
+    skips some without a word (`silent`)."""
+
+    def __init__(self, broken: set[str], silent: set[str]) -> None:
+        self.broken, self.silent = broken, silent
+        self.asked: list[tuple[list[str], dict[str, Any]]] = []
+
+    def InferenceSession(  # onnxruntime's name
+        self, path: str, options: Any, *, providers: list[Any], **kwargs: Any
+    ) -> Any:
+        names = [p if isinstance(p, str) else p[0] for p in providers]
+        self.asked.append((names, kwargs))
+        if names[0] in self.broken:
+            raise RuntimeError(f"Failed to load {names[0]}:\n  more detail\n")
+        used = [name for name in names if name not in self.silent]
+        return types.SimpleNamespace(get_providers=lambda: used)
+
+
+@pytest.mark.parametrize(
+    ("broken", "silent", "runs_on", "skipped"),
+    [
+        (set(), set(), TRT, []),
+        # onnxruntime-gpu on a host with CUDA and no TensorRT: CUDA, not onnxruntime's own
+        # fallback from TensorRT to the CPU.
+        ({TRT}, set(), CUDA, [f"{TRT}: Failed to load {TRT}: more detail"]),
+        (
+            {TRT, CUDA},
+            set(),
+            CPU,
+            [
+                f"{TRT}: Failed to load {TRT}: more detail",
+                f"{CUDA}: Failed to load {CUDA}: more detail",
+            ],
+        ),
+        (set(), {TRT}, CUDA, [f"{TRT}: not loaded"]),
+    ],
+)
+def test_a_session_runs_on_the_best_provider_that_loads(
+    backend: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    broken: set[str],
+    silent: set[str],
+    runs_on: str,
+    skipped: list[str],
+) -> None:
+    fake = FakeOrt(broken, silent)
+    monkeypatch.setattr(backend, "ort", fake)
+    providers = backend.choose_providers([TRT, CUDA, CPU], device_id=1)
+    session, reasons = backend.open_session("model.onnx", None, providers)
+    assert session.get_providers()[0] == runs_on
+    assert reasons == skipped
+    # Best first, each with the ones after it as its fallbacks, and none of onnxruntime's own.
+    tried = [names for names, _ in fake.asked]
+    assert tried == [[TRT, CUDA, CPU], [CUDA, CPU], [CPU]][: len(tried)]
+    assert all(kwargs.get("enable_fallback") == 0 for names, kwargs in fake.asked if len(names) > 1)
+
+
+def identity_model(path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "id", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    path.parent.mkdir(parents=True)
+    onnx.save(model, path)
+
+
+def test_a_session_asks_for_what_this_onnxruntime_has_and_logs_it(
+    backend: Any, tmp_path: Path
+) -> None:
+    identity_model(tmp_path / "1" / "model.onnx")
+    config = {
+        "input": [{"name": "x"}],
+        "output": [{"name": "y"}],
+        "parameters": {"intra_op_thread_count": {"string_value": "1"}},
+    }
+    model = backend.TritonPythonModel()
+    model.initialize(
+        {
+            "model_config": json.dumps(config),
+            "model_repository": str(tmp_path),
+            "model_version": "1",
+            "model_name": "clip_image",
+            "model_instance_kind": "CPU",
+            "model_instance_device_id": "0",
+        }
+    )
+    expected = [
+        backend.provider_name(p) for p in backend.choose_providers(ort.get_available_providers())
+    ]
+    # It runs on the best of those that loaded, with the CPU last: the CPU alone here.
+    used = model.session.get_providers()
+    assert used[-1] == CPU and used == expected[expected.index(used[0]) :]
+    # Each better provider that did not load says why (onnxruntime-gpu on a host without a GPU).
+    *warnings, line = Logger.lines
+    assert len(warnings) == expected.index(used[0])
+    assert all(
+        w.startswith("warn: clip_image version 1: onnxruntime cannot run on ") for w in warnings
+    )
+    assert (
+        line
+        == f"info: clip_image version 1: onnxruntime runs on {used[0]} (of {', '.join(expected)})"
+    )
+    model.finalize()
