@@ -23,7 +23,7 @@ import yaml
 from fastapi.routing import APIRoute
 
 from core.settings import Settings
-from indexer.app import all_queues, embed_queue, plan_queue
+from core.taskqueue import all_queues, embed_queue, plan_queue
 from model.triton_server import control_flags
 from query_api.metrics import Metrics
 from query_api.routes.health import router as health_router

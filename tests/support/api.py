@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -18,7 +18,7 @@ import uvicorn
 from core.embedding.client import EmbeddingClient
 from core.settings import Settings
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name, open_store
-from query_api.app import create_app
+from query_api.app import StartCompanion, create_app
 from query_api.auth import hash_key
 from query_api.server import server_config
 from tests.support.images import encode
@@ -135,7 +135,10 @@ class ApiServer:
     """The real app under uvicorn, on a thread of the test process (which owns the store)."""
 
     def __init__(
-        self, settings: Settings, store: VectorStore | None = None, embedded_worker: bool = False
+        self,
+        settings: Settings,
+        store: VectorStore | None = None,
+        companions: Sequence[StartCompanion] = (),
     ) -> None:
         self.port, metrics_port = free_ports(2)
         self.url = f"http://127.0.0.1:{self.port}"
@@ -145,7 +148,7 @@ class ApiServer:
         )
         self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         self.settings = settings
-        self.app = create_app(settings, store=store, embedded_worker=embedded_worker)
+        self.app = create_app(settings, store=store, companions=companions)
         config = server_config(
             self.app,
             settings,
@@ -173,9 +176,12 @@ class ApiServer:
 
 @contextmanager
 def serving(
-    settings: Settings, store: VectorStore | None = None, *, embedded_worker: bool = False
+    settings: Settings,
+    store: VectorStore | None = None,
+    *,
+    companions: Sequence[StartCompanion] = (),
 ) -> Iterator[ApiServer]:
-    with ApiServer(settings, store, embedded_worker) as server:
+    with ApiServer(settings, store, companions) as server:
         yield server
 
 

@@ -20,6 +20,7 @@ from redis import Redis
 
 from core.jobs import FINISHED, Jobs, JobStatus
 from core.settings import Settings
+from core.taskqueue import TaskApp, create_celery
 from tests.support.images import encode, photo
 from tests.support.redisserver import session_url
 
@@ -93,20 +94,31 @@ def make_settings(
 def indexer_settings(
     data_dir: Path, triton_url: str, repository: Path, **indexer: object
 ) -> Iterator[Settings]:
-    """settings_for, made the Celery app's configuration (what the test sends goes to its own
-    queues), and the test's Redis keys deleted afterwards."""
-    from indexer.app import app, configure
-
+    """settings_for, and the test's Redis keys deleted afterwards."""
     settings = settings_for(data_dir, triton_url, repository, **indexer)
-    configure(app, settings)
     try:
         yield settings
     finally:
         drop_keys(settings)
 
 
+_PUBLISHERS: dict[tuple[str, str], TaskApp] = {}
+
+
+def tasks(settings: Settings) -> TaskApp:
+    """The Celery app a test sends its tasks with, to its own queues: one per Redis and key
+    prefix, closed by drop_keys."""
+    key = (settings.redis.url, settings.redis.prefix)
+    if key not in _PUBLISHERS:
+        _PUBLISHERS[key] = create_celery(settings)
+    return _PUBLISHERS[key]
+
+
 def drop_keys(settings: Settings) -> None:
     """Delete every Redis key of one test's prefix (jobs, cache, queues)."""
+    publisher = _PUBLISHERS.pop((settings.redis.url, settings.redis.prefix), None)
+    if publisher is not None:
+        publisher.close()
     redis = Redis.from_url(settings.redis.url)
     keys = list(redis.scan_iter(f"{settings.redis.prefix}*"))
     if keys:

@@ -20,8 +20,9 @@ import pytest
 
 from core.jobs import Jobs
 from core.settings import Settings
+from core.taskqueue import all_queues
 from core.vectorstore import LIVE_ALIAS, VectorStore, model_version_of, open_store
-from indexer.app import all_queues, app, configure
+from indexer.app import create_app
 from indexer.host import worker_thread
 from indexer.runtime import Runtime
 from model.triton_server import TritonServer
@@ -63,7 +64,6 @@ def embedded(
     repo, server = two_versions
     settings = api_settings(tmp_path / "data", server.url, repo)
     settings.indexer.model_version = 1
-    configure(app, settings)
     store = open_store(settings)
     runtime = Runtime(settings, store=store)
     try:
@@ -81,7 +81,10 @@ def test_reindex_through_the_api_keeps_query_and_collection_versions_equal_and_p
     root = tmp_path / "photos"
     photo_folder(root, 16)
     queues = all_queues(settings)
-    with worker_thread(app, runtime, queues=queues), serving(settings, store) as api:
+    with (
+        worker_thread(create_app(settings), runtime, queues=queues),
+        serving(settings, store) as api,
+    ):
         admin = httpx.Client(base_url=api.url, headers=ADMIN, timeout=30)
         search = httpx.Client(base_url=api.url, headers=SEARCH, timeout=30)
         refused = admin.post("/v1/admin/rollback")

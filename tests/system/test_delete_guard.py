@@ -13,11 +13,12 @@ import pytest
 
 from core.jobs import Jobs, JobStatus
 from core.settings import Settings
+from core.submit import queue_sync
+from core.taskqueue import all_queues
 from core.vectorstore import LIVE_ALIAS, open_store
-from indexer.app import all_queues, app, configure
+from indexer.app import create_app
 from indexer.host import worker_thread
 from indexer.runtime import Runtime
-from indexer.tasks import queue_sync
 from model.triton_server import TritonServer
 from tests.support.api import ADMIN_KEY, api_settings, serving
 from tests.support.indexing import (
@@ -26,6 +27,7 @@ from tests.support.indexing import (
     cli,
     drop_keys,
     indexer_settings,
+    tasks,
     wait_job,
 )
 from tests.support.scale import many_photos
@@ -59,7 +61,7 @@ def test_a_sync_of_an_emptied_folder_deletes_nothing_unless_forced(
     many_photos(root, 6)
     jobs = Jobs.from_settings(settings)
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
-        assert wait_job(jobs, queue_sync(jobs, str(root)), worker=worker).done == 6
+        assert wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker).done == 6
         # The disk is not mounted: its mount point is there, empty.
         root.rename(tmp_path / "unmounted")
         root.mkdir()
@@ -87,18 +89,18 @@ def test_a_shard_that_loses_most_photos_waits_for_the_listing_and_the_budget_spa
     folders = [[k for k in keys if k.startswith(f"f{n:03d}/")] for n in range(4)]
     jobs = Jobs.from_settings(settings)
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
-        first = wait_job(jobs, queue_sync(jobs, str(root)), worker=worker)
+        first = wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker)
         assert (first.state, first.done, first.shards_total) == ("done", 40, 4), first
         # A folder deleted (its shard loses all) and two photos of another: 12 of 40, within
         # the budget of 20. The shard is held back until the whole listing is seen, then goes.
         remove(root, folders[1] + folders[2][:2])
-        second = wait_job(jobs, queue_sync(jobs, str(root)), worker=worker)
+        second = wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker)
         assert (second.state, second.refused, second.deleted) == ("done", False, 12), second
         assert (second.held, second.round, second.delete_budget) == (10, 1, 20), second
         # 28 left, a budget of 14: a shard held back (10) and 5 of another (half of theirs)
         # pass it together, in whichever order they are planned.
         remove(root, folders[3] + folders[0][:5])
-        third = wait_job(jobs, queue_sync(jobs, str(root)), worker=worker)
+        third = wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker)
         assert (third.state, third.refused, third.live_count, third.delete_budget) == (
             "failed",
             True,
@@ -127,14 +129,13 @@ def test_a_reindex_of_a_source_that_lost_most_photos_switches_only_when_forced(
     triton: TritonServer, repository: Path, tmp_path: Path
 ) -> None:
     settings = api_settings(tmp_path / "data", triton.url, repository)
-    configure(app, settings)
     root = tmp_path / "photos"
     keys = many_photos(root, 8)
     store = open_store(settings)
     runtime = Runtime(settings, store=store)
     try:
         with (
-            worker_thread(app, runtime, queues=all_queues(settings)),
+            worker_thread(create_app(settings), runtime, queues=all_queues(settings)),
             serving(settings, store) as api,
             httpx.Client(base_url=api.url, headers={"X-API-Key": ADMIN_KEY}, timeout=30) as admin,
         ):

@@ -19,14 +19,14 @@ import pytest
 from core.jobs import FINISHED, Jobs, JobStatus
 from core.settings import Settings
 from core.sources import LocalSource
+from core.submit import queue_sync
 from core.vectorstore import LIVE_ALIAS, open_store
-from indexer.app import app, configure
-from indexer.tasks import queue_sync
 from model.triton_server import TritonServer
 from tests.support.indexing import (
     WorkerProcess,
     indexer_settings,
     photo_folder,
+    tasks,
     wait_job,
     write_photo,
 )
@@ -76,7 +76,7 @@ def test_a_worker_killed_mid_batch_twice_loses_nothing_and_duplicates_nothing(
     settings.indexer.visibility_timeout_s = 3  # a dead worker's tasks come back in seconds
     jobs = Jobs.from_settings(settings)
     log = tmp_path / "worker.log"
-    job_id = queue_sync(jobs, str(root))
+    job_id = queue_sync(tasks(settings), jobs, str(root))
     seen = 0
     for _ in range(2):
         worker = WorkerProcess(settings, log, concurrency=1).start()
@@ -121,10 +121,9 @@ def test_a_worker_s_redis_killed_mid_sync_keeps_the_queued_batches_and_the_worke
             settings.redis.url = redis.url
             settings.indexer.batch_size = 2
             settings.indexer.visibility_timeout_s = 3  # what a worker that exited held returns
-            configure(app, settings)
             jobs = Jobs.from_settings(settings)
             worker = WorkerProcess(settings, tmp_path / "worker.log").start()
-            job_id = queue_sync(jobs, str(root))
+            job_id = queue_sync(tasks(settings), jobs, str(root))
             wait_progress(jobs, job_id, 10, worker)
             redis.stop()
             time.sleep(2)  # down long enough for every connection of the worker to fail
@@ -135,7 +134,7 @@ def test_a_worker_s_redis_killed_mid_sync_keeps_the_queued_batches_and_the_worke
             # And it runs new work: a new sync after the restart.
             for i in range(200, 204):
                 write_photo(root / f"late/photo{i}.jpg", i)
-            again = wait_supervised(jobs, queue_sync(jobs, str(root)), worker)
+            again = wait_supervised(jobs, queue_sync(tasks(settings), jobs, str(root)), worker)
             assert (again.state, again.done, again.failed) == ("done", 4, 0), again
             worker.stop()
             assert_store_holds(settings, root)
@@ -195,13 +194,13 @@ def test_a_full_data_disk_fails_the_batches_clearly_and_corrupts_nothing(
             jobs = Jobs.from_settings(settings)
             log = tmp_path / "worker.log"
             with WorkerProcess(settings, log) as worker:
-                first = wait_job(jobs, queue_sync(jobs, str(root)), worker=worker)
+                first = wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker)
                 assert (first.state, first.done) == ("done", 8), first
 
                 disk.fill()
                 for i in range(8, 40):
                     write_photo(root / f"late/photo{i:03d}.jpg", i)
-                full = wait_job(jobs, queue_sync(jobs, str(root)), worker=worker)
+                full = wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker)
                 # The batches failed for good and say why; the job says how many photos.
                 assert (full.state, full.done, full.failed) == ("failed", 0, 32), full
                 problems = "\n".join(jobs.problems(full.id))
@@ -209,7 +208,7 @@ def test_a_full_data_disk_fails_the_batches_clearly_and_corrupts_nothing(
                 assert "32 photos failed" in full.message, full
 
                 disk.release()
-                again = wait_job(jobs, queue_sync(jobs, str(root)), worker=worker)
+                again = wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker)
                 assert (again.state, again.done, again.failed) == ("done", 32, 0), again
             assert worker.process is not None and worker.process.returncode == 0, worker.tail()
             # Reopened from disk: the first photos and the late ones, each once.

@@ -12,11 +12,11 @@ import pytest
 from core.jobs import JobKind, Jobs, JobStatus
 from core.settings import Settings
 from core.sources import LocalSource, open_source
+from core.submit import queue_sync, submit_sync
 from core.vectorstore import LIVE_ALIAS, IndexedPoint, open_store
 from indexer.feed import journal_key, s3_event_keys
-from indexer.tasks import queue_sync, submit_sync
 from model.triton_server import TritonServer
-from tests.support.indexing import WorkerProcess, indexer_settings, wait_job, write_photo
+from tests.support.indexing import WorkerProcess, indexer_settings, tasks, wait_job, write_photo
 from tests.support.scale import Moto, moto_server, small_photo
 
 BUCKET = "photostock-feed"
@@ -28,8 +28,8 @@ def moto() -> Iterator[Moto]:
         yield server
 
 
-def increment(jobs: Jobs, source: str, worker: WorkerProcess) -> JobStatus:
-    submitted = submit_sync(jobs, source, JobKind.INCREMENT)
+def increment(settings: Settings, jobs: Jobs, source: str, worker: WorkerProcess) -> JobStatus:
+    submitted = submit_sync(tasks(settings), jobs, source, JobKind.INCREMENT)
     assert not submitted.refused and not submitted.joined, submitted
     return wait_job(jobs, submitted.job_id, worker=worker)
 
@@ -55,10 +55,10 @@ def test_s3_events_are_indexed_by_the_next_increment_without_a_listing(
         settings.indexer.feed = f"sqs+{queue_url}"
         jobs = Jobs.from_settings(settings)
         with WorkerProcess(settings, tmp_path / "worker.log") as worker:
-            first = wait_job(jobs, queue_sync(jobs, source), worker=worker)
+            first = wait_job(jobs, queue_sync(tasks(settings), jobs, source), worker=worker)
             assert (first.state, first.done) == ("done", 6), first
             # The feed still holds the events of those 6 puts: nothing left to do for them.
-            drained = increment(jobs, source, worker)
+            drained = increment(settings, jobs, source, worker)
             assert (drained.state, drained.total, drained.unchanged) == ("done", 0, 6), drained
             old_etag = s3.head_object(Bucket=BUCKET, Key="cat/day0/p0.jpg")["ETag"].strip('"')
 
@@ -70,7 +70,7 @@ def test_s3_events_are_indexed_by_the_next_increment_without_a_listing(
             s3.put_object(Bucket=BUCKET, Key="dog/d.jpg", Body=small_photo(13))  # elsewhere
             lists = moto.server.requests["ListObjectsV2"]
             heads = moto.server.requests["HeadObject"]
-            job = increment(jobs, source, worker)
+            job = increment(settings, jobs, source, worker)
             # Not one listing: each reported key was asked for its state (a HEAD) instead.
             assert moto.server.requests["ListObjectsV2"] == lists
             assert moto.server.requests["HeadObject"] - heads == 5
@@ -78,17 +78,17 @@ def test_s3_events_are_indexed_by_the_next_increment_without_a_listing(
             assert (job.total, job.listed) == (4, 5), job
             assert "notes.txt: unsupported file type .txt" in jobs.problems(job.id)
 
-            again = increment(jobs, source, worker)  # the feed is empty now
+            again = increment(settings, jobs, source, worker)  # the feed is empty now
             assert (again.state, again.total, again.listed) == ("done", 0, 0), again
 
             # 4 of the 7 photos deleted: past max_delete_share (0.5), the increment is refused
             # and deletes nothing; the feed gives the events back for the forced one.
             for key in ("day0/p2.jpg", "day0/p4.jpg", "day1/p3.jpg", "day1/p5.jpg"):
                 s3.delete_object(Bucket=BUCKET, Key=f"cat/{key}")
-            refused = increment(jobs, source, worker)
+            refused = increment(settings, jobs, source, worker)
             assert (refused.state, refused.refused, refused.deleted) == ("failed", True, 0)
             assert "photosearch index increment --force" in refused.message, refused
-            forced = submit_sync(jobs, source, JobKind.INCREMENT, force=True)
+            forced = submit_sync(tasks(settings), jobs, source, JobKind.INCREMENT, force=True)
             job = wait_job(jobs, forced.job_id, worker=worker)
             assert (job.state, job.deleted, job.listed) == ("done", 4, 4), job
     after = stored(settings)
@@ -114,19 +114,22 @@ def test_a_folder_journal_feeds_the_increment(
         settings.indexer.feed = journal.as_uri()
         jobs = Jobs.from_settings(settings)
         with WorkerProcess(settings, tmp_path / "worker.log") as worker:
-            assert wait_job(jobs, queue_sync(jobs, str(root)), worker=worker).done == 20
+            assert (
+                wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker).done
+                == 20
+            )
             write_photo(root / "d9/new.jpg", 40)
             write_photo(root / "d0/p00.jpg", 41)
             (root / "d1/p01.jpg").unlink()
             lines = ["d9/new.jpg", json.dumps({"key": "d0/p00.jpg"}), "/d1/p01.jpg", ""]
             journal.write_text("\n".join(lines) + "\npartial-line-being-written")
-            job = increment(jobs, str(root), worker)
+            job = increment(settings, jobs, str(root), worker)
             assert (job.state, job.done, job.deleted, job.listed) == ("done", 2, 1, 3), job
             # The rest of the line arrives: read from where the last increment stopped.
             with journal.open("a") as out:
                 out.write(".jpg\n")
             (root / "partial-line-being-written.jpg").write_bytes(small_photo(5))
-            job = increment(jobs, str(root), worker)
+            job = increment(settings, jobs, str(root), worker)
             assert (job.done, job.listed) == (1, 1), job
     after = stored(settings)
     assert set(after) == {o.key for o in LocalSource(root).list_range()}

@@ -10,11 +10,11 @@ import httpx
 from celery.worker import state as worker_state
 from redis import Redis
 
-from indexer.app import app, configure, control_queue, embed_queue
+from core.taskqueue import COLLECTIONS, control_queue, embed_queue
 from indexer.host import restore_orphaned
-from indexer.tasks import collections
+from photosearch.embedded import indexing_worker
 from tests.support.api import serving
-from tests.support.indexing import drop_keys, settings_for
+from tests.support.indexing import drop_keys, settings_for, tasks
 
 # A consumer that takes one message without acknowledging it, then dies without closing
 # its channel (a graceful close would give the message back by itself).
@@ -35,11 +35,10 @@ def take_and_die(redis_url: str, queue: str) -> None:
 
 def test_unacked_tasks_of_our_queues_go_back_and_others_stay(tmp_path: Path) -> None:
     settings = settings_for(tmp_path, "127.0.0.1:1", tmp_path / "models")
-    configure(app, settings)
     redis = Redis.from_url(settings.redis.url)
     other = f"{settings.redis.prefix}-someone-else"
     try:
-        with app.connection_for_write() as connection:
+        with tasks(settings).connection_for_write() as connection:
             for queue in (control_queue(settings), embed_queue(settings), other):
                 producer = connection.Producer()
                 producer.publish({"queue": queue}, routing_key=queue, declare=[])
@@ -49,7 +48,9 @@ def test_unacked_tasks_of_our_queues_go_back_and_others_stay(tmp_path: Path) -> 
         held = len(redis.hgetall("unacked"))
         assert held >= 3
 
-        restored = restore_orphaned(app, [control_queue(settings), embed_queue(settings)])
+        restored = restore_orphaned(
+            tasks(settings), [control_queue(settings), embed_queue(settings)]
+        )
 
         assert restored == 2
         assert redis.llen(control_queue(settings)) == 1
@@ -71,13 +72,15 @@ def test_the_api_s_embedded_worker_consumes_the_queue_and_its_death_fails_livene
 ) -> None:
     settings = settings_for(tmp_path / "data", "127.0.0.1:1", tmp_path / "models")
     try:
-        with serving(settings, embedded_worker=True) as api:
+        with serving(settings, companions=[indexing_worker]) as api:
             assert httpx.get(api.url + "/healthz").json() == {"status": "ok"}
             # The API process answers a task from the real Redis queue: nothing is indexed.
             # (Celery marks a process running a worker as one that must not block on results.)
-            answer = collections.delay().get(timeout=30, disable_sync_subtasks=False)
+            answer = (
+                tasks(settings).send_task(COLLECTIONS).get(timeout=30, disable_sync_subtasks=False)
+            )
             assert answer == []
-            worker = api.app.state.embedded_worker
+            worker = api.app.state.companions[0].worker
             worker_state.should_terminate = 0  # type: ignore[assignment]  # the worker stops
             worker.thread.join(30)
             worker_state.should_terminate = None

@@ -28,6 +28,7 @@ from tests.support.indexing import (
     env_of,
     indexer_settings,
     photo_folder,
+    tasks,
     variant,
     wait_job,
     write_manifest,
@@ -48,10 +49,10 @@ def jobs(settings: Settings) -> Jobs:
     return Jobs.from_settings(settings)
 
 
-def sync(jobs: Jobs, source: str) -> str:
-    from indexer.tasks import queue_sync
+def sync(settings: Settings, jobs: Jobs, source: str) -> str:
+    from core.submit import queue_sync
 
-    return queue_sync(jobs, source)
+    return queue_sync(tasks(settings), jobs, source)
 
 
 def stored(settings: Settings) -> tuple[VectorStore, str]:
@@ -91,7 +92,7 @@ def test_sync_makes_the_index_match_the_folder(
         (root / "day1/photo001.png").write_bytes(encode(variant(30), "PNG"))
         (root / "day1/photo003.gif").unlink()
         write_manifest(root, [{"path": "day2/photo000.jpg", "title": "Moon walk", "tags": ["a"]}])
-        second = wait_job(jobs, sync(jobs, str(root)), worker=worker)
+        second = wait_job(jobs, sync(settings, jobs, str(root)), worker=worker)
         assert (second.state, second.total, second.done) == ("done", 3, 3), second
         assert (second.deleted, second.updated, second.unchanged) == (1, 1, 7), second
 
@@ -144,9 +145,9 @@ def test_a_second_sync_joins_the_running_one_and_another_job_is_refused(
     assert f"refused: sync job {job_id} is changing the live collection" in other.stderr
     elsewhere = cli(settings, "index", "sync", "--source", "file://evil.example.com/etc")
     assert elsewhere.returncode == 2 and "a file URI names no" in elsewhere.stderr
-    from indexer.tasks import submit_sync
+    from core.submit import submit_sync
 
-    increment = submit_sync(jobs, str(root), JobKind.INCREMENT)
+    increment = submit_sync(tasks(settings), jobs, str(root), JobKind.INCREMENT)
     assert (increment.job_id, increment.joined) == (job_id, False)
     assert increment.refused.startswith(f"sync job {job_id} is changing"), increment
     assert [j.id for j in jobs.recent()] == [job_id]  # the refused and joined made no job
@@ -156,7 +157,7 @@ def test_a_second_sync_joins_the_running_one_and_another_job_is_refused(
         assert (job.state, job.done, job.failed) == ("done", len(keys), 0), job
         # A source the CLI and API would refuse, sent straight to the task: the job ends with
         # the reason before anything is listed, remembered or deleted.
-        sent = submit_sync(jobs, "file://evil.example.com/etc")
+        sent = submit_sync(tasks(settings), jobs, "file://evil.example.com/etc")
         refused = wait_job(jobs, sent.job_id, worker=worker)
         assert (refused.state, refused.listed, refused.deleted) == ("failed", 0, 0), refused
         assert "names no host" in refused.message
@@ -210,7 +211,7 @@ def test_bad_files_are_skipped_with_a_reason_and_the_rest_index(
         (root / key).parent.mkdir(parents=True, exist_ok=True)
         (root / key).write_bytes(data)
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
-        job = wait_job(jobs, sync(jobs, str(root)), worker=worker)
+        job = wait_job(jobs, sync(settings, jobs, str(root)), worker=worker)
         assert (job.state, job.done, job.skipped, job.failed) == ("done", 9, 8, 0), job
         problems = "\n".join(jobs.problems(job.id))
         for key, reason in [
@@ -228,7 +229,7 @@ def test_bad_files_are_skipped_with_a_reason_and_the_rest_index(
                 problems,
             )
         assert not any(key in problems for key in odd), problems
-        again = wait_job(jobs, sync(jobs, str(root)), worker=worker)
+        again = wait_job(jobs, sync(settings, jobs, str(root)), worker=worker)
         assert (again.total, again.skipped, again.unchanged) == (0, 0, 17), again
     store, collection = stored(settings)
     try:

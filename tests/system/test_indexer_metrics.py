@@ -13,11 +13,18 @@ from redis import Redis
 
 from core.jobs import Jobs
 from core.settings import Settings
-from indexer.app import ENQUEUED_AT, configure, embed_queue
+from core.taskqueue import ENQUEUED_AT, create_celery, embed_queue
 from indexer.metrics import IndexerMetrics, enqueued_at
 from model.triton_server import TritonServer
 from tests.support.api import sample
-from tests.support.indexing import WorkerProcess, drop_keys, photo_folder, settings_for, wait_job
+from tests.support.indexing import (
+    WorkerProcess,
+    drop_keys,
+    photo_folder,
+    settings_for,
+    tasks,
+    wait_job,
+)
 from tests.support.ports import free_ports
 
 
@@ -31,7 +38,7 @@ def settings(tmp_path: Path, triton: TritonServer, repository: Path) -> Iterator
 
 def publisher(settings: Settings) -> Celery:
     """A Celery app of the test's queues that only sends (no worker consumes here)."""
-    return configure(Celery("publisher", set_as_current=False), settings)
+    return create_celery(settings)
 
 
 def families(metrics: IndexerMetrics) -> dict[str, dict[str, float]]:
@@ -85,10 +92,8 @@ def test_an_unstamped_or_foreign_message_gives_no_age() -> None:
 
 
 def test_a_worker_serves_photo_batch_and_job_counts(settings: Settings, tmp_path: Path) -> None:
-    from indexer.tasks import queue_sync
-    from indexer.tasks import sync as sync_task
+    from core.submit import queue_sync
 
-    configure(sync_task.app, settings)
     root = tmp_path / "photos"
     photo_folder(root, 6)
     (root / "bad").mkdir()
@@ -96,7 +101,7 @@ def test_a_worker_serves_photo_batch_and_job_counts(settings: Settings, tmp_path
     jobs = Jobs.from_settings(settings)
     url = f"http://127.0.0.1:{settings.indexer.metrics_port}/metrics"
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
-        job_id = queue_sync(jobs, str(root))
+        job_id = queue_sync(tasks(settings), jobs, str(root))
         job = wait_job(jobs, job_id, worker=worker)
         assert (job.state, job.done, job.skipped) == ("done", 6, 1), job
         text = httpx.get(url, timeout=5).text

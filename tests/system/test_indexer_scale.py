@@ -16,13 +16,13 @@ import pytest
 
 from core.jobs import FINISHED, Jobs, JobStatus
 from core.settings import Settings
+from core.submit import queue_sync, submit_reindex
+from core.taskqueue import control_queue, embed_queue, plan_queue
 from core.vectorstore import LIVE_ALIAS, VectorStore, model_version_of, open_store
-from indexer.app import control_queue, embed_queue, plan_queue
 from indexer.shards import ShardMap
-from indexer.tasks import queue_sync, submit_reindex
 from indexer.workqueue import WorkQueue
 from model.triton_server import TritonServer
-from tests.support.indexing import WorkerProcess, indexer_settings, wait_job
+from tests.support.indexing import WorkerProcess, indexer_settings, tasks, wait_job
 from tests.support.qdrant_server import qdrant_stand_in
 from tests.support.scale import QueueWatch, image_inferences, many_photos, small_photo
 
@@ -57,7 +57,7 @@ def test_a_sync_of_20000_photos_never_queues_more_than_its_room(
         QueueWatch(settings.redis.url, plan_queue(settings)) as plan,
         WorkerProcess(settings, tmp_path / "worker.log", concurrency=4) as worker,
     ):
-        job_id = queue_sync(jobs, str(root))
+        job_id = queue_sync(tasks(settings), jobs, str(root))
         while (now := jobs.get(job_id)) is not None and now.state not in FINISHED:
             seen.append(now)
             time.sleep(0.05)
@@ -96,7 +96,7 @@ def test_a_shard_grown_past_twice_its_size_is_split_and_its_points_relabelled(
     settings.indexer.cpu_chunk = 16
     jobs = Jobs.from_settings(settings)
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
-        first = wait_job(jobs, queue_sync(jobs, str(root)), worker=worker)
+        first = wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker)
         # 100 photos fit one shard of 50 (a shard is split past twice its size).
         assert (first.state, first.done, first.shards_total) == ("done", 100, 1), first
         # 120 photos whose keys sort before every other: the shard grows to 220.
@@ -105,7 +105,7 @@ def test_a_shard_grown_past_twice_its_size_is_split_and_its_points_relabelled(
             (root / "e").mkdir(exist_ok=True)
             (root / "e" / f"{n:03d}.jpg").write_bytes(small_photo(1000 + n))
             added.append(f"e/{n:03d}.jpg")
-        second = wait_job(jobs, queue_sync(jobs, str(root)), worker=worker)
+        second = wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker)
         assert (second.state, second.done, second.unchanged) == ("done", 120, 100), second
     every = sorted(added + keys)  # the shard's keys, cut every 50
     store = open_store(settings)
@@ -151,7 +151,7 @@ def test_a_worker_killed_in_the_middle_of_planning_loses_nothing_and_embeds_noth
     # A worker that only plans (no embedding yet), killed while it holds a shard half-planned.
     planner = WorkerProcess(settings, log, queues=[control_queue(settings), plan_queue(settings)])
     planner.start()
-    job_id = queue_sync(jobs, str(root))
+    job_id = queue_sync(tasks(settings), jobs, str(root))
     planned = wait_until_planning(work, jobs, job_id, planner)
     planner.kill()
     killed = jobs.get(job_id)
@@ -198,8 +198,11 @@ def test_two_workers_plan_the_shards_of_one_job_in_parallel(
         ):
             # The first sync splits one shard of everything; the second, a full sync of a
             # known catalogue, plans its 40 shards from the start.
-            assert wait_job(jobs, queue_sync(jobs, str(root)), worker=one).done == 2000
-            second = wait_job(jobs, queue_sync(jobs, str(root)), worker=one)
+            assert (
+                wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=one).done
+                == 2000
+            )
+            second = wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=one)
         assert (second.state, second.unchanged, second.shards_total) == ("done", 2000, 40)
         records = WorkQueue(jobs.redis, settings.redis.prefix).planned(second.id)
         by_worker: dict[str, list[tuple[float, float]]] = {}
@@ -241,9 +244,12 @@ def test_a_reindex_into_a_server_builds_its_index_once_after_the_load(
         settings.indexer.model_version = 1
         jobs = Jobs.from_settings(settings)
         with WorkerProcess(settings, tmp_path / "worker.log", concurrency=4) as worker:
-            assert wait_job(jobs, queue_sync(jobs, str(root)), worker=worker).done == 400
+            assert (
+                wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker).done
+                == 400
+            )
             started = len(requests)
-            submitted = submit_reindex(jobs, 2, str(root))
+            submitted = submit_reindex(tasks(settings), jobs, 2, str(root))
             job = wait_job(jobs, submitted.job_id, timeout_s=300, worker=worker)
         assert (job.state, job.done, job.round) == ("done", 400, 1), job
         new = job.collection
@@ -287,9 +293,12 @@ def test_a_reindex_whose_worker_is_killed_resumes_and_embeds_no_batch_twice(
         jobs = Jobs.from_settings(settings)
         log = tmp_path / "worker.log"
         with WorkerProcess(settings, log) as worker:
-            assert wait_job(jobs, queue_sync(jobs, str(root)), worker=worker).done == 600
+            assert (
+                wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker).done
+                == 600
+            )
         before = image_inferences(triton.url)
-        job_id = submit_reindex(jobs, 2, str(root)).job_id
+        job_id = submit_reindex(tasks(settings), jobs, 2, str(root)).job_id
         worker = WorkerProcess(settings, log, concurrency=2).start()
         deadline = time.monotonic() + 120
         while (job := jobs.get(job_id)) is None or job.done < 200:

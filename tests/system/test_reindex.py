@@ -15,6 +15,8 @@ import numpy as np
 
 from core.jobs import Jobs, JobState
 from core.sources import LocalSource
+from core.submit import queue_sync, submit_reindex
+from core.taskqueue import all_queues, control_queue, plan_queue
 from core.vectorstore import (
     LIVE_ALIAS,
     PREVIOUS_ALIAS,
@@ -23,16 +25,16 @@ from core.vectorstore import (
     open_store,
 )
 from indexer import reindex as reindexing
-from indexer.app import all_queues, app, configure, control_queue, plan_queue
+from indexer.app import create_app
 from indexer.host import worker_thread
 from indexer.runtime import Runtime
-from indexer.tasks import queue_sync, submit_reindex
 from model.triton_server import TritonServer
 from tests.support.images import encode
 from tests.support.indexing import (
     drop_keys,
     photo_folder,
     settings_for,
+    tasks,
     variant,
     wait_idle,
     wait_job,
@@ -74,7 +76,6 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
 ) -> None:
     repo, server = two_versions
     settings = settings_for(tmp_path / "data", server.url, repo, model_version=1)
-    configure(app, settings)
     jobs = Jobs.from_settings(settings)
     root = tmp_path / "photos"
     photo_folder(root, 24)
@@ -83,8 +84,8 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
     runtime = Runtime(settings, store=store)
     everything = all_queues(settings)
     try:
-        with worker_thread(app, runtime, queues=everything):
-            first = queue_sync(jobs, source)
+        with worker_thread(create_app(settings), runtime, queues=everything):
+            first = queue_sync(tasks(settings), jobs, source)
             assert wait_job(jobs, first).done == 24
         v1 = store.resolve(LIVE_ALIAS)
         assert model_version_of(v1) == 1
@@ -93,8 +94,10 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
         searches.start()
         # Plan the reindex with no embedding worker yet, then change the source under it:
         # the catch-up pass must carry the changes into the new collection.
-        with worker_thread(app, runtime, queues=[control_queue(settings), plan_queue(settings)]):
-            job_id = submit_reindex(jobs, 2, source).job_id
+        with worker_thread(
+            create_app(settings), runtime, queues=[control_queue(settings), plan_queue(settings)]
+        ):
+            job_id = submit_reindex(tasks(settings), jobs, 2, source).job_id
             deadline = time.monotonic() + 60
             while (job := jobs.get(job_id)) is None or not job.batches_total or job.planning:
                 assert time.monotonic() < deadline, job
@@ -102,7 +105,7 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
         write_photo(root / "late/new.jpg", 40)
         (root / "day1/photo001.png").write_bytes(encode(variant(41), "PNG"))
         (root / "day2/photo002.webp").unlink()
-        with worker_thread(app, runtime, queues=everything):
+        with worker_thread(create_app(settings), runtime, queues=everything):
             job = wait_job(jobs, job_id)
             wait_idle(jobs)
             time.sleep(0.3)  # searches go on after the switch
