@@ -7,6 +7,7 @@ answered, and its latency counts from that scheduled time, so queueing shows.
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass
 
 import httpx
@@ -36,7 +37,9 @@ class Metrics:
         """A sample summed over the series whose labels include `labels`. The parser names
         a counter's samples NAME_total even where the page wrote NAME (as Triton does)."""
         names, wanted = (name, f"{name}_total"), labels.items()
-        return sum(s.value for s in self.samples if s.name in names and wanted <= s.labels.items())
+        return math.fsum(
+            s.value for s in self.samples if s.name in names and wanted <= s.labels.items()
+        )
 
 
 @dataclass
