@@ -434,6 +434,9 @@ def settings_from(environ: Mapping[str, str]) -> Settings:
             return {name.lower(): value for name, value in environ.items()}
 
     class _Given(Settings):
+        # Errors name the tree the user knows.
+        model_config = SettingsConfigDict(**{**Settings.model_config, "title": "Settings"})
+
         @classmethod
         def settings_customise_sources(
             cls,
