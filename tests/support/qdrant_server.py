@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from tests.support.ports import free_ports
 
-VERSION = "1.20.0"
+VERSION = "1.15.5"
 # How local mode says what the server answers with a 404.
 _MISSING = re.compile(r"Collection (.+) not found")
 
@@ -57,7 +57,7 @@ def _selector(body: m.SetPayload) -> m.PointsSelector:
 
 def _upsert(c: QdrantClient, name: str, body: m.PointInsertOperations) -> m.UpdateResult:
     points = body.batch if isinstance(body, m.PointsBatch) else body.points
-    return c.upsert(name, points, update_filter=body.update_filter, update_mode=body.update_mode)
+    return c.upsert(name, points)
 
 
 def _create_index(c: QdrantClient, name: str, body: m.CreateFieldIndex) -> m.UpdateResult:
@@ -100,7 +100,6 @@ def _update(c: QdrantClient, name: str, body: m.UpdateCollection) -> bool:
         name,
         vectors_config=body.vectors,
         sparse_vectors_config=body.sparse_vectors,
-        metadata=body.metadata,
     )
     return True  # the server answers true whether or not anything changed
 
@@ -127,7 +126,7 @@ API: list[tuple[str, str, Any, Call]] = [
         "/collections/{name}",
         m.CreateCollection,
         lambda c, n, b: c.create_collection(
-            n, vectors_config=b.vectors, sparse_vectors_config=b.sparse_vectors, metadata=b.metadata
+            n, vectors_config=b.vectors, sparse_vectors_config=b.sparse_vectors
         ),
     ),
     ("PATCH", "/collections/{name}", m.UpdateCollection, _update),
