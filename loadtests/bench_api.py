@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlencode
 
-import httpx
+import aiohttp
 import numpy as np
 import onnxruntime as ort
 from redis import Redis
@@ -58,7 +58,7 @@ from loadtests.machine import (
     running,
     triton_ports,
 )
-from loadtests.openloop import Phase, Probe, keep_alive, send
+from loadtests.openloop import Phase, Probe, keep_alive, one_request, send, warm
 from loadtests.vocabulary import Queries, photo_payload
 from model.repository import version_dir
 from model.triton_config import parse
@@ -285,7 +285,7 @@ def search_target(query: str) -> str:
 
 
 async def run_phase(
-    http: httpx.AsyncClient,
+    http: aiohttp.ClientSession,
     probe: Probe,
     name: str,
     rate: float,
@@ -293,6 +293,7 @@ async def run_phase(
     expect_cached: bool,
 ) -> Phase:
     """Send one search per query at `rate`/s on a fixed schedule (open loop); wait for all."""
+    await warm(http, min(32, len(queries)))
     before = await probe.snapshot()
     outcomes = await send(http, rate, [search_target(q) for q in queries])
     phase = Phase(
@@ -362,10 +363,11 @@ async def load(
         popular = queries.take(args.cached_queries)
         print(f"pre-warming {len(popular)} cached queries ...", flush=True)
         for query in popular:
-            answer = await http.get(search_target(query))
-            if answer.status_code != 200:
-                failed = f"{answer.status_code} {answer.text[:300]}"
-                raise RuntimeError(f"pre-warm search failed: {failed}")
+            answer = await one_request(
+                http, search_target(query), asyncio.get_running_loop().time()
+            )
+            if answer.status != 200:
+                raise RuntimeError(f"pre-warm search failed: {answer.status} {answer.error}")
         r = random.Random(1)
         draws = [r.choice(popular) for _ in range(round(CACHED_RATE * args.seconds))]
         print(f"cached, {CACHED_RATE:g}/s for {args.seconds:g} s ...", flush=True)
