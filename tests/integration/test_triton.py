@@ -37,6 +37,7 @@ from core.embedding.errors import (
 from core.embedding.images import prepare_image
 from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, ModelManifest, Priority
 from core.embedding.tokenizer import pad_batch
+from loadtests.machine import free_ports, triton_ports
 from loadtests.openloop import fetch_text
 from model.repository import PYTHON_BACKEND, version_dir
 from model.triton_server import (
@@ -50,7 +51,6 @@ from query_api.errors import install_handlers
 from tests.support.api import sample
 from tests.support.images import broken_files, encode, photo
 from tests.support.models import TRITON_CONTROL_KEY
-from tests.support.ports import free_ports, triton_ports
 
 QUERIES = ["a cat", "a red bicycle against a brick wall", "", "sunset " * 30, "Café &amp; crème 😀"]
 

@@ -12,10 +12,10 @@ from tritonclient.grpc.aio import InferenceServerClient
 
 from core.embedding.client import EmbeddingClient
 from core.embedding.errors import EmbeddingError, ModelVersionUnavailable
+from loadtests.machine import triton_ports
 from model.export import export_model
 from model.triton_server import TritonServer
 from tests.support.models import TINY_CONFIG
-from tests.support.ports import triton_ports
 
 
 async def test_version_2_loads_while_version_1_keeps_serving(

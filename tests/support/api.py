@@ -18,12 +18,12 @@ import uvicorn
 from core.embedding.client import EmbeddingClient
 from core.settings import Settings
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name, open_store
+from loadtests.machine import free_ports
 from query_api.app import StartCompanion, create_app
 from query_api.auth import hash_key
 from query_api.server import server_config
 from tests.support.images import encode
 from tests.support.indexing import drop_keys, make_settings, variant
-from tests.support.ports import free_ports
 
 SEARCH_KEY = "ps_test-search-key"
 ADMIN_KEY = "ps_test-admin-key"

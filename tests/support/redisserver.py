@@ -17,8 +17,8 @@ from pathlib import Path
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from loadtests.machine import free_ports
 from photosearch.up.processes import die_with_parent, redis_command
-from tests.support.ports import free_ports
 
 URL_VARIABLE = "PHOTOSEARCH_REDIS__URL"
 

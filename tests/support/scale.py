@@ -3,8 +3,6 @@ requests it served, Triton's inference count, and a watch on the broker's queue 
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -13,29 +11,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-import numpy as np
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
     create_backend_app,
 )
-from redis import Redis
 from werkzeug.serving import make_server
 
 from core.settings import S3Settings
-from tests.support.images import encode
-from tests.support.ports import free_ports
+from loadtests.bench_scale import small_photo
+from loadtests.machine import free_ports
 
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-
-
-def small_photo(i: int, size: int = 32) -> bytes:
-    """A distinct small JPEG: noise seeded by i (the tiny model sees 32x32 anyway)."""
-    from PIL import Image
-
-    pixels = np.random.default_rng(i).integers(0, 256, (size, size, 3), dtype=np.uint8)
-    return encode(Image.fromarray(pixels), "JPEG", quality=90)
 
 
 def many_photos(root: Path, count: int, per_folder: int = 500) -> list[str]:
@@ -60,33 +48,6 @@ def image_inferences(triton_url: str) -> int:
     finally:
         client.close()
     return sum(int(model.inference_count) for model in stats.model_stats)
-
-
-class QueueWatch:
-    """The longest a Redis list (a Celery queue) was, polled every millisecond or so."""
-
-    def __init__(self, redis_url: str, queue: str) -> None:
-        self.redis = Redis.from_url(redis_url)
-        self.queue = queue
-        self.longest = 0
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.longest = max(self.longest, int(self.redis.llen(self.queue)))
-            self.samples += 1
-            time.sleep(0.001)
-
-    def __enter__(self) -> QueueWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self.redis.close()
 
 
 class CountingMotoServer(ThreadedMotoServer):

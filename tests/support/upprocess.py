@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 
+from loadtests.machine import free_ports
 from photosearch.up.supervisor import read_state
-from tests.support.ports import free_ports
 
 UP_TIMEOUT_S = 420
 
@@ -100,35 +100,6 @@ class Up:
         assert self.process.stdout is not None
         self.process.stdout.close()
         return code
-
-
-def descendants(pid: int) -> set[int]:
-    """Every process below pid, from /proc (grandchildren too: Triton's backend stubs)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
-def alive(pid: int) -> bool:
-    """Running, not a zombie waiting to be reaped."""
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def wait_until(check: Any, timeout_s: float, what: str) -> None:

@@ -16,6 +16,7 @@ from redis import Redis
 
 from core.querycache import cache_key, normalize_query
 from core.vectorstore import open_store
+from loadtests.machine import free_ports, triton_ports
 from model.triton_server import TritonServer
 from tests.support.api import (
     ADMIN_KEY,
@@ -26,7 +27,6 @@ from tests.support.api import (
     own_store,
     serving,
 )
-from tests.support.ports import free_ports, triton_ports
 from tests.support.redisserver import RedisServer
 
 SEARCH = {"X-API-Key": SEARCH_KEY}

@@ -14,9 +14,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from loadtests.machine import free_ports, triton_ports
 from model.triton_server import grpc_control_headers
 from tests.support.models import TINY_CONFIG
-from tests.support.ports import free_ports, triton_ports
 
 CLI = [sys.executable, "-m", "photosearch"]
 

@@ -21,6 +21,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
+from loadtests.machine import free_ports
 from tests.support.browser import cards, search
 from tests.support.faultload import (
     KEYS,
@@ -31,7 +32,6 @@ from tests.support.faultload import (
     start_sync,
 )
 from tests.support.indexing import photo_folder, wait_job, write_photo
-from tests.support.ports import free_ports
 from tests.support.upprocess import Up, newcomer_env, ready, wait_until
 
 FIRST_PHOTOS = 24

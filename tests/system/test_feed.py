@@ -15,9 +15,10 @@ from core.sources import LocalSource, open_source
 from core.submit import queue_sync, submit_sync
 from core.vectorstore import LIVE_ALIAS, IndexedPoint, open_store
 from indexer.feed import journal_key, s3_event_keys
+from loadtests.bench_scale import small_photo
 from model.triton_server import TritonServer
 from tests.support.indexing import WorkerProcess, indexer_settings, tasks, wait_job, write_photo
-from tests.support.scale import Moto, moto_server, small_photo
+from tests.support.scale import Moto, moto_server
 
 BUCKET = "photostock-feed"
 

@@ -15,6 +15,7 @@ from core.jobs import Jobs
 from core.settings import Settings
 from core.taskqueue import ENQUEUED_AT, create_celery, embed_queue
 from indexer.metrics import IndexerMetrics, enqueued_at
+from loadtests.machine import free_ports
 from model.triton_server import TritonServer
 from tests.support.api import sample
 from tests.support.indexing import (
@@ -25,7 +26,6 @@ from tests.support.indexing import (
     tasks,
     wait_job,
 )
-from tests.support.ports import free_ports
 
 
 @pytest.fixture

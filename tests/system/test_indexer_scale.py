@@ -21,10 +21,11 @@ from core.taskqueue import control_queue, embed_queue, plan_queue
 from core.vectorstore import LIVE_ALIAS, VectorStore, model_version_of, open_store
 from indexer.shards import ShardMap
 from indexer.workqueue import WorkQueue
+from loadtests.bench_scale import QueueWatch, small_photo
 from model.triton_server import TritonServer
 from tests.support.indexing import WorkerProcess, indexer_settings, tasks, wait_job
 from tests.support.qdrant_server import qdrant_stand_in
-from tests.support.scale import QueueWatch, image_inferences, many_photos, small_photo
+from tests.support.scale import image_inferences, many_photos
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from loadtests import photoset
+from loadtests.machine import free_ports
 from loadtests.records import FIELDS, latency, read, series
 from loadtests.scenario import (
     DEFAULT_FILE,
@@ -32,7 +33,6 @@ from loadtests.scenario import (
 from photosearch.up.supervisor import read_state
 from query_api.auth import hash_key
 from tests.support.deployfiles import ROOT
-from tests.support.ports import free_ports
 from tests.support.upprocess import Up, newcomer_env
 
 ADMIN_KEY = "ps_load-test-admin-key-for-the-url-test"

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from loadtests.machine import free_ports
 from loadtests.records import Records, latency, read
 from loadtests.soak import Growth, RssSample, per_minute, read_rss, rss_growth, thirds, verdicts
 from loadtests.system import SyncWatch
 from tests.support.deployfiles import ROOT
-from tests.support.ports import free_ports
 from tests.support.upprocess import newcomer_env
 
 DURATION, WARMUP, WINDOW = 60.0, 10.0, 20.0

@@ -30,6 +30,7 @@ from playwright.sync_api import Page, expect
 from redis import Redis
 from redis.exceptions import RedisError
 
+from loadtests.machine import alive, descendants, free_ports
 from model.triton_server import CONTROL_HEADER, Ports
 from photosearch.demo import DEMO_PHOTOS
 from photosearch.up.bootstrap import BootstrapError
@@ -38,14 +39,11 @@ from photosearch.up.processes import Child, ChildError, redis_binary, redis_comm
 from photosearch.up.servers import RedisChild, UpTriton
 from photosearch.up.supervisor import STATE_FILE
 from tests.support.browser import cards, search, shown, thumbnails_loaded
-from tests.support.ports import free_ports
 from tests.support.redisserver import valkey_binary
 from tests.support.upprocess import (
     UP_TIMEOUT_S,
     StrangerTriton,
     Up,
-    alive,
-    descendants,
     ids,
     newcomer_env,
     ready,

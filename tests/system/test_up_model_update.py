@@ -12,9 +12,9 @@ from pathlib import Path
 
 import httpx
 
+from loadtests.machine import free_ports
 from tests.support.indexing import photo_folder
 from tests.support.models import TINY_CONFIG
-from tests.support.ports import free_ports
 from tests.support.redisserver import valkey_binary
 from tests.support.upprocess import Up, newcomer_env
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 
+from loadtests.machine import alive, descendants, free_ports
 from tests.support.indexing import photo_folder
 from tests.support.models import TINY_CONFIG
-from tests.support.ports import free_ports
-from tests.support.upprocess import Up, alive, descendants, newcomer_env
+from tests.support.upprocess import Up, newcomer_env
 
 
 def cmdline(pid: int) -> list[str]:
