@@ -7,7 +7,6 @@ publishers send tasks by name, so none of them imports the worker's modules.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from celery import Celery
@@ -75,14 +74,13 @@ def all_queues(settings: Settings) -> list[str]:
     return [control_queue(settings), plan_queue(settings), embed_queue(settings)]
 
 
-def create_celery(
-    settings: Settings, *, include: Sequence[str] = (), set_as_current: bool = False
-) -> TaskApp:
+def create_celery(settings: Settings) -> TaskApp:
     """A Celery app on the settings' Redis with the indexer's queues and routes; connections
-    are made lazily, on first use. `include`: the task modules a worker registers."""
+    are made lazily, on first use. It is no process's current app: the worker's tasks are
+    shared tasks (indexer/app.py registers them), and publishers send by name."""
     # Connected once however many apps are made: Celery keys receivers by identity.
     before_task_publish.connect(_stamp_enqueued_at, weak=False)
-    app = TaskApp(settings, include=list(include), set_as_current=set_as_current)
+    app = TaskApp(settings, set_as_current=False)
     control, plan, embed = all_queues(settings)
     visibility = settings.indexer.visibility_timeout_s
     transport = {
