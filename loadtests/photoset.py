@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PIL import Image, ImageEnhance, ImageOps
 
-from photosearch.demo import write_demo_photos
+from core.demo import write_demo_photos
 
 VARIANTS = "variants"  # sub-folder of generated photos, apart from the demo photos
 LONG_SIDE = (640, 1280)  # pixels of a variant's longest side, drawn uniformly

@@ -54,7 +54,7 @@ from loadtests.system import (
     send_sync,
     start,
 )
-from photosearch.demo import write_demo_photos
+from core.demo import write_demo_photos
 from photosearch.up.probes import choose_port
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")

@@ -137,7 +137,7 @@ def photos_source(
     source = remembered or configured
     if source is not None and not is_folder(source, demo_dir):
         return source
-    from photosearch.demo import DemoPhotosUnavailable, write_demo_photos
+    from core.demo import DemoPhotosUnavailable, write_demo_photos
 
     try:
         result = write_demo_photos(demo_dir)

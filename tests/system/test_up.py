@@ -32,7 +32,7 @@ from redis.exceptions import RedisError
 
 from loadtests.machine import alive, descendants, free_ports
 from model.triton_server import CONTROL_HEADER, Ports
-from photosearch.demo import DEMO_PHOTOS
+from core.demo import DEMO_PHOTOS
 from photosearch.up.bootstrap import BootstrapError
 from photosearch.up.ports import PortBook
 from photosearch.up.processes import Child, ChildError, redis_binary, redis_command

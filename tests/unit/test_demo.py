@@ -13,7 +13,7 @@ from PIL import Image
 from core.sources import LocalSource
 from indexer.catalog import read_catalog
 from indexer.metadata import parse_manifest
-from photosearch.demo import (
+from core.demo import (
     DEMO_PHOTOS,
     MANIFEST,
     DemoPhotosUnavailable,
@@ -155,7 +155,7 @@ def test_no_package_at_all_is_an_error_naming_the_demo_extra(tmp_path: Path) -> 
 
 def test_packages_are_located_without_being_imported(tmp_path: Path) -> None:
     code = (
-        "import sys; from pathlib import Path; from photosearch.demo import write_demo_photos\n"
+        "import sys; from pathlib import Path; from core.demo import write_demo_photos\n"
         f"write_demo_photos(Path({str(tmp_path)!r}))\n"
         "print(sorted({'skimage', 'sklearn', 'matplotlib'} & set(sys.modules)))"
     )
