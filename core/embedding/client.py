@@ -34,7 +34,7 @@ from core.embedding.manifest import (
     Priority,
     load_manifest,
 )
-from core.embedding.tokenizer import ClipTokenizer, pad_batch
+from core.embedding.tokenizer import TextTokenizer, load_tokenizer, pad_for
 from core.settings import Settings
 
 _TRANSIENT = ("StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED", "StatusCode.CANCELLED")
@@ -88,7 +88,7 @@ class EmbeddingClient:
         self._executor = executor or ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed")
         self._grpc = InferenceServerClient(url)
         self._manifests: dict[int, ModelManifest] = {}
-        self._tokenizers: dict[int, ClipTokenizer] = {}
+        self._tokenizers: dict[int, TextTokenizer] = {}
 
     @classmethod
     def from_settings(
@@ -137,11 +137,11 @@ class EmbeddingClient:
                 raise ModelVersionUnavailable(str(exc)) from None
         return self._manifests[version]
 
-    def tokenizer(self, version: int) -> ClipTokenizer:
+    def tokenizer(self, version: int) -> TextTokenizer:
         """Version N's serving tokenizer; cached."""
         if version not in self._tokenizers:
             self.manifest(version)
-            self._tokenizers[version] = ClipTokenizer.from_repository(self.repository, version)
+            self._tokenizers[version] = load_tokenizer(self.repository, version)
         return self._tokenizers[version]
 
     async def tokenize(self, texts: Sequence[str], *, model_version: int) -> list[list[int]]:
@@ -162,10 +162,11 @@ class EmbeddingClient:
         """
         if not ids:
             return np.zeros((0, self.manifest(model_version).embedding_dim), dtype=np.float32)
-        context = self.manifest(model_version).tokenizer.context_length
+        # A fixed-length (bidirectional) text model always gets its whole context.
+        spec = self.manifest(model_version).tokenizer
         out = []
         for start in range(0, len(ids), MAX_BATCH_SIZE):
-            batch = pad_batch(ids[start : start + MAX_BATCH_SIZE], self.pad_multiple, context)
+            batch = pad_for(spec, ids[start : start + MAX_BATCH_SIZE], self.pad_multiple)
             out.append(
                 await self._infer(
                     TEXT_MODEL,
