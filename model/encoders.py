@@ -1,12 +1,14 @@
-"""The two exportable encoders wrapped around an open_clip model (imports torch: exporter only)."""
+"""The exportable encoders wrapped around an open_clip model (imports torch: exporter only)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from core.embedding.manifest import TokenizerSpec
 
 
 class ImageEncoder(nn.Module):
@@ -52,6 +54,9 @@ class TextEncoder(nn.Module):
                 )
         if getattr(tower, "cls_emb", None) is not None or getattr(tower, "use_pad_mask", False):
             raise ValueError("text towers with a class token or a padding mask are not supported")
+        if getattr(tower, "attn_mask", None) is None:
+            # Bidirectional (no_causal_mask, SigLIP): every position sees the padding.
+            raise ValueError("the text tower is not causal")
         self.pool_type: str = getattr(
             tower, "text_pool_type", getattr(tower, "pool_type", "argmax")
         )
@@ -87,3 +92,34 @@ class TextEncoder(nn.Module):
         elif self.text_projection is not None:
             pooled = pooled @ self.text_projection
         return F.normalize(pooled, dim=-1)
+
+
+class FixedLengthTextEncoder(nn.Module):
+    """Token ids [batch, context_length] in, L2-normalized embeddings out: open_clip's own
+    encode_text over the whole context, for towers where padding changes the result
+    (bidirectional attention, pooling at the last position, attention masks of pad ids)."""
+
+    def __init__(self, clip: nn.Module) -> None:
+        super().__init__()
+        self.clip = clip
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return F.normalize(self.clip.encode_text(input_ids), dim=-1)  # type: ignore[operator]
+
+
+def text_encoder_for(
+    clip: nn.Module, spec: TokenizerSpec
+) -> tuple[nn.Module, Literal["dynamic", "fixed"]]:
+    """The dynamic-length encoder where it embeds exactly as open_clip does at full length,
+    else the fixed-length one. Dynamic needs a causal tower pooled at a token and padding
+    that is trailing zeros (what the client and the python backend add): then the positions
+    a batch cuts off can change nothing before them."""
+    try:
+        encoder = TextEncoder(clip)
+    except ValueError:
+        return FixedLengthTextEncoder(clip), "fixed"
+    # 'eos' pooling finds the first eos id: a zero eos would find padding that is not there.
+    zero_eos = encoder.pool_type == "eos" and encoder.eos_id == 0
+    if spec.pad_id != 0 or spec.padding_side != "right" or zero_eos:
+        return FixedLengthTextEncoder(clip), "fixed"
+    return encoder, "dynamic"

@@ -16,7 +16,7 @@ from torch import nn
 
 from core.embedding.arrays import AnyArray
 from core.embedding.manifest import IMAGE_INPUT, IMAGE_OUTPUT, TEXT_INPUT, TEXT_OUTPUT
-from model.encoders import ImageEncoder, TextEncoder
+from model.encoders import ImageEncoder
 
 PARITY_MIN_COSINE = 0.9999
 _TWO_GB = 2**31
@@ -66,13 +66,21 @@ def export_image_encoder(encoder: ImageEncoder, image_size: int, path: Path) -> 
     _export(encoder, example, path, IMAGE_INPUT, IMAGE_OUTPUT, {0: Dim("batch", min=1, max=4096)})
 
 
-def export_text_encoder(encoder: TextEncoder, context_length: int, path: Path) -> None:
-    """int64 [batch, length] -> float32 [batch, D], dynamic batch and length (2..context)."""
+def export_text_encoder(
+    encoder: nn.Module, context_length: int, path: Path, *, fixed_length: bool = False
+) -> None:
+    """int64 [batch, length] -> float32 [batch, D], dynamic batch and length (2..context);
+    `fixed_length` (FixedLengthTextEncoder): the length is the context, in the graph too."""
     from torch.export import Dim
 
+    batch = Dim("batch", min=1, max=4096)
+    if fixed_length:
+        example = torch.ones((2, context_length), dtype=torch.int64)
+        _export(encoder, example, path, TEXT_INPUT, TEXT_OUTPUT, {0: batch})
+        return
     example = torch.ones((2, 8), dtype=torch.int64)
     # The legacy exporter bakes the traced length into a Reshape; torch.export keeps it symbolic.
-    dims = {0: Dim("batch", min=1, max=4096), 1: Dim("length", min=2, max=context_length)}
+    dims = {0: batch, 1: Dim("length", min=2, max=context_length)}
     _export(encoder, example, path, TEXT_INPUT, TEXT_OUTPUT, dims)
 
 
