@@ -43,8 +43,8 @@ $(UV): requirements/uv.txt
 
 # Writes the locks of requirements/ from pyproject.toml and requirements/*.in: exact versions
 # and their hashes, for CPython 3.11 on x86-64 Linux (CI, the app and export images) and for
-# the Python 3.10 of the Triton CPU image. A version already locked stays while it fits:
-# ARGS=--upgrade takes the newest of everything, ARGS="--upgrade-package NAME" of one package.
+# the Python 3.10 of the Triton images (CPU and GPU). A version already locked stays while it
+# fits: ARGS=--upgrade takes the newest of everything, ARGS="--upgrade-package NAME" of one.
 COMPILE = $(UV) pip compile --quiet --generate-hashes --no-build --no-python-downloads \
 	--custom-compile-command "make lock" $(TORCH_WHEELS) $(ARGS)
 LOCKED = $(COMPILE) -c requirements/constraints.in --override requirements/overrides.in
@@ -62,6 +62,8 @@ lock: $(UV)
 	  -o requirements/export.txt
 	$(LOCKED) --python-version 3.10 --python-platform x86_64-manylinux_2_35 \
 	  -c requirements/dev.txt requirements/triton-cpu.in -o requirements/triton-cpu.txt
+	$(LOCKED) --python-version 3.10 --python-platform x86_64-manylinux_2_35 \
+	  -c requirements/dev-gpu.txt requirements/triton-gpu.in -o requirements/triton-gpu.txt
 
 # The whole system on this machine (Redis, Triton, the API and page, the indexer, beat) until
 # Ctrl-C: exports the model and indexes the demo photos on the first start. ARGS="--photos DIR".
