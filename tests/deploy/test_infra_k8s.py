@@ -27,7 +27,7 @@ from core.taskqueue import all_queues, embed_queue, plan_queue
 from model.triton_server import control_flags
 from query_api.metrics import Metrics
 from query_api.routes.health import router as health_router
-from tests.support.deployfiles import ROOT, setting_variables
+from tests.support.deployfiles import ROOT, python_backend_flags, setting_variables
 
 K8S = ROOT / "infra" / "k8s"
 BASE = K8S / "base"
@@ -47,7 +47,9 @@ KUSTOMIZE_FIELDS = {"apiVersion", "kind", "namespace", "labels", "resources", "i
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"}
 CLUSTER_SCOPED = {"Namespace"}
 PHOTOSEARCH_IMAGE = "ghcr.io/photostock/photosearch"
-TRITON_IMAGE = "nvcr.io/nvidia/tritonserver"
+# NGC's tritonserver with onnxruntime-gpu for the python backend (compose builds it).
+TRITON_IMAGE = "ghcr.io/photostock/photosearch-triton-gpu"
+TRITON_DOCKERFILE = "infra/docker/triton-gpu.Dockerfile"
 # Triton's health endpoints (KServe v2 protocol).
 TRITON_HEALTH = {"/v2/health/ready", "/v2/health/live"}
 # The Qdrant Helm release is named "qdrant": its Service is too.
@@ -251,6 +253,13 @@ def test_production_pins_images_and_serves_its_host() -> None:
         for container in containers(doc):
             tag = container["image"].rsplit(":", 1)[-1]
             assert "/" not in tag and tag != "latest", container["image"]
+    # Each image the overlay pins is one the base runs: a stale name would pin nothing.
+    run = {c["image"].rsplit(":", 1)[0] for d in build(BASE) for c in containers(d)}
+    pinned = {
+        i["name"]
+        for i in load_one(K8S / "overlays" / "production" / "kustomization.yaml")["images"]
+    }
+    assert pinned <= run, pinned - run
     ingress = one(docs, "Ingress", "api")
     assert ingress["spec"]["rules"][0]["host"] == "photos-api.photostock.example"
     assert ingress["spec"]["tls"][0]["hosts"] == ["photos-api.photostock.example"]
@@ -715,6 +724,32 @@ def test_pods_run_unprivileged_with_requests_and_memory_limits(manifests: list[D
             assert {"cpu", "memory"} <= set(resources["requests"]), name
             limit = quantity(resources["limits"]["memory"])
             assert quantity(resources["requests"]["memory"]) <= limit, name
+
+
+def test_triton_runs_the_image_compose_builds_for_the_python_backend(
+    manifests: list[Doc],
+) -> None:
+    """The GPU export runs model/python_backend/model.py (onnxruntime-gpu), as compose's
+    `triton` does: the image built from triton-gpu.Dockerfile, never NGC's stock one."""
+    service = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["triton"]
+    assert service["build"]["dockerfile"] == TRITON_DOCKERFILE
+    assert service["image"].split(":", 1)[0] == TRITON_IMAGE
+    template = pod_template(one(manifests, "Deployment", "triton"))
+    assert template is not None
+    (triton,) = template["spec"]["containers"]
+    assert triton["image"].rsplit(":", 1)[0] == TRITON_IMAGE
+    # The python backend as the local server starts it (its stubs' shared memory) ...
+    for flag in python_backend_flags():
+        assert flag in triton["args"], flag
+    # ... and room for that memory: /dev/shm in RAM, within the container's limit, rather
+    # than the runtime's 64 MiB; at least a region each for the two models' stubs.
+    [mount] = [m for m in triton["volumeMounts"] if m["mountPath"] == "/dev/shm"]
+    volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+    shm = volumes[mount["name"]]["emptyDir"]
+    assert shm["medium"] == "Memory"
+    size = max(int(f.rsplit("=", 1)[1]) for f in python_backend_flags())
+    limit = quantity(triton["resources"]["limits"]["memory"])
+    assert 2 * size <= quantity(shm["sizeLimit"]) <= limit
 
 
 def test_beat_runs_once_and_triton_on_a_gpu(manifests: list[Doc]) -> None:

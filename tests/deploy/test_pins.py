@@ -4,7 +4,9 @@ drift from the client silently, and every lock still what pyproject.toml asks fo
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -22,7 +24,8 @@ REQUIREMENTS = ROOT / "requirements"
 # What `make setup` installs, what the images install.
 DEV, DEV_GPU = REQUIREMENTS / "dev.txt", REQUIREMENTS / "dev-gpu.txt"
 APP, EXPORT = REQUIREMENTS / "app.txt", REQUIREMENTS / "export.txt"
-TRITON_CPU = REQUIREMENTS / "triton-cpu.txt"
+# What the Triton images install for the python backend (infra/docker/triton-*.Dockerfile).
+TRITON_CPU, TRITON_GPU = REQUIREMENTS / "triton-cpu.txt", REQUIREMENTS / "triton-gpu.txt"
 SETUP_EXTRAS = ("embedded", "export", "dev", "demo", "loadtest")
 
 QDRANT_IMAGE = re.compile(r"\bqdrant/qdrant:v?(\d+\.\d+\.\d+)\b")
@@ -130,8 +133,9 @@ def test_the_deployment_runs_one_qdrant_minor_and_the_client_is_at_it() -> None:
 
 def test_the_deployment_runs_one_triton_and_the_client_is_its_release() -> None:
     servers = triton_servers()
-    assert any(name.startswith("infra/docker/triton-cpu") for name in servers), servers
-    assert any("kustomization" in name for name in servers), servers
+    # Compose and Kubernetes run the images built on NGC's: their FROM names the release.
+    for image in ("triton-cpu", "triton-gpu"):
+        assert any(name.startswith(f"infra/docker/{image}.") for name in servers), servers
     unknown = {name: tag for name, tag in servers.items() if tag not in TRITON_OF_NGC}
     assert not unknown, f"add these NGC tags' Triton versions to TRITON_OF_NGC: {unknown}"
     releases = {minor(TRITON_OF_NGC[tag]) for tag in servers.values()}
@@ -182,10 +186,28 @@ def test_one_onnxruntime_per_lock_and_the_triton_image_runs_the_tested_one() -> 
     assert "onnxruntime" in locked(DEV) and "onnxruntime-gpu" not in locked(DEV)
     assert "onnxruntime-gpu" in locked(DEV_GPU) and "onnxruntime" not in locked(DEV_GPU)
     assert "onnxruntime" not in locked(APP)
+    assert "onnxruntime-gpu" not in locked(TRITON_CPU) and "onnxruntime" not in locked(TRITON_GPU)
     tested = locked(DEV)["onnxruntime"]
     assert locked(TRITON_CPU)["onnxruntime"] == tested
     assert locked(EXPORT)["onnxruntime"] == tested
     assert locked(DEV_GPU)["onnxruntime-gpu"] == tested
+    assert locked(TRITON_GPU)["onnxruntime-gpu"] == tested
+
+
+# The distributions that give each module the python backend imports, Triton's own aside.
+BACKEND_MODULES = {"numpy": {"numpy"}, "onnxruntime": {"onnxruntime", "onnxruntime-gpu"}}
+
+
+def test_the_triton_images_lock_what_the_python_backend_imports() -> None:
+    tree = ast.parse((ROOT / "model" / "python_backend" / "model.py").read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    tops = {name.split(".")[0] for name in imported}
+    outside = tops - set(sys.stdlib_module_names) - {"__future__", "triton_python_backend_utils"}
+    assert outside == set(BACKEND_MODULES), f"model.py imports {outside}: lock them for Triton"
+    for lock in (TRITON_CPU, TRITON_GPU):
+        for module, distributions in BACKEND_MODULES.items():
+            assert distributions & set(locked(lock)), f"{lock.name} lacks {module}"
 
 
 def test_the_locks_take_torch_cpu_build_and_the_app_no_torch() -> None:
@@ -198,10 +220,13 @@ def test_the_locks_take_torch_cpu_build_and_the_app_no_torch() -> None:
 
 def test_shared_packages_are_locked_at_one_version() -> None:
     dev = locked(DEV)
-    for lock in (DEV_GPU, APP, EXPORT, TRITON_CPU):
+    for lock in (DEV_GPU, APP, EXPORT, TRITON_CPU, TRITON_GPU):
         for name, version in locked(lock).items():
             if name in dev:
                 assert version == dev[name], f"{lock.name}: {name} {version}, dev.txt {dev[name]}"
+    gpu = locked(DEV_GPU)
+    for name, version in locked(TRITON_GPU).items():
+        assert name in gpu and version == gpu[name], f"triton-gpu.txt: {name} {version}"
 
 
 def test_every_pin_carries_its_hashes() -> None:
@@ -213,7 +238,7 @@ def test_every_pin_carries_its_hashes() -> None:
 
 @pytest.mark.parametrize(
     ("dockerfile", "lock"),
-    [("app", APP), ("export", EXPORT), ("triton-cpu", TRITON_CPU)],
+    [("app", APP), ("export", EXPORT), ("triton-cpu", TRITON_CPU), ("triton-gpu", TRITON_GPU)],
 )
 def test_the_images_install_their_lock_hash_checked(dockerfile: str, lock: Path) -> None:
     text = (ROOT / "infra" / "docker" / f"{dockerfile}.Dockerfile").read_text()

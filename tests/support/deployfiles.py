@@ -1,4 +1,5 @@
-"""What the deployment files' tests share: the repository root and the settings' variables."""
+"""What the deployment files' tests share: the repository root, the settings' variables and the
+flags of the local Triton."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from core.settings import Settings
+from model.triton_server import Ports, TritonInstall, TritonServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,3 +28,16 @@ def leaf_variables(model: type[BaseModel], prefix: str = "PHOTOSEARCH_") -> list
 def setting_variables() -> frozenset[str]:
     """The PHOTOSEARCH_* variables a compose file or a manifest may set."""
     return frozenset(leaf_variables(Settings))
+
+
+def python_backend_flags() -> list[str]:
+    """The python backend's flags (its stubs' shared memory) that model/triton_server.py gives
+    the local server: every Triton of the deployment runs that backend, so these too."""
+    server = TritonServer(Path("/models"), Ports(), Path("/triton"))
+    install = TritonInstall(
+        binary=Path("tritonserver"), python_backend=Path("python"), stub=Path("stub"), libs=Path()
+    )
+    command = server.command(install, Path("backends"))
+    flags = [f for f in command if f.startswith("--backend-config=python,")]
+    assert flags, command
+    return flags
