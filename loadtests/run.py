@@ -30,6 +30,7 @@ from urllib.parse import urlencode
 import httpx
 from redis import Redis
 
+from core.demo import write_demo_photos
 from core.settings import Settings
 from loadtests import photoset
 from loadtests.machine import ROOT, Occasion
@@ -54,7 +55,6 @@ from loadtests.system import (
     send_sync,
     start,
 )
-from core.demo import write_demo_photos
 from photosearch.up.probes import choose_port
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")

@@ -30,9 +30,9 @@ from playwright.sync_api import Page, expect
 from redis import Redis
 from redis.exceptions import RedisError
 
+from core.demo import DEMO_PHOTOS
 from loadtests.machine import alive, descendants, free_ports
 from model.triton_server import CONTROL_HEADER, Ports
-from core.demo import DEMO_PHOTOS
 from photosearch.up.bootstrap import BootstrapError
 from photosearch.up.ports import PortBook
 from photosearch.up.processes import Child, ChildError, redis_binary, redis_command

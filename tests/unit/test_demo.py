@@ -10,9 +10,6 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from core.sources import LocalSource
-from indexer.catalog import read_catalog
-from indexer.metadata import parse_manifest
 from core.demo import (
     DEMO_PHOTOS,
     MANIFEST,
@@ -20,6 +17,9 @@ from core.demo import (
     package_dir,
     write_demo_photos,
 )
+from core.sources import LocalSource
+from indexer.catalog import read_catalog
+from indexer.metadata import parse_manifest
 
 
 def shipped(package: str, source: str) -> Path:
