@@ -11,11 +11,26 @@ from typing import Annotated, Literal
 
 import typer
 
-from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, list_versions, load_manifest
+from core.embedding.manifest import (
+    IMAGE_MODEL,
+    PRECISIONS,
+    TEXT_MODEL,
+    Precision,
+    list_versions,
+    load_manifest,
+)
 from core.settings import MAX_TEXT_QUEUE_DELAY_US, get_settings
 
 model_app = typer.Typer(help="Export CLIP models into the versioned Triton model repository.")
 triton_app = typer.Typer(help="Run Triton on this machine and manage its loaded models.")
+
+
+class PrecisionChoice(StrEnum):
+    """The precision of an export's weights and arithmetic."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+    INT8 = "int8"
 
 
 class Target(StrEnum):
@@ -39,6 +54,15 @@ def export_command(
     pretrained: Annotated[
         str, typer.Option(help="open_clip tag (needs a network), a checkpoint file, or 'none'.")
     ] = "laion2b_s34b_b79k",
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(
+            help="A local Hugging Face tokenizer (a folder with tokenizer.json and "
+            "tokenizer_config.json, or a tokenizer.json) for models whose config names one "
+            "(SigLIP, XLM-R, NLLB): replaces text_cfg.hf_tokenizer_name; nothing is downloaded.",
+            show_default="the config's",
+        ),
+    ] = None,
     repository: RepositoryOption = None,
     version: Annotated[
         int | None, typer.Option(min=1, help="The version to write.", show_default="newest + 1")
@@ -70,6 +94,24 @@ def export_command(
             min=0, help="CPU target: 0 = all cores.", show_default="PHOTOSEARCH_MODEL__ORT_THREADS"
         ),
     ] = None,
+    precision: Annotated[
+        PrecisionChoice,
+        typer.Option(help="fp32; fp16 for GPUs; int8 (dynamic quantization) for CPUs."),
+    ] = PrecisionChoice.FP32,
+    min_cosine: Annotated[
+        float | None,
+        typer.Option(
+            help="fp16/int8: the lowest mean cosine to fp32 accepted.",
+            show_default="0.999 fp16, 0.99 int8",
+        ),
+    ] = None,
+    calibration_photos: Annotated[
+        Path | None,
+        typer.Option(
+            help="fp16/int8: photos to measure the variant on (up to 64).",
+            show_default="the demo photos",
+        ),
+    ] = None,
     instances: Annotated[int, typer.Option(min=1, help="Model instances per Triton.")] = 1,
     tensorrt: Annotated[bool, typer.Option(help="GPU target: TensorRT FP16 accelerator.")] = True,
     trt_cache_dir: Annotated[str, typer.Option(help="GPU target: TensorRT engine cache.")] = (
@@ -78,6 +120,7 @@ def export_command(
 ) -> None:
     """Export both encoders of one model version; earlier versions stay and keep serving."""
     from model.export import ExportError, export_model
+    from model.precision import PrecisionOptions
     from model.triton_config import BatchingOptions
 
     settings = get_settings()
@@ -92,15 +135,37 @@ def export_command(
     repo = repository or settings.repository
     try:
         manifest = export_model(
-            arch, pretrained, repo, version=version, target=_target(target), options=options
+            arch,
+            pretrained,
+            repo,
+            version=version,
+            target=_target(target),
+            options=options,
+            tokenizer=tokenizer,
+            precision=PrecisionOptions(_precision(precision), min_cosine, calibration_photos),
         )
     except ExportError as exc:
         typer.secho(f"export failed: {exc}", fg="red", err=True)
         raise typer.Exit(2) from None
     typer.echo(
         f"exported version {manifest.version} ({manifest.arch}, weights: {manifest.weights}, "
-        f"{manifest.embedding_dim}-d, image {manifest.image.size}px) to {repo}"
+        f"{manifest.embedding_dim}-d, image {manifest.image.size}px, text "
+        f"{manifest.tokenizer.context_length} tokens {manifest.tokenizer.padding}) to {repo}"
     )
+    if manifest.quality is not None:
+        q = manifest.quality
+        typer.echo(
+            f"{manifest.precision} against fp32 (on {q.photos} photos with copies, {q.queries} "
+            f"queries): mean cosine image {q.image_cosine_mean:.6f}, text "
+            f"{q.text_cosine_mean:.6f}; top-10 overlap {q.top10_overlap:.3f}; copies found "
+            f"first {q.copies_found_first:.3f}"
+        )
+    if manifest.precision == "fp16" and manifest.target == "cpu":
+        typer.secho(
+            "fp16 is for GPUs: on a CPU onnxruntime casts most of it back to float32, slower "
+            "than fp32; int8 is the CPU's smaller variant",
+            fg="yellow",
+        )
     if manifest.random_weights:
         typer.secho(
             "random weights: text search is meaningless; image similarity still works",
@@ -110,6 +175,11 @@ def export_command(
 
 def _or(value: int | None, default: int) -> int:
     return default if value is None else value
+
+
+def _precision(value: PrecisionChoice) -> Precision:
+    # The choices are the manifest's precisions, spelled alike (mypy sees only a str).
+    return next(p for p in PRECISIONS if p == value.value)
 
 
 def _target(value: Target) -> Literal["cpu", "gpu"]:
@@ -127,8 +197,15 @@ def list_command(
         typer.echo(json.dumps([m.model_dump(mode="json") for m in manifests], indent=2))
         return
     for m in manifests:
+        # The variant's worse encoder: what the export's floor was checked on.
+        cosine = (
+            f"cos {min(m.quality.image_cosine_mean, m.quality.text_cosine_mean):.4f}"
+            if m.quality
+            else "-"
+        )
         typer.echo(
-            f"{m.version}\t{m.arch}\t{m.weights}\t{m.embedding_dim}-d\t{m.target}\t{m.exported_at}"
+            f"{m.version}\t{m.arch}\t{m.weights}\t{m.embedding_dim}-d\t{m.target}\t"
+            f"{m.precision}\t{cosine}\t{m.exported_at}"
         )
 
 

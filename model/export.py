@@ -17,10 +17,12 @@ from core.embedding.manifest import (
     TOKENIZER_FILE,
     ImagePreprocessing,
     ModelManifest,
+    VariantQuality,
     list_versions,
     sha256_file,
     write_manifest,
 )
+from model.precision import PrecisionOptions
 from model.repository import next_version, version_dir, write_configs
 from model.triton_config import BatchingOptions, Target
 
@@ -42,9 +44,11 @@ class LoadedClip:
     preprocess: ImagePreprocessing
 
 
-def load_clip(arch: str, pretrained: str) -> LoadedClip:
-    """Build the open_clip model for `arch` (a name or a config JSON) with `pretrained` weights."""
+def load_clip(arch: str, pretrained: str, tokenizer: Path | None = None) -> LoadedClip:
+    """Build the open_clip model for `arch` (a name or a config JSON) with `pretrained` weights;
+    `tokenizer`, a local Hugging Face tokenizer, replaces the config's hf_tokenizer_name."""
     from model.onnx_export import import_open_clip
+    from model.tokenizer_export import load_open_clip_tokenizer
 
     open_clip = import_open_clip()
     name = arch
@@ -59,6 +63,8 @@ def load_clip(arch: str, pretrained: str) -> LoadedClip:
         raise ExportError(
             f"unknown architecture {arch!r}; open_clip knows {open_clip.list_models()}"
         )
+    # Before the weights: a tokenizer that cannot be exported is refused in a second.
+    text_tokenizer = load_open_clip_tokenizer(open_clip, name, config, tokenizer)
 
     weights, checkpoint, digest = "random", None, None
     if pretrained.lower() not in ("none", "random", ""):
@@ -103,13 +109,40 @@ def load_clip(arch: str, pretrained: str) -> LoadedClip:
     )
     return LoadedClip(
         clip,
-        open_clip.get_tokenizer(name),
+        text_tokenizer,
         arch,
         json.loads(json.dumps(config)),
         weights,
         digest,
         preprocess,
     )
+
+
+def _reduce(
+    loaded: LoadedClip, graphs: tuple[Path, Path], options: PrecisionOptions
+) -> VariantQuality:
+    """Replace both fp32 graphs by their variant, once it embeds close enough to them."""
+    from model.calibration import CalibrationUnavailable, load_calibration
+    from model.precision import VariantError, check_floor, convert, measure
+
+    try:
+        calibration = load_calibration(loaded.preprocess, options.calibration_photos)
+    except CalibrationUnavailable as exc:
+        raise ExportError(str(exc)) from None
+    variants = tuple(g.with_name(f"model.{options.precision}.onnx") for g in graphs)
+    for graph, variant in zip(graphs, variants, strict=True):
+        convert(graph, variant, options.precision)
+    # open_clip's own ids at the full context: right for every text tower, causal or not.
+    tokens = loaded.tokenizer(list(calibration.queries)).numpy().astype("int64")
+    quality = measure(graphs, variants, calibration, tokens, options.floor)
+    try:
+        check_floor(options.precision, quality)
+    except VariantError as exc:
+        raise ExportError(str(exc)) from None
+    # A version is one precision: only the variant is served.
+    for graph, variant in zip(graphs, variants, strict=True):
+        variant.replace(graph)
+    return quality
 
 
 def onnxruntime_version() -> str:
@@ -131,18 +164,32 @@ def export_model(
     version: int | None = None,
     target: Target = "cpu",
     options: BatchingOptions | None = None,
+    tokenizer: Path | None = None,
+    precision: PrecisionOptions | None = None,
 ) -> ModelManifest:
-    """Export version N (default: the next one) into `repository`, keeping every other version."""
-    from model.encoders import ImageEncoder, TextEncoder
+    """Export version N (default: the next one) into `repository`, keeping every other version.
+    `tokenizer`: a local Hugging Face tokenizer folder or tokenizer.json (see load_clip)."""
+    from model.encoders import ImageEncoder, text_encoder_for
     from model.onnx_export import (
         PARITY_MIN_COSINE,
         check_parity,
         export_image_encoder,
         export_text_encoder,
     )
-    from model.tokenizer_export import export_tokenizer
+    from model.tokenizer_export import check_tokenizer, export_tokenizer
 
     options = options or BatchingOptions()
+    precision = precision or PrecisionOptions()
+    refusal = precision.refusal(target)
+    if refusal:
+        raise ExportError(refusal)
+    if precision.precision != "fp32":
+        from model.calibration import CalibrationUnavailable, photo_files
+
+        try:  # before a minute of export, not after
+            photo_files(precision.calibration_photos)
+        except CalibrationUnavailable as exc:
+            raise ExportError(str(exc)) from None
     repository.mkdir(parents=True, exist_ok=True)
     version = version if version is not None else next_version(repository)
     if version < 1:
@@ -153,7 +200,7 @@ def export_model(
         # Overwriting a served version would change embeddings under a live collection.
         raise ExportError(f"version {version} already exists in {repository}; export a new one")
 
-    loaded = load_clip(arch, pretrained)
+    loaded = load_clip(arch, pretrained, tokenizer)
     size = loaded.preprocess.size
     with tempfile.TemporaryDirectory(dir=repository, prefix=".export-") as tmp:
         staging = Path(tmp)
@@ -162,10 +209,15 @@ def export_model(
         image_path.parent.mkdir()
         text_path.parent.mkdir()
         image_encoder = ImageEncoder(loaded.model, loaded.preprocess.mean, loaded.preprocess.std)
-        text_encoder = TextEncoder(loaded.model)
         export_image_encoder(image_encoder.eval(), size, image_path)
         spec = export_tokenizer(loaded.tokenizer, staging / TEXT_MODEL / TOKENIZER_FILE)
-        export_text_encoder(text_encoder.eval(), spec.context_length, text_path)
+        # Dynamic length only where it embeds as open_clip does; else the whole context.
+        text_encoder, padding = text_encoder_for(loaded.model, spec)
+        spec = spec.model_copy(update={"padding": padding})
+        check_tokenizer(loaded.tokenizer, spec, staging / TEXT_MODEL / TOKENIZER_FILE)
+        export_text_encoder(
+            text_encoder.eval(), spec.context_length, text_path, fixed_length=padding == "fixed"
+        )
         parity = check_parity(
             loaded.model,
             loaded.preprocess.mean,
@@ -177,6 +229,9 @@ def export_model(
         )
         if min(parity.image, parity.text) < PARITY_MIN_COSINE:
             raise ExportError(f"ONNX output differs from PyTorch: {parity}")
+        quality = None
+        if precision.precision != "fp32":
+            quality = _reduce(loaded, (image_path, text_path), precision)
         for name in (IMAGE_MODEL, TEXT_MODEL):
             final = version_dir(repository, name, version)
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -197,10 +252,13 @@ def export_model(
         image=loaded.preprocess,
         tokenizer=spec,
         target=target,
+        precision=precision.precision,
+        quality=quality,
         files=files,
         exported_at=datetime.now(UTC).isoformat(timespec="seconds"),
         exporter={pkg: metadata.version(pkg) for pkg in ("torch", "open_clip_torch", "onnx")}
         | {"onnxruntime": onnxruntime_version()}
+        | ({"transformers": metadata.version("transformers")} if spec.kind == "huggingface" else {})
         | {"parity_image": f"{parity.image:.7f}", "parity_text": f"{parity.text:.7f}"},
     )
     # The manifest is written last: a version without one is an unfinished export.

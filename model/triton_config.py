@@ -58,6 +58,11 @@ class Shapes:
     image_size: int
     embedding_dim: int
     context_length: int
+    # The text input's length: 0 where every version takes any length up to its context
+    # (causal towers), that length where every version takes exactly it (fixed-length
+    # graphs), -1 where they differ. A warmup length every version takes; -1: none.
+    text_length: int = 0
+    text_warmup_length: int = WARMUP_TEXT_LENGTH
 
 
 def _param(value: str) -> mc.ModelParameter:
@@ -65,16 +70,22 @@ def _param(value: str) -> mc.ModelParameter:
 
 
 def _base(name: str, target: Target, opts: BatchingOptions) -> mc.ModelConfig:
-    config = mc.ModelConfig(name=name, max_batch_size=MAX_BATCH_SIZE)
+    """Both targets run model/python_backend/model.py (onnxruntime on the best provider).
+
+    The GPU target too, rather than Triton's onnxruntime backend: that one takes one set of
+    TensorRT options for every version of a model, and onnxruntime names a cached engine by
+    the file name and the graph, not the weights, so a version N+1 of the same architecture
+    would run version N's engine. The python backend gives each version its own cache and
+    precision (tensorrt_options there).
+    """
+    config = mc.ModelConfig(name=name, max_batch_size=MAX_BATCH_SIZE, backend="python")
     # Every exported version serves: a reindex embeds with N+1 while searches still use N.
     config.version_policy.all.SetInParent()
-    if target == "cpu":
-        config.backend = "python"
-        config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_CPU, count=opts.instances)
-        config.parameters["intra_op_thread_count"].CopyFrom(_param(str(opts.ort_threads)))
-    else:
-        config.platform = "onnxruntime_onnx"
-        config.instance_group.add(kind=mc.ModelInstanceGroup.KIND_GPU, count=opts.instances)
+    kind = mc.ModelInstanceGroup.KIND_CPU if target == "cpu" else mc.ModelInstanceGroup.KIND_GPU
+    config.instance_group.add(kind=kind, count=opts.instances)
+    config.parameters["intra_op_thread_count"].CopyFrom(_param(str(opts.ort_threads)))
+    if target == "gpu":
+        config.parameters["tensorrt"].CopyFrom(_param("1" if opts.tensorrt else "0"))
     return config
 
 
@@ -102,20 +113,16 @@ def _scheduling(config: mc.ModelConfig) -> None:
 
 
 def _tensorrt(config: mc.ModelConfig, opts: BatchingOptions, profile: tuple[str, str, str]) -> None:
-    accel = config.optimization.execution_accelerators.gpu_execution_accelerator.add(
-        name="tensorrt"
-    )
-    accel.parameters.update(
-        {
-            "precision_mode": "FP16",
-            "max_workspace_size_bytes": str(4 << 30),
-            "trt_engine_cache_enable": "1",
-            "trt_engine_cache_path": f"{opts.trt_cache_dir}/{config.name}",
-            "trt_profile_min_shapes": profile[0],
-            "trt_profile_opt_shapes": profile[1],
-            "trt_profile_max_shapes": profile[2],
-        }
-    )
+    """TensorRT's options that every version shares; its precision and engine folder are each
+    version's own (the python backend reads the version's manifest)."""
+    for key, value in {
+        "trt_cache_dir": opts.trt_cache_dir,
+        "trt_max_workspace_size": str(4 << 30),
+        "trt_profile_min_shapes": profile[0],
+        "trt_profile_opt_shapes": profile[1],
+        "trt_profile_max_shapes": profile[2],
+    }.items():
+        config.parameters[key].CopyFrom(_param(value))
 
 
 def image_config(target: Target, shapes: Shapes, opts: BatchingOptions) -> mc.ModelConfig:
@@ -145,24 +152,36 @@ def image_config(target: Target, shapes: Shapes, opts: BatchingOptions) -> mc.Mo
 def text_config(target: Target, shapes: Shapes, opts: BatchingOptions) -> mc.ModelConfig:
     """The latency side: the queue delay bounds what batching may add to a search."""
     config = _base(TEXT_MODEL, target, opts)
-    text_input = config.input.add(name=TEXT_INPUT, data_type=mc.TYPE_INT64, dims=[-1])
-    if target == "cpu":
+    fixed = shapes.text_length > 0
+    dims = [shapes.text_length] if fixed else [-1]
+    text_input = config.input.add(name=TEXT_INPUT, data_type=mc.TYPE_INT64, dims=dims)
+    if not fixed:
         # The python backend pads each batch to its longest request itself, so requests
-        # of different lengths can share one execution.
+        # of different lengths can share one execution (a fixed-length version refuses
+        # other lengths there: its padding is the client's).
         text_input.allow_ragged_batch = True
     config.output.add(name=TEXT_OUTPUT, data_type=mc.TYPE_FP32, dims=[shapes.embedding_dim])
     config.dynamic_batching.max_queue_delay_microseconds = opts.text_queue_delay_us
     _scheduling(config)
-    warm = config.model_warmup.add(name="warmup", batch_size=1)
-    warm.inputs[TEXT_INPUT].CopyFrom(
-        mc.ModelWarmup.Input(data_type=mc.TYPE_INT64, dims=[WARMUP_TEXT_LENGTH], zero_data=True)
-    )
-    if target == "gpu" and opts.tensorrt and shapes.context_length > 0:
+    if shapes.text_warmup_length > 0:
+        warm = config.model_warmup.add(name="warmup", batch_size=1)
+        warm.inputs[TEXT_INPUT].CopyFrom(
+            mc.ModelWarmup.Input(
+                data_type=mc.TYPE_INT64, dims=[shapes.text_warmup_length], zero_data=True
+            )
+        )
+    # Optimization profiles need concrete lengths: not where versions disagree (-1).
+    if target == "gpu" and opts.tensorrt and shapes.text_length >= 0 and shapes.context_length > 0:
         ctx = shapes.context_length
+        short, typical = (ctx, ctx) if fixed else (2, 16)
         _tensorrt(
             config,
             opts,
-            (f"{TEXT_INPUT}:1x2", f"{TEXT_INPUT}:8x16", f"{TEXT_INPUT}:{MAX_BATCH_SIZE}x{ctx}"),
+            (
+                f"{TEXT_INPUT}:1x{short}",
+                f"{TEXT_INPUT}:8x{typical}",
+                f"{TEXT_INPUT}:{MAX_BATCH_SIZE}x{ctx}",
+            ),
         )
     return config
 

@@ -34,13 +34,60 @@ class ImagePreprocessing(BaseModel):
 
 
 class TokenizerSpec(BaseModel):
-    """What the serving tokenizer needs beyond the BPE vocabulary."""
+    """What the serving tokenizer needs beyond its tokenizer.json.
 
+    The defaults are CLIP's BPE with a dynamic length: manifests written before the other
+    fields existed read as what they were.
+    """
+
+    kind: Literal["clip_bpe", "huggingface"] = Field(
+        "clip_bpe", description="open_clip's SimpleTokenizer, or its HFTokenizer."
+    )
     file: str = TOKENIZER_FILE
     context_length: int
-    sot_id: int
-    eot_id: int
-    clean: Literal["lower", "whitespace"] = "lower"
+    sot_id: int | None = Field(None, description="CLIP BPE's start-of-text id.")
+    eot_id: int | None = Field(None, description="CLIP BPE's end-of-text id.")
+    clean: Literal["lower", "whitespace", "canonicalize"] = "lower"
+    padding: Literal["dynamic", "fixed"] = Field(
+        "dynamic",
+        description="dynamic: the text encoder takes any length up to the context (a causal "
+        "tower); fixed: exactly context_length ids, padded with pad_id.",
+    )
+    pad_id: int = 0
+    padding_side: Literal["right", "left"] = "right"
+    truncation_side: Literal["right", "left"] = "right"
+    strip_sep_id: int | None = Field(
+        None, description="This id becomes 0 after padding (open_clip's strip_sep_token)."
+    )
+    split_special_tokens: bool = Field(
+        False, description="Special tokens written in the text are split like other text."
+    )
+
+
+Precision = Literal["fp32", "fp16", "int8"]
+PRECISIONS: tuple[Precision, ...] = ("fp32", "fp16", "int8")
+
+
+class VariantQuality(BaseModel):
+    """How far a reduced-precision version embeds from fp32 of the same weights, measured at
+    export on a calibration sample (photos with altered copies, and queries)."""
+
+    image_cosine_mean: float
+    image_cosine_min: float
+    text_cosine_mean: float
+    text_cosine_min: float
+    top10_overlap: float = Field(
+        description="Mean share of each query's 10 nearest photos that fp32 and this "
+        "precision have in common."
+    )
+    copies_found_first: float = Field(
+        description="Share of altered copies (crop, JPEG q40, flip) whose nearest photo is "
+        "their original, in this precision."
+    )
+    floor: float = Field(description="The lowest mean cosine the export accepted.")
+    photos: int
+    queries: int
+    provider: str = Field(description="The onnxruntime execution provider that measured it.")
 
 
 class ModelManifest(BaseModel):
@@ -55,6 +102,11 @@ class ModelManifest(BaseModel):
     image: ImagePreprocessing
     tokenizer: TokenizerSpec
     target: Literal["cpu", "gpu"]
+    # Manifests written before precisions existed are fp32.
+    precision: Precision = "fp32"
+    quality: VariantQuality | None = Field(
+        default=None, description="Against fp32 of the same weights; none for fp32 itself."
+    )
     files: dict[str, str] = Field(description="Path in the repository -> sha256.")
     exported_at: str
     exporter: dict[str, str] = Field(description="Versions of the tools that exported it.")

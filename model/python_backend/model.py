@@ -41,14 +41,62 @@ CPU_PROVIDER = PREFERRED_PROVIDERS[-1]
 Provider = str | tuple[str, dict[str, Any]]
 
 
-def choose_providers(available: Sequence[str], *, device_id: int = 0) -> list[Provider]:
+# onnxruntime 1.23's CPU provider crashes (SIGSEGV) building a session for a float16 graph
+# with this graph transformer on (model/precision.py measures fp16 with it off too). It only
+# ever touches float16 weights, so the fp32 and int8 versions lose nothing.
+FP16_CPU_CRASH = "FuseFp16InitializerToFp32NodeTransformer"
+
+
+def choose_providers(
+    available: Sequence[str], *, device_id: int = 0, tensorrt: dict[str, str] | None = None
+) -> list[Provider]:
     """The providers a session asks for, best first: those of PREFERRED_PROVIDERS that
     onnxruntime has (`available`: ort.get_available_providers()), the CPU's always last.
-    The GPU ones run on `device_id`."""
+    The GPU ones run on `device_id`; TensorRT takes the `tensorrt` options too."""
+    extra = {PREFERRED_PROVIDERS[0]: tensorrt or {}}
     chosen: list[Provider] = [
-        (name, {"device_id": device_id}) for name in PREFERRED_PROVIDERS[:-1] if name in available
+        (name, {"device_id": device_id} | extra.get(name, {}))
+        for name in PREFERRED_PROVIDERS[:-1]
+        if name in available
     ]
     return [*chosen, CPU_PROVIDER]
+
+
+def version_precision(model_repository: str, version: str) -> str:
+    """The precision of this version: its manifest, at the repository root, says it."""
+    path = os.path.join(os.path.dirname(model_repository), f"manifest-{version}.json")
+    try:
+        with open(path) as f:
+            return str(json.load(f).get("precision", "fp32"))
+    except FileNotFoundError:
+        return "fp32"
+
+
+def tensorrt_options(
+    params: dict[str, str], model: str, version: str, precision: str
+) -> dict[str, str]:
+    """TensorRT's options for one version: its precision, and an engine cache of its own.
+
+    onnxruntime names a cached engine by the model's file name and the graph's structure,
+    not its weights: two versions of one architecture would share an engine, and the newer
+    would serve the older's weights. So each version and precision gets its own folder.
+    """
+    options = {"trt_fp16_enable": "True" if precision == "fp16" else "False"}
+    cache = params.get("trt_cache_dir")
+    if cache:
+        options |= {
+            "trt_engine_cache_enable": "True",
+            "trt_engine_cache_path": os.path.join(cache, model, f"{version}-{precision}"),
+        }
+    for name in (
+        "trt_max_workspace_size",
+        "trt_profile_min_shapes",
+        "trt_profile_opt_shapes",
+        "trt_profile_max_shapes",
+    ):
+        if params.get(name):
+            options[name] = params[name]
+    return options
 
 
 def provider_name(provider: Provider) -> str:
@@ -66,7 +114,13 @@ def open_session(path: str, options: Any, providers: list[Provider]) -> tuple[An
         chain = providers[first:]
         name = provider_name(chain[0])
         try:
-            session = ort.InferenceSession(path, options, providers=chain, enable_fallback=0)
+            session = ort.InferenceSession(
+                path,
+                options,
+                providers=chain,
+                enable_fallback=0,
+                disabled_optimizers=[FP16_CPU_CRASH],
+            )
         except Exception as exc:  # the provider's libraries, or its device, are not there
             skipped.append(f"{name}: {' '.join(str(exc).split()) or type(exc).__name__}")
             continue
@@ -74,7 +128,10 @@ def open_session(path: str, options: Any, providers: list[Provider]) -> tuple[An
             return session, skipped
         skipped.append(f"{name}: not loaded")
     # The CPU's: a failure here is the model's, and Triton reports it.
-    return ort.InferenceSession(path, options, providers=providers[-1:]), skipped
+    cpu = ort.InferenceSession(
+        path, options, providers=providers[-1:], disabled_optimizers=[FP16_CPU_CRASH]
+    )
+    return cpu, skipped
 
 
 class TritonPythonModel:
@@ -94,9 +151,17 @@ class TritonPythonModel:
         # A KIND_GPU instance has its device; the CPU target's KIND_CPU instances take GPU 0.
         gpu = args.get("model_instance_kind") == "GPU"
         device_id = int(args.get("model_instance_device_id", "0")) if gpu else 0
-        providers = choose_providers(ort.get_available_providers(), device_id=device_id)
+        name, version = args.get("model_name", "model"), args["model_version"]
+        precision = version_precision(args["model_repository"], version)
+        # The GPU target's --no-tensorrt (parameter "tensorrt": "0") leaves TensorRT out.
+        use_tensorrt = params.get("tensorrt", "1") == "1"
+        available = [
+            p for p in ort.get_available_providers() if use_tensorrt or p != PREFERRED_PROVIDERS[0]
+        ]
+        tensorrt = tensorrt_options(params, name, version, precision)
+        providers = choose_providers(available, device_id=device_id, tensorrt=tensorrt)
         self.session, skipped = open_session(path, options, providers)
-        model = f"{args.get('model_name', 'model')} version {args['model_version']}"
+        model = f"{name} version {version} ({precision})"
         for reason in skipped:
             pb_utils.Logger.log_warn(f"{model}: onnxruntime cannot run on {reason}")
         used = self.session.get_providers()
@@ -109,12 +174,33 @@ class TritonPythonModel:
         # Token-id inputs arrive ragged (allow_ragged_batch); zeros after the end-of-text
         # token do not change a causal encoder's output, so a batch pads to its longest.
         self.ragged: bool = bool(config["input"][0].get("allow_ragged_batch", False))
+        # A bidirectional text tower's graph has a fixed length (its manifest says "fixed"):
+        # padding is the tokenizer's pad id, which the client sends, never zeros from here.
+        # Ragged only when it serves beside dynamic-length versions.
+        length = self.session.get_inputs()[0].shape[-1]
+        self.fixed_length: int | None = length if self.ragged and isinstance(length, int) else None
 
     def execute(self, requests: list[Any]) -> list[Any]:
         arrays = [
             pb_utils.get_input_tensor_by_name(request, self.input_name).as_numpy()
             for request in requests
         ]
+        if self.fixed_length is None:
+            return self._run(arrays)
+        wrong = [a.shape[1] != self.fixed_length for a in arrays]
+        ran = iter(self._run([a for a, w in zip(arrays, wrong, strict=True) if not w]))
+        error = pb_utils.TritonError(
+            f"this model version takes exactly {self.fixed_length} token ids per text"
+        )
+        return [
+            pb_utils.InferenceResponse(output_tensors=[], error=error) if w else next(ran)
+            for w in wrong
+        ]
+
+    def _run(self, arrays: list[Any]) -> list[Any]:
+        """One session.run over the requests' arrays; a response per array, in order."""
+        if not arrays:
+            return []
         if self.ragged:
             longest = max(a.shape[1] for a in arrays)
             arrays = [np.pad(a, ((0, 0), (0, longest - a.shape[1]))) for a in arrays]
@@ -124,7 +210,7 @@ class TritonPythonModel:
             )
         except Exception as exc:  # a bad batch fails its requests, not the server
             error = pb_utils.TritonError(f"onnxruntime failed: {exc}")
-            return [pb_utils.InferenceResponse(output_tensors=[], error=error) for _ in requests]
+            return [pb_utils.InferenceResponse(output_tensors=[], error=error) for _ in arrays]
         responses = []
         start = 0
         for array in arrays:

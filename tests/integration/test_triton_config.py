@@ -51,19 +51,21 @@ def test_both_targets_round_trip_through_the_schema(target: Target) -> None:
         assert len(parsed.model_warmup) == 1
 
 
-def test_gpu_target_uses_onnxruntime_on_gpu_with_tensorrt_fp16_and_an_engine_cache() -> None:
+def test_gpu_target_runs_the_python_backend_on_gpu_with_tensorrt_options() -> None:
     config = parse(render(text_config("gpu", SHAPES, BatchingOptions(trt_cache_dir="/cache"))))
-    assert config.platform == "onnxruntime_onnx" and not config.backend
+    # Not Triton's onnxruntime backend: its TensorRT options, engine cache included, are one
+    # set for every version (tests/unit/test_python_backend.py: one cache per version).
+    assert config.backend == "python" and not config.platform
     assert config.instance_group[0].kind == mc.ModelInstanceGroup.KIND_GPU
-    accel = config.optimization.execution_accelerators.gpu_execution_accelerator[0]
-    assert accel.name == "tensorrt"
-    assert accel.parameters["precision_mode"] == "FP16"
-    assert accel.parameters["trt_engine_cache_enable"] == "1"
-    assert accel.parameters["trt_engine_cache_path"] == "/cache/clip_text"
-    assert accel.parameters["trt_profile_max_shapes"] == "input_ids:64x77"
-    assert not config.input[0].allow_ragged_batch  # the ORT backend needs equal shapes
+    assert not config.optimization.execution_accelerators.gpu_execution_accelerator
+    params = {k: v.string_value for k, v in config.parameters.items()}
+    assert params["tensorrt"] == "1" and params["trt_cache_dir"] == "/cache"
+    assert params["trt_profile_max_shapes"] == "input_ids:64x77"
+    assert "precision_mode" not in params  # each version's own, from its manifest
+    assert config.input[0].allow_ragged_batch  # the python backend pads a batch itself
     no_trt = parse(render(image_config("gpu", SHAPES, BatchingOptions(tensorrt=False))))
-    assert not no_trt.optimization.execution_accelerators.gpu_execution_accelerator
+    assert no_trt.parameters["tensorrt"].string_value == "0"
+    assert "trt_profile_max_shapes" not in no_trt.parameters
 
 
 def test_image_side_batches_for_throughput_and_text_side_for_latency() -> None:

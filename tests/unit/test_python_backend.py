@@ -183,10 +183,42 @@ def test_a_session_asks_for_what_this_onnxruntime_has_and_logs_it(
     *warnings, line = Logger.lines
     assert len(warnings) == expected.index(used[0])
     assert all(
-        w.startswith("warn: clip_image version 1: onnxruntime cannot run on ") for w in warnings
+        w.startswith("warn: clip_image version 1 (fp32): onnxruntime cannot run on ")
+        for w in warnings
     )
-    assert (
-        line
-        == f"info: clip_image version 1: onnxruntime runs on {used[0]} (of {', '.join(expected)})"
+    assert line == (
+        f"info: clip_image version 1 (fp32): onnxruntime runs on {used[0]} "
+        f"(of {', '.join(expected)})"
     )
     model.finalize()
+
+
+def test_each_version_reads_its_precision_from_its_manifest(backend: Any, tmp_path: Path) -> None:
+    models = tmp_path / "clip_text"
+    (tmp_path / "manifest-2.json").write_text(json.dumps({"version": 2, "precision": "fp16"}))
+    (tmp_path / "manifest-3.json").write_text(json.dumps({"version": 3}))
+    assert backend.version_precision(str(models), "2") == "fp16"
+    # Manifests from before precisions existed, and a version without one, are fp32.
+    assert backend.version_precision(str(models), "3") == "fp32"
+    assert backend.version_precision(str(models), "4") == "fp32"
+
+
+def test_tensorrt_keeps_an_engine_cache_per_version_and_precision(backend: Any) -> None:
+    params = {
+        "trt_cache_dir": "/cache",
+        "trt_profile_max_shapes": "input_ids:64x77",
+        "intra_op_thread_count": "0",
+    }
+    v1 = backend.tensorrt_options(params, "clip_text", "1", "fp32")
+    v2 = backend.tensorrt_options(params, "clip_text", "2", "fp16")
+    # onnxruntime keys an engine by file name and graph, not weights: one folder per version.
+    assert v1["trt_engine_cache_path"] == "/cache/clip_text/1-fp32"
+    assert v2["trt_engine_cache_path"] == "/cache/clip_text/2-fp16"
+    assert (v1["trt_fp16_enable"], v2["trt_fp16_enable"]) == ("False", "True")
+    assert v1["trt_profile_max_shapes"] == "input_ids:64x77"
+    assert "intra_op_thread_count" not in v1
+    providers = backend.choose_providers([TRT, CUDA, CPU], device_id=1, tensorrt=v2)
+    assert providers[0] == (TRT, {"device_id": 1} | v2)
+    assert providers[1] == (CUDA, {"device_id": 1})
+    # Without a cache folder (the CPU target on a GPU host) TensorRT builds its engines anew.
+    assert "trt_engine_cache_path" not in backend.tensorrt_options({}, "clip_text", "1", "fp32")

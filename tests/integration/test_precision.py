@@ -1,0 +1,216 @@
+"""fp16 and int8 versions: exported beside fp32 of the same weights, measured against it, refused
+below their floor, and served through the real Triton."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from typer.testing import CliRunner
+
+from core.embedding.arrays import AnyArray
+from core.embedding.client import EmbeddingClient
+from core.embedding.manifest import (
+    IMAGE_MODEL,
+    TEXT_MODEL,
+    ModelManifest,
+    list_versions,
+    load_manifest,
+)
+from loadtests.machine import triton_ports
+from model.calibration import ALTERATIONS, QUERIES, Calibration, load_calibration
+from model.cli import model_app
+from model.export import ExportError, export_model
+from model.precision import FLOORS, PrecisionOptions
+from model.repository import version_dir
+from model.triton_server import TritonServer
+from tests.support.models import TINY_CONFIG
+
+# The versions of the module's repository: one set of weights in each precision.
+VERSIONS = {"fp32": 1, "int8": 2, "fp16": 3}
+
+
+@pytest.fixture(scope="module")
+def variants(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = tmp_path_factory.mktemp("precisions") / "models"
+    for precision, version in VERSIONS.items():
+        export_model(
+            str(TINY_CONFIG),
+            str(checkpoint),
+            repo,
+            version=version,
+            precision=PrecisionOptions(precision),  # type: ignore[arg-type]
+        )
+    return repo
+
+
+@pytest.fixture(scope="module")
+def served(variants: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    with TritonServer(variants, triton_ports(), tmp_path_factory.mktemp("triton")) as server:
+        yield server
+
+
+@pytest.fixture
+async def client(served: TritonServer, variants: Path) -> AsyncIterator[EmbeddingClient]:
+    async with EmbeddingClient(served.url, variants) as embedding_client:
+        yield embedding_client
+
+
+@pytest.fixture(scope="module")
+def sample(variants: Path) -> Calibration:
+    return load_calibration(load_manifest(variants, 1).image)
+
+
+def _cosines(a: AnyArray, b: AnyArray) -> AnyArray:
+    return (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)  # type: ignore[no-any-return]
+
+
+def _ops(repo: Path, name: str, version: int) -> set[str]:
+    model = onnx.load(
+        str(version_dir(repo, name, version) / "model.onnx"), load_external_data=False
+    )
+    return {node.op_type for node in model.graph.node}
+
+
+def test_each_version_records_its_precision_and_quality_against_fp32(variants: Path) -> None:
+    manifests = {p: load_manifest(variants, v) for p, v in VERSIONS.items()}
+    assert {p: m.precision for p, m in manifests.items()} == {p: p for p in VERSIONS}
+    assert manifests["fp32"].quality is None  # it is the reference
+    for precision in ("int8", "fp16"):
+        quality = manifests[precision].quality
+        assert quality is not None
+        assert quality.floor == FLOORS[precision]
+        assert min(quality.image_cosine_mean, quality.text_cosine_mean) >= quality.floor
+        assert quality.image_cosine_min <= quality.image_cosine_mean <= 1.0
+        assert 0.0 <= quality.top10_overlap <= 1.0 and 0.0 <= quality.copies_found_first <= 1.0
+        assert quality.photos >= 10 and quality.queries == len(QUERIES)
+        assert quality.provider == "CPUExecutionProvider"
+    # Dynamic quantization: integer matrix products, and weights a quarter of float32's size.
+    assert "MatMulInteger" in _ops(variants, IMAGE_MODEL, 2)
+    assert "MatMulInteger" in _ops(variants, TEXT_MODEL, 2)
+    assert "MatMulInteger" not in _ops(variants, IMAGE_MODEL, 1)
+
+    def size(name: str, version: int) -> int:
+        return (version_dir(variants, name, version) / "model.onnx").stat().st_size
+
+    # int8 shrinks the matrix products' weights (the tiny text tower is mostly its token
+    # table, a lookup that stays float32); fp16 halves every weight.
+    assert size(IMAGE_MODEL, 2) < size(IMAGE_MODEL, 1) * 0.6
+    assert size(TEXT_MODEL, 3) < size(TEXT_MODEL, 1) * 0.55
+    listing = CliRunner().invoke(model_app, ["list", "--repository", str(variants)])
+    assert listing.exit_code == 0, listing.output
+    rows = [line.split("\t") for line in listing.output.splitlines()]
+    assert [row[5] for row in rows] == ["fp32", "int8", "fp16"]
+    assert rows[0][6] == "-" and rows[1][6].startswith("cos 0.9")
+
+
+async def test_every_precision_serves_through_triton_close_to_fp32(
+    client: EmbeddingClient, sample: Calibration
+) -> None:
+    queries = list(QUERIES[:16])
+    images = sample.photos[:8]
+    texts = {p: await client.encode_texts(queries, model_version=v) for p, v in VERSIONS.items()}
+    pixels = {p: await client.encode_images(images, model_version=v) for p, v in VERSIONS.items()}
+    for precision in ("int8", "fp16"):
+        floor = FLOORS[precision]
+        assert _cosines(texts["fp32"], texts[precision]).mean() >= floor
+        assert _cosines(pixels["fp32"], pixels[precision]).mean() >= floor
+        # float32 L2-normalized embeddings at the interface, whatever the arithmetic inside.
+        assert texts[precision].dtype == np.float32
+        np.testing.assert_allclose(np.linalg.norm(pixels[precision], axis=1), 1.0, atol=1e-3)
+    # The versions are distinct graphs, not one file served three times.
+    assert not np.array_equal(texts["fp32"], texts["int8"])
+
+
+# The tiny model's random weights embed every photo alike (mean cosine between two different
+# photos ~0.95), so a copy's own photo often wins by a hair that any rounding can flip; a
+# trained CLIP wins by tenths. A copy counts here when fp32 finds it first by this much.
+CLEAR_MARGIN = 0.002
+
+
+async def test_variants_find_altered_copies_first_as_fp32_does(
+    client: EmbeddingClient, sample: Calibration, variants: Path
+) -> None:
+    photos = len(sample.photos)
+    rows = np.arange(len(sample.copy_of))
+    found, margin = {}, {}
+    for precision, version in VERSIONS.items():
+        embeddings = await client.encode_images(sample.images, model_version=version)
+        similarity = embeddings[photos:] @ embeddings[:photos].T
+        found[precision] = np.argmax(similarity, axis=1) == sample.copy_of
+        own = similarity[rows, sample.copy_of]
+        similarity[rows, sample.copy_of] = -np.inf
+        margin[precision] = own - similarity.max(axis=1)
+    clear = margin["fp32"] >= CLEAR_MARGIN
+    jpeg = list(ALTERATIONS).index("jpeg40")
+    assert clear.sum() >= len(clear) // 2  # the test is about most copies, not a few
+    assert found["fp32"][jpeg :: len(ALTERATIONS)].all()
+    for precision in ("int8", "fp16"):
+        # Every copy fp32 finds first clearly, the variant finds first too; and every JPEG.
+        assert found[precision][clear].all()
+        assert found[precision][jpeg :: len(ALTERATIONS)].all()
+        quality = load_manifest(variants, VERSIONS[precision]).quality
+        assert quality is not None
+        assert quality.copies_found_first == pytest.approx(found[precision].mean(), abs=1e-4)
+
+
+def _snapshot(repo: Path) -> list[str]:
+    return sorted(str(p.relative_to(repo)) for p in repo.rglob("*"))
+
+
+def test_a_variant_below_its_floor_is_refused_and_nothing_is_written(
+    variants: Path, checkpoint: Path, tmp_path: Path
+) -> None:
+    repo = tmp_path / "models"
+    shutil.copytree(variants, repo)
+    before = _snapshot(repo)
+    int8 = load_manifest(variants, VERSIONS["int8"]).quality
+    assert int8 is not None
+    # A floor just above what int8 of these weights reaches: it must refuse.
+    floor = round(max(int8.image_cosine_mean, int8.text_cosine_mean) + 1e-6, 7)
+    with pytest.raises(ExportError, match=r"int8 embeds too far from fp32.*below the floor"):
+        export_model(
+            str(TINY_CONFIG),
+            str(checkpoint),
+            repo,
+            precision=PrecisionOptions("int8", min_cosine=floor),
+        )
+    assert _snapshot(repo) == before
+    assert list_versions(repo) == [1, 2, 3]
+
+
+def test_what_cannot_be_exported_is_refused_before_any_work(tmp_path: Path) -> None:
+    with pytest.raises(ExportError, match="int8 is for the CPU target"):
+        export_model(
+            str(TINY_CONFIG), "none", tmp_path, target="gpu", precision=PrecisionOptions("int8")
+        )
+    with pytest.raises(ExportError, match=r"calibration folder .* does not exist"):
+        export_model(
+            str(TINY_CONFIG),
+            "none",
+            tmp_path,
+            precision=PrecisionOptions("fp16", calibration_photos=tmp_path / "nowhere"),
+        )
+    assert list_versions(tmp_path) == []
+    result = CliRunner().invoke(
+        model_app,
+        [
+            *("export", "--arch", str(TINY_CONFIG), "--pretrained", "none"),
+            *("--repository", str(tmp_path), "--precision", "int8", "--min-cosine", "1.5"),
+        ],
+    )
+    assert result.exit_code == 2
+    assert "--min-cosine must be in (0, 1]" in result.output
+
+
+def test_the_manifest_of_an_fp32_export_before_precisions_reads_as_fp32(
+    variants: Path, tmp_path: Path
+) -> None:
+    data = load_manifest(variants, 1).model_dump(mode="json")
+    del data["precision"], data["quality"]
+    old = ModelManifest.model_validate(data)
+    assert old.precision == "fp32" and old.quality is None
