@@ -65,16 +65,25 @@ def ensure_model(
     pretrained: str | None,
     say: Say,
     run: Callable[[Child], int],
+    precision: str | None = None,
 ) -> ModelChoice:
     """The newest exported version, exporting one first when there is none.
 
-    An explicit `--pretrained` different from what the newest version was exported with makes
-    a new version; the caller then reindexes into it beside the live collection.
+    An explicit `--pretrained` or `--precision` different from what the newest version was
+    exported with makes a new version; the caller then reindexes into it beside the live
+    collection (a version is one precision: queries and vectors stay on one).
     """
     versions = list_versions(repository)
     newest = load_manifest(repository, max(versions)) if versions else None
-    if newest is not None and (pretrained is None or _same_weights(newest, arch, pretrained)):
+    if (
+        newest is not None
+        and (pretrained is None or _same_weights(newest, arch, pretrained))
+        and (precision is None or newest.precision == precision)
+    ):
         return ModelChoice(newest, exported=False, previous=None)
+    if newest is not None and pretrained is None:
+        # Only the precision changes: the same weights again.
+        arch, pretrained = newest.arch, newest.weights
 
     wanted = pretrained or DEFAULT_PRETRAINED
     is_file = Path(wanted).is_file()
@@ -92,14 +101,19 @@ def ensure_model(
         )
         attempts += [(wanted, {"HF_HUB_OFFLINE": "1"}), ("none", {})]
 
+    variant = ("--precision", precision) if precision else ()
     for weights, extra_env in attempts:
-        say(f"exporting {arch} (weights: {weights}) to {repository}; about a minute on a CPU")
+        say(
+            f"exporting {arch} (weights: {weights}, {precision or 'fp32'}) to {repository}; "
+            "about a minute on a CPU"
+        )
         log = logs / "export.log"
         child = Child(
             "model export",
             [
                 *(sys.executable, "-m", "photosearch", "model", "export"),
                 *("--arch", arch, "--pretrained", weights, "--repository", str(repository)),
+                *variant,
             ],
             log,
             env=dict(extra_env),  # on top of the environment `up` gives its children

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from model.cli import PrecisionChoice
 from photosearch.up.bootstrap import DEFAULT_ARCH
 
 
@@ -45,6 +46,14 @@ def up_command(
     redis_port: Annotated[
         int | None, typer.Option(help="Port of the Redis it starts.", show_default="6379 if free")
     ] = None,
+    precision: Annotated[
+        PrecisionChoice | None,
+        typer.Option(
+            help="Serve this precision: int8 is the CPU's faster variant. A change exports a "
+            "new version and reindexes into it.",
+            show_default="the newest version's; fp32 at first",
+        ),
+    ] = None,
 ) -> None:
     """Run everything on this machine: Redis, Triton, the API and page, the indexer, beat.
 
@@ -61,5 +70,6 @@ def up_command(
         pretrained=pretrained,
         arch=arch,
         redis_port=redis_port,
+        precision=precision.value if precision else None,
     )
     raise typer.Exit(Supervisor(options).run())

@@ -67,6 +67,7 @@ class UpOptions:
     pretrained: str | None = None
     arch: str = "ViT-B-32"
     redis_port: int | None = None
+    precision: str | None = None  # None: the newest version's, fp32 for a first export
 
 
 @dataclass
@@ -237,9 +238,10 @@ class Supervisor:
                 pretrained=self.options.pretrained,
                 say=self.say,
                 run=self._run_to_end,
+                precision=self.options.precision,
             )
             m = model.manifest
-            self.say(f"model version {m.version}: {m.arch}, weights {m.weights}")
+            self.say(f"model version {m.version}: {m.arch}, weights {m.weights}, {m.precision}")
             if m.random_weights:
                 self.say(RANDOM_WEIGHTS_WARNING)
         if "Redis" in self.ports:

@@ -1,6 +1,7 @@
 """A model update on one machine: `up` with random weights, then `up --pretrained CHECKPOINT`
 exports version 2 and reindexes into it beside the live index; then a rollback from another
-shell through `up.env`. The tiny test architecture keeps the exports short."""
+shell through `up.env`; then `up --precision int8` serves the same weights quantized. The tiny
+test architecture keeps the exports short."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from core.embedding.manifest import load_manifest
 from loadtests.machine import free_ports
 from tests.support.indexing import photo_folder
 from tests.support.models import TINY_CONFIG
@@ -81,5 +83,23 @@ def test_pretrained_on_a_later_start_reindexes_into_a_new_version_and_rolls_back
             up.url + "/v1/search", params={"q": "a photo", "limit": 5}, timeout=30
         ).json()
         assert body["model_version"] == 1 and len(body["results"]) == 5
+    finally:
+        assert up.stop(signal.SIGTERM) == 0
+
+    # int8 on this CPU: the same weights quantized are version 3, reindexed into as above.
+    up.args = ("--precision", "int8")
+    up.start()
+    try:
+        out = up.output()
+        assert "exporting" in out and "int8" in out
+        reindex = next(line for line in up.lines if " reindex " in line and "-m3-" in line)
+        assert f"done {len(keys)}  failed 0  skipped 0  total {len(keys)}" in reindex
+        manifest = load_manifest(up.data_dir / "models", 3)
+        assert manifest.precision == "int8" and manifest.weights == str(checkpoint.resolve())
+        assert manifest.quality is not None and manifest.quality.text_cosine_mean >= 0.99
+        body = httpx.get(
+            up.url + "/v1/search", params={"q": "a photo", "limit": 5}, timeout=30
+        ).json()
+        assert body["model_version"] == 3 and len(body["results"]) == 5
     finally:
         assert up.stop(signal.SIGTERM) == 0
