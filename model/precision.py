@@ -200,14 +200,19 @@ def measure(
         for a, b in zip(_top(ref_texts, ref_images, k), _top(var_texts, var_images, k), strict=True)
     ]
     photos = len(calibration.photos)
-    nearest = np.argmax(var_images[photos:] @ var_images[:photos].T, axis=1)
+
+    def copies_found(embeddings: AnyArray) -> float:
+        nearest = np.argmax(embeddings[photos:] @ embeddings[:photos].T, axis=1)
+        return round(float(np.mean(nearest == calibration.copy_of)), 4)
+
     return VariantQuality(
         image_cosine_mean=round(float(image_cos.mean()), 6),
         image_cosine_min=round(float(image_cos.min()), 6),
         text_cosine_mean=round(float(text_cos.mean()), 6),
         text_cosine_min=round(float(text_cos.min()), 6),
         top10_overlap=round(float(np.mean(overlap)), 4),
-        copies_found_first=round(float(np.mean(nearest == calibration.copy_of)), 4),
+        copies_found_first=copies_found(var_images),
+        copies_found_first_fp32=copies_found(ref_images),
         floor=floor,
         photos=photos,
         queries=len(tokens),

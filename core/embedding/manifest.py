@@ -84,6 +84,9 @@ class VariantQuality(BaseModel):
         description="Share of altered copies (crop, JPEG q40, flip) whose nearest photo is "
         "their original, in this precision."
     )
+    copies_found_first_fp32: float = Field(
+        default=0.0, description="The same share in fp32: what the variant is held to."
+    )
     floor: float = Field(description="The lowest mean cosine the export accepted.")
     photos: int
     queries: int

@@ -1,9 +1,9 @@
 """Triton python-backend model: runs this version's model.onnx with onnxruntime.
 
-Copied next to model.onnx by `photosearch model export --target cpu`; Triton imports it, so it
-depends on nothing but numpy, onnxruntime and Triton's own utilities. onnxruntime runs it on
+Copied next to model.onnx by `photosearch model export` (both targets); Triton imports it, so
+it depends on nothing but numpy, onnxruntime and Triton's own utilities. onnxruntime runs it on
 the best execution provider it has: TensorRT, then CUDA (onnxruntime-gpu, the `gpu` extra, on
-a GPU host), else the CPU.
+a GPU host), else the CPU; in the precision the version's manifest names.
 """
 
 from __future__ import annotations

@@ -156,6 +156,7 @@ async def test_variants_find_altered_copies_first_as_fp32_does(
         quality = load_manifest(variants, VERSIONS[precision]).quality
         assert quality is not None
         assert quality.copies_found_first == pytest.approx(found[precision].mean(), abs=1e-4)
+        assert quality.copies_found_first_fp32 == pytest.approx(found["fp32"].mean(), abs=1e-4)
 
 
 def _snapshot(repo: Path) -> list[str]:
