@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -41,8 +42,12 @@ RECOVERY_S = 30  # the issue's bound: back to normal within 30 s of the dependen
 
 
 @pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Up, Path]]:
+def system(tmp_path_factory: pytest.TempPathFactory, repository: Path) -> Iterator[tuple[Up, Path]]:
     root = tmp_path_factory.mktemp("faults")
+    # The tiny model, exported beforehand: `up` serves it as it would its own first export
+    # (test_up covers that export of ViT-B-32), and a Triton killed here loads it again in
+    # seconds rather than the large model's tens of seconds.
+    shutil.copytree(repository, root / "data" / "models")
     photos = root / "photos"
     photo_folder(photos, FIRST_PHOTOS)
     api, redis = free_ports(2)
