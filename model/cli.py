@@ -148,7 +148,8 @@ def export_command(
         typer.secho(f"export failed: {exc}", fg="red", err=True)
         raise typer.Exit(2) from None
     typer.echo(
-        f"exported version {manifest.version} ({manifest.arch}, weights: {manifest.weights}, "
+        f"exported version {manifest.version} ({manifest.arch}, {manifest.precision}, "
+        f"weights: {manifest.weights}, "
         f"{manifest.embedding_dim}-d, image {manifest.image.size}px, text "
         f"{manifest.tokenizer.context_length} tokens {manifest.tokenizer.padding}) to {repo}"
     )
@@ -158,7 +159,7 @@ def export_command(
             f"{manifest.precision} against fp32 (on {q.photos} photos with copies, {q.queries} "
             f"queries): mean cosine image {q.image_cosine_mean:.6f}, text "
             f"{q.text_cosine_mean:.6f}; top-10 overlap {q.top10_overlap:.3f}; copies found "
-            f"first {q.copies_found_first:.3f}"
+            f"first {q.copies_found_first:.3f} (fp32 {q.copies_found_first_fp32:.3f})"
         )
     if manifest.precision == "fp16" and manifest.target == "cpu":
         typer.secho(
