@@ -3,6 +3,7 @@ local checkpoint, and a real Triton serving it."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,6 +20,22 @@ from model.triton_server import TritonServer
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS
 from tests.support.models import TINY_CONFIG, TRITON_CONTROL_KEY, tiny_clip
 from tests.support.redisserver import URL_VARIABLE, RedisServer
+
+
+@pytest.fixture(scope="session", autouse=True)
+def bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Bytecode the session's Python processes share, where the shell forbids writing it.
+
+    Most system tests start Python processes (`photosearch up` and its children, workers,
+    exports, the CLI). With PYTHONDONTWRITEBYTECODE set, each one compiles every module it
+    imports from source again: seconds for each that imports torch. They write it under the
+    session's temporary folder instead, never into the checkout or the virtual environment.
+    """
+    with pytest.MonkeyPatch.context() as env:
+        if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+            env.delenv("PYTHONDONTWRITEBYTECODE")
+            env.setenv("PYTHONPYCACHEPREFIX", str(tmp_path_factory.mktemp("pycache")))
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
