@@ -81,8 +81,9 @@ def ensure_model(
         and (precision is None or newest.precision == precision)
     ):
         return ModelChoice(newest, exported=False, previous=None)
-    if newest is not None and pretrained is None:
-        # Only the precision changes: the same weights again.
+    same_weights = newest is not None and pretrained is None
+    if newest is not None and same_weights:
+        # Only the precision changes: the same weights again, never random ones instead.
         arch, pretrained = newest.arch, newest.weights
 
     wanted = pretrained or DEFAULT_PRETRAINED
@@ -100,6 +101,8 @@ def ensure_model(
             "downloaded; trying the local Hugging Face cache, then random weights"
         )
         attempts += [(wanted, {"HF_HUB_OFFLINE": "1"}), ("none", {})]
+    if same_weights:
+        attempts = [a for a in attempts if a[0] != "none" or wanted == "none"]
 
     variant = ("--precision", precision) if precision else ()
     for weights, extra_env in attempts:
@@ -121,7 +124,7 @@ def ensure_model(
         if run(child) == 0:
             break
         reason = log_tail(log, 1)
-        if weights == "none" or is_file:
+        if weights == "none" or is_file or (weights, extra_env) == attempts[-1]:
             raise BootstrapError(f"the model export failed; {log}:\n{log_tail(log)}")
         say(f"the pretrained weights could not be loaded ({reason})")
     else:  # pragma: no cover - the last attempt either breaks or raises
