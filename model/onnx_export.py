@@ -9,12 +9,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import numpy as np
 import onnxruntime as ort
 import torch
 from torch import nn
 
-from core.embedding.arrays import AnyArray
+from core.embedding.arrays import AnyArray, row_cosines
 from core.embedding.manifest import IMAGE_INPUT, IMAGE_OUTPUT, TEXT_INPUT, TEXT_OUTPUT
 from model.encoders import ImageEncoder
 
@@ -110,12 +109,6 @@ def _export(
         )
 
 
-def _cosines(a: AnyArray, b: AnyArray) -> AnyArray:
-    a = a / np.linalg.norm(a, axis=1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=1, keepdims=True)
-    return (a * b).sum(axis=1)  # type: ignore[no-any-return]
-
-
 def check_parity(
     clip: nn.Module,
     mean: tuple[float, ...],
@@ -145,8 +138,8 @@ def check_parity(
     image_out = _run(image_path, IMAGE_INPUT, images.numpy())
     text_out = _run(text_path, TEXT_INPUT, tokens.numpy())
     return Parity(
-        image=float(_cosines(image_out, ref_image).min()),
-        text=float(_cosines(text_out, ref_text).min()),
+        image=float(row_cosines(image_out, ref_image).min()),
+        text=float(row_cosines(text_out, ref_text).min()),
     )
 
 

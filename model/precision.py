@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from core.embedding.arrays import AnyArray
+from core.embedding.arrays import AnyArray, row_cosines
 from core.embedding.manifest import IMAGE_INPUT, TEXT_INPUT, Precision, VariantQuality
 
 if TYPE_CHECKING:  # onnx and onnxruntime load only when a variant is made
@@ -162,12 +162,6 @@ def _run(sess: Any, name: str, array: AnyArray) -> AnyArray:
     return np.concatenate(rows)
 
 
-def _cosines(a: AnyArray, b: AnyArray) -> AnyArray:
-    a = a / np.linalg.norm(a, axis=1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=1, keepdims=True)
-    return (a * b).sum(axis=1)  # type: ignore[no-any-return]
-
-
 def _top(queries: AnyArray, gallery: AnyArray, k: int) -> list[set[int]]:
     order = np.argsort(-(queries @ gallery.T), axis=1, kind="stable")[:, :k]
     return [set(row.tolist()) for row in order]
@@ -192,8 +186,8 @@ def measure(
     ref_texts = _run(text_ref, TEXT_INPUT, tokens)
     var_texts = _run(text_var, TEXT_INPUT, tokens)
 
-    image_cos = _cosines(ref_images, var_images)
-    text_cos = _cosines(ref_texts, var_texts)
+    image_cos = row_cosines(ref_images, var_images)
+    text_cos = row_cosines(ref_texts, var_texts)
     k = min(10, len(images))
     overlap = [
         len(a & b) / k

@@ -10,7 +10,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from core.embedding.arrays import AnyArray
+from core.embedding.arrays import row_cosines
 from core.embedding.manifest import (
     IMAGE_MODEL,
     TEXT_MODEL,
@@ -30,12 +30,6 @@ def _session(repository: Path, name: str, version: int = 1) -> ort.InferenceSess
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
-def _cosine(a: AnyArray, b: AnyArray) -> AnyArray:
-    a = a / np.linalg.norm(a, axis=1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=1, keepdims=True)
-    return (a * b).sum(axis=1)  # type: ignore[no-any-return]
-
-
 def test_image_encoder_matches_pytorch_on_random_pixels(
     repository: Path, reference_clip: Any, manifest: ModelManifest
 ) -> None:
@@ -50,7 +44,7 @@ def test_image_encoder_matches_pytorch_on_random_pixels(
     with torch.no_grad():
         ref = reference_clip.encode_image(x, normalize=True).numpy()
     assert onnx_out.shape == (5, manifest.embedding_dim)
-    assert _cosine(onnx_out, ref).min() >= 0.9999
+    assert row_cosines(onnx_out, ref).min() >= 0.9999
     np.testing.assert_allclose(np.linalg.norm(onnx_out, axis=1), 1.0, atol=1e-5)
 
 
@@ -67,7 +61,7 @@ def test_text_encoder_matches_pytorch_on_random_tokens(
     onnx_out = _session(repository, TEXT_MODEL).run(None, {"input_ids": tokens})[0]
     with torch.no_grad():
         ref = reference_clip.encode_text(torch.from_numpy(tokens), normalize=True).numpy()
-    assert _cosine(onnx_out, ref).min() >= 0.9999
+    assert row_cosines(onnx_out, ref).min() >= 0.9999
 
 
 def test_padding_to_the_longest_query_equals_padding_to_77(
@@ -88,7 +82,7 @@ def test_padding_to_the_longest_query_equals_padding_to_77(
     # And the reference: open_clip's own encode_text at 77 tokens.
     with torch.no_grad():
         ref = reference_clip.encode_text(torch.from_numpy(full), normalize=True).numpy()
-    assert _cosine(at_longest, ref).min() >= 0.9999
+    assert row_cosines(at_longest, ref).min() >= 0.9999
 
 
 def test_manifest_records_the_version(

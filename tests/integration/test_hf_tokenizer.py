@@ -20,6 +20,7 @@ from tokenizers import Tokenizer
 from tritonclient.utils import InferenceServerException
 from typer.testing import CliRunner
 
+from core.embedding.arrays import row_cosines
 from core.embedding.client import EmbeddingClient
 from core.embedding.manifest import (
     TEXT_MODEL,
@@ -47,10 +48,6 @@ from tests.support.models import TINY_CONFIG
 
 CONTEXT = 24  # the tiny SigLIP's (siglip_config)
 QUERIES = ["a cat", "A Red_Bicycle, against a brick wall!", "", "東京の夜景", "sunset " * 40]
-
-
-def _cosines(a: Any, b: Any) -> Any:
-    return (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
 
 
 @dataclass
@@ -205,13 +202,13 @@ async def test_siglip_embeddings_through_triton_equal_open_clip_encode_text(
     with torch.no_grad():
         ref = siglip.clip.encode_text(ids, normalize=True).numpy()
     assert got.shape == (len(QUERIES), 32)
-    assert _cosines(got, ref).min() > 0.9999
+    assert row_cosines(got, ref).min() > 0.9999
     # The CLIP beside it still serves its own embeddings, at its dynamic length.
     clip_got = await siglip_client.encode_texts(QUERIES, model_version=1)
     clip_ids = pad_batch(siglip_client.tokenizer(1).encode_batch(QUERIES), 77, 77)
     with torch.no_grad():
         clip_ref = reference_clip.encode_text(torch.from_numpy(clip_ids), normalize=True).numpy()
-    assert _cosines(clip_got, clip_ref).min() > 0.9999
+    assert row_cosines(clip_got, clip_ref).min() > 0.9999
 
 
 async def test_a_short_query_is_sent_at_full_length_where_shortening_would_change_it(
@@ -226,9 +223,9 @@ async def test_a_short_query_is_sent_at_full_length_where_shortening_would_chang
         at_full = siglip.clip.encode_text(full, normalize=True).numpy()
         shortened = siglip.clip.encode_text(full[:, :8], normalize=True).numpy()
     # A bidirectional tower sees its padding: the dynamic shortcut would be another embedding.
-    assert _cosines(shortened, at_full).min() < 0.999
+    assert row_cosines(shortened, at_full).min() < 0.999
     got = await siglip_client.encode_texts(["a cat"], model_version=2)
-    assert _cosines(got, at_full).min() > 0.9999
+    assert row_cosines(got, at_full).min() > 0.9999
 
 
 def test_a_fixed_length_version_refuses_other_lengths_instead_of_padding_them(

@@ -12,7 +12,7 @@ import onnx
 import pytest
 from typer.testing import CliRunner
 
-from core.embedding.arrays import AnyArray
+from core.embedding.arrays import row_cosines
 from core.embedding.client import EmbeddingClient
 from core.embedding.manifest import (
     IMAGE_MODEL,
@@ -22,7 +22,7 @@ from core.embedding.manifest import (
     load_manifest,
 )
 from loadtests.machine import triton_ports
-from model.calibration import ALTERATIONS, QUERIES, Calibration, load_calibration
+from model.calibration import ALTERATIONS, QUERIES, Calibration, load_calibration, photo_files
 from model.cli import model_app
 from model.export import ExportError, export_model
 from model.precision import FLOORS, PrecisionOptions
@@ -62,11 +62,7 @@ async def client(served: TritonServer, variants: Path) -> AsyncIterator[Embeddin
 
 @pytest.fixture(scope="module")
 def sample(variants: Path) -> Calibration:
-    return load_calibration(load_manifest(variants, 1).image)
-
-
-def _cosines(a: AnyArray, b: AnyArray) -> AnyArray:
-    return (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)  # type: ignore[no-any-return]
+    return load_calibration(load_manifest(variants, 1).image, *photo_files(None))
 
 
 def _ops(repo: Path, name: str, version: int) -> set[str]:
@@ -117,8 +113,8 @@ async def test_every_precision_serves_through_triton_close_to_fp32(
     pixels = {p: await client.encode_images(images, model_version=v) for p, v in VERSIONS.items()}
     for precision in ("int8", "fp16"):
         floor = FLOORS[precision]
-        assert _cosines(texts["fp32"], texts[precision]).mean() >= floor
-        assert _cosines(pixels["fp32"], pixels[precision]).mean() >= floor
+        assert row_cosines(texts["fp32"], texts[precision]).mean() >= floor
+        assert row_cosines(pixels["fp32"], pixels[precision]).mean() >= floor
         # float32 L2-normalized embeddings at the interface, whatever the arithmetic inside.
         assert texts[precision].dtype == np.float32
         np.testing.assert_allclose(np.linalg.norm(pixels[precision], axis=1), 1.0, atol=1e-3)
