@@ -151,9 +151,9 @@ def photo_files(folder: Path | None) -> tuple[list[Path], str]:
     return files[:MAX_PHOTOS], "demo photos"
 
 
-def load_calibration(spec: ImagePreprocessing, folder: Path | None = None) -> Calibration:
-    """The sample at the model's input size: photos (unreadable files skipped) and copies."""
-    files, source = photo_files(folder)
+def load_calibration(spec: ImagePreprocessing, files: list[Path], source: str) -> Calibration:
+    """The sample at the model's input size, from photo_files()' answer: the photos
+    (unreadable files skipped) and their copies."""
     photos: list[AnyArray] = []
     copies: list[AnyArray] = []
     copy_of: list[int] = []

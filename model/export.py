@@ -119,14 +119,17 @@ def load_clip(arch: str, pretrained: str, tokenizer: Path | None = None) -> Load
 
 
 def _reduce(
-    loaded: LoadedClip, graphs: tuple[Path, Path], options: PrecisionOptions
+    loaded: LoadedClip,
+    graphs: tuple[Path, Path],
+    options: PrecisionOptions,
+    photos: tuple[list[Path], str],
 ) -> VariantQuality:
     """Replace both fp32 graphs by their variant, once it embeds close enough to them."""
     from model.calibration import CalibrationUnavailable, load_calibration
     from model.precision import VariantError, check_floor, convert, measure
 
     try:
-        calibration = load_calibration(loaded.preprocess, options.calibration_photos)
+        calibration = load_calibration(loaded.preprocess, *photos)
     except CalibrationUnavailable as exc:
         raise ExportError(str(exc)) from None
     variants = tuple(g.with_name(f"model.{options.precision}.onnx") for g in graphs)
@@ -183,11 +186,12 @@ def export_model(
     refusal = precision.refusal(target)
     if refusal:
         raise ExportError(refusal)
+    photos: tuple[list[Path], str] = ([], "")
     if precision.precision != "fp32":
         from model.calibration import CalibrationUnavailable, photo_files
 
         try:  # before a minute of export, not after
-            photo_files(precision.calibration_photos)
+            photos = photo_files(precision.calibration_photos)
         except CalibrationUnavailable as exc:
             raise ExportError(str(exc)) from None
     repository.mkdir(parents=True, exist_ok=True)
@@ -231,7 +235,7 @@ def export_model(
             raise ExportError(f"ONNX output differs from PyTorch: {parity}")
         quality = None
         if precision.precision != "fp32":
-            quality = _reduce(loaded, (image_path, text_path), precision)
+            quality = _reduce(loaded, (image_path, text_path), precision, photos)
         for name in (IMAGE_MODEL, TEXT_MODEL):
             final = version_dir(repository, name, version)
             final.parent.mkdir(parents=True, exist_ok=True)
