@@ -23,6 +23,7 @@ import onnxruntime as ort
 from core.embedding.arrays import AnyArray
 from core.embedding.manifest import (
     IMAGE_MODEL,
+    PRECISIONS,
     TEXT_MODEL,
     Precision,
     VariantQuality,
@@ -156,18 +157,25 @@ def report(figures: list[PrecisionFigures], arch: str, threads: int) -> str:
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--arch", default="ViT-B-32")
-    parser.add_argument("--precisions", default="fp32,int8,fp16")
+    parser.add_argument("--precisions", type=precision_list, default="fp32,int8,fp16")
     parser.add_argument("--repository", type=Path, help="kept between runs (default: temporary)")
     parser.add_argument("--seconds", type=float, default=2.0, help="per repetition")
     parser.add_argument("--threads", type=int, default=0, help="onnxruntime's; 0: all cores")
     return parser
 
 
+def precision_list(text: str) -> list[Precision]:
+    """--precisions' value: names of PRECISIONS, comma-separated."""
+    names = [name.strip() for name in text.split(",")]
+    unknown = [name for name in names if name not in PRECISIONS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{unknown}: the precisions are {PRECISIONS}")
+    return [p for name in names for p in PRECISIONS if p == name]
+
+
 def main() -> None:
     args = parser().parse_args()
-    precisions: list[Precision] = []
-    for name in args.precisions.split(","):
-        precisions.append(next(p for p in ("fp32", "int8", "fp16") if p == name.strip()))
+    precisions: list[Precision] = args.precisions
     with tempfile.TemporaryDirectory() as tmp:
         repo = args.repository or Path(tmp) / "models"
         versions = ensure_versions(repo, args.arch, precisions)

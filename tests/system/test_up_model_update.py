@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -23,6 +24,13 @@ from tests.support.upprocess import Up, newcomer_env
 
 def readyz(up: Up) -> dict[str, object]:
     body: dict[str, object] = httpx.get(up.url + "/readyz", timeout=10).json()
+    return body
+
+
+def search(up: Up) -> dict[str, Any]:
+    body: dict[str, Any] = httpx.get(
+        up.url + "/v1/search", params={"q": "a photo", "limit": 5}, timeout=30
+    ).json()
     return body
 
 
@@ -79,9 +87,7 @@ def test_pretrained_on_a_later_start_reindexes_into_a_new_version_and_rolls_back
         )
         assert rollback.returncode == 0, rollback.stderr
         assert readyz(up)["checks"]["triton"]["model_version"] == 1  # type: ignore[index]
-        body = httpx.get(
-            up.url + "/v1/search", params={"q": "a photo", "limit": 5}, timeout=30
-        ).json()
+        body = search(up)
         assert body["model_version"] == 1 and len(body["results"]) == 5
     finally:
         assert up.stop(signal.SIGTERM) == 0
@@ -97,9 +103,7 @@ def test_pretrained_on_a_later_start_reindexes_into_a_new_version_and_rolls_back
         manifest = load_manifest(up.data_dir / "models", 3)
         assert manifest.precision == "int8" and manifest.weights == str(checkpoint.resolve())
         assert manifest.quality is not None and manifest.quality.text_cosine_mean >= 0.99
-        body = httpx.get(
-            up.url + "/v1/search", params={"q": "a photo", "limit": 5}, timeout=30
-        ).json()
+        body = search(up)
         assert body["model_version"] == 3 and len(body["results"]) == 5
     finally:
         assert up.stop(signal.SIGTERM) == 0
