@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import (
@@ -14,6 +13,8 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
+
+from core.settings_api import ApiSettings
 
 # The design asks for a text queue delay under 10 ms; Triton's unit is microseconds.
 MAX_TEXT_QUEUE_DELAY_US = 10_000
@@ -261,106 +262,6 @@ class IndexerSettings(BaseModel):
     )
     metrics_port: int = Field(
         9464, ge=0, le=65535, description="`photosearch worker`: Prometheus port; 0: none."
-    )
-
-
-class ApiKey(BaseModel):
-    """One caller of the API: a name for the metrics, the SHA-256 of its key, its scopes."""
-
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="hex SHA-256 of the key")
-    scopes: tuple[Literal["search", "admin"], ...] = ("search",)
-
-
-class ApiSettings(BaseModel):
-    """The query API: access, limits on input, the query cache and the deadlines it keeps."""
-
-    host: str = Field("127.0.0.1", description="Address `photosearch api` listens on.")
-    port: int = Field(8000, ge=1, le=65535, description="Port of the API and the search page.")
-    metrics_host: str = Field(
-        "127.0.0.1", description="Address of the internal /metrics listener (never public)."
-    )
-    metrics_port: int = Field(
-        9465,
-        ge=0,
-        le=65535,
-        description="Port of the internal /metrics listener, apart from the API's; 0: none.",
-    )
-    docs: bool = Field(
-        False,
-        description="Serve /docs (Swagger UI from the app's own files) and /openapi.json.",
-    )
-    keys: tuple[ApiKey, ...] = Field(
-        (),
-        description='Callers as JSON: [{"name": "app", "sha256": "<hex>", "scopes": '
-        '["search"]}]; `photosearch api key NAME` makes one.',
-    )
-    anonymous_search: bool = Field(
-        False, description="Let callers without a key search (the public page)."
-    )
-    cache_ttl_s: int = Field(
-        7 * 86400, ge=1, description="How long a query embedding stays in the Redis cache."
-    )
-    popular_days: int = Field(
-        7, ge=1, le=90, description="Days of queries counted for the pre-warm before a switch."
-    )
-    prewarm_queries: int = Field(
-        1000, ge=0, description="Most popular recent queries embedded before a reindex switches."
-    )
-    max_upload_bytes: int = Field(
-        10 * 1024 * 1024, ge=1, description="Largest image accepted by image search."
-    )
-    # CLIP sees 224x224 pixels: a 12-megapixel phone photo is plenty to search with.
-    max_upload_pixels: int = Field(
-        12_000_000, ge=1, description="Most pixels of an image accepted by image search."
-    )
-    max_json_bytes: int = Field(
-        64 * 1024, ge=1024, description="Largest JSON body (searches and admin calls)."
-    )
-    image_threads: int = Field(
-        2, ge=1, description="Threads reading and decoding images (uploads, thumbnails)."
-    )
-    image_queue: int = Field(
-        16,
-        ge=0,
-        description="Image jobs waiting for those threads, at most; past it 503 at once.",
-    )
-    # A 100-megapixel PNG original (PNG cannot be reduced while decoding) takes ~400 MB: its
-    # thumbnail fits, one at a time, in the API pod's memory limit (infra/k8s/base/api.yaml).
-    image_memory_mb: int = Field(
-        512,
-        ge=16,
-        description="Decoded pixels the image threads may hold at once; an image needing "
-        "more than all of it is refused (413), others wait their turn.",
-    )
-    image_timeout_s: float = Field(
-        10.0, gt=0, description="Deadline of reading and decoding one image (503 past it)."
-    )
-    embed_timeout_s: float = Field(
-        1.0, gt=0, description="Deadline of the text or image embedding of one request."
-    )
-    search_timeout_s: float = Field(2.0, gt=0, description="Deadline of one vector search.")
-    redis_timeout_s: float = Field(
-        0.25, gt=0, description="Deadline of one cache call; past it the cache is bypassed."
-    )
-    redis_retry_s: float = Field(
-        2.0, ge=0, description="After a cache failure, bypass Redis this long before trying."
-    )
-    retry_after_s: int = Field(5, ge=1, description="Retry-After of a 503 answer.")
-    store_threads: int = Field(8, ge=1, description="Threads for blocking vector-store calls.")
-    thumbnail_size: int = Field(320, ge=32, le=1024, description="Longest side of a thumbnail.")
-    thumbnail_ttl_s: int = Field(86400, ge=1, description="How long thumbnails stay in Redis.")
-    admin_wait_s: float = Field(
-        10.0, gt=0, description="How long an admin rollback waits for the worker's answer."
-    )
-    header_timeout_s: float = Field(
-        10.0, gt=0, description="A connection's request headers must arrive within this."
-    )
-    body_timeout_s: float = Field(
-        30.0, gt=0, description="A request's body must arrive within this (408 past it)."
-    )
-    max_connections: int = Field(
-        1000, ge=1, description="Connections and requests served at once; past it 503."
     )
 
 

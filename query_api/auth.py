@@ -6,7 +6,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from core.settings import ApiKey
+from core.settings_api import ApiKey
 
 ANONYMOUS = "anonymous"
 

@@ -108,7 +108,7 @@ def key_command(
     ] = None,
 ) -> None:
     """Make a key: give the key to the caller, put the JSON line in PHOTOSEARCH_API__KEYS."""
-    from core.settings import ApiKey
+    from core.settings_api import ApiKey
     from query_api.auth import hash_key, new_key
 
     scopes = tuple(s.value for s in scope or [Scope.SEARCH])
