@@ -124,6 +124,12 @@ class QdrantSettings(BaseModel):
     hnsw_m: int = Field(16, ge=4, description="HNSW graph degree.")
     hnsw_ef_construct: int = Field(128, ge=4, description="HNSW build-time beam width.")
     hnsw_ef: int = Field(128, ge=4, description="HNSW search-time beam width.")
+    oversampling: float = Field(
+        1.0,
+        ge=1.0,
+        description="With quantization: the search takes limit x this many candidates by "
+        "their int8 copies and rescores them with the original vectors (more: higher recall).",
+    )
     upsert_batch: int = Field(256, ge=1, description="Points per upsert request.")
     # A margin for the writes in flight after a check passed; small enough for a laptop's disk.
     min_free_mb: int = Field(

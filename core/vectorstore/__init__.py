@@ -20,6 +20,7 @@ from core.vectorstore.base import (
     IndexedPoint,
     PhotoPoint,
     SearchFilter,
+    SearchTuning,
     StoredPhoto,
     StoreError,
     VectorStore,
@@ -43,6 +44,7 @@ __all__ = [
     "IndexedPoint",
     "PhotoPoint",
     "SearchFilter",
+    "SearchTuning",
     "StoreError",
     "StoredPhoto",
     "VectorStore",
@@ -64,8 +66,8 @@ def open_store(settings: Settings) -> VectorStore:
             q.path,
             hnsw_m=q.hnsw_m,
             hnsw_ef_construct=q.hnsw_ef_construct,
-            hnsw_ef=q.hnsw_ef,
             quantization=q.quantization,
+            tuning=SearchTuning.of(q),
             min_free_mb=q.min_free_mb,
         )
 

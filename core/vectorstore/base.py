@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from core.embedding.arrays import Embeddings
+
+if TYPE_CHECKING:
+    from core.settings import QdrantSettings
 
 # The one named vector of every collection: the CLIP image embedding.
 VECTOR_NAME = "image"
@@ -132,6 +135,39 @@ class SearchFilter:
         return self == SearchFilter()
 
 
+P = TypeVar("P")
+
+
+@dataclass(frozen=True)
+class SearchTuning:
+    """How a search trades recall for speed: Qdrant's search-time parameters, which Qdrant Edge
+    and a server take alike. With int8 quantization the graph is walked on the int8 copies and
+    the best limit x oversampling candidates are rescored with the original vectors."""
+
+    hnsw_ef: int
+    oversampling: float = 1.0
+    ignore_quantization: bool = False  # walk the graph on the original vectors
+    exact: bool = False  # compare every original vector: no graph, no int8 (the ground truth)
+
+    @classmethod
+    def of(cls, settings: QdrantSettings) -> SearchTuning:
+        return cls(hnsw_ef=settings.hnsw_ef, oversampling=settings.oversampling)
+
+    def params(self, search: Callable[..., P], quantization: Callable[..., object]) -> P:
+        """These parameters as an engine's SearchParams, given its SearchParams and
+        QuantizationSearchParams classes (qdrant_edge's and qdrant_client's have the same
+        fields). On a collection without int8 copies the quantization part does nothing."""
+        return search(
+            hnsw_ef=self.hnsw_ef,
+            exact=self.exact,
+            quantization=quantization(
+                ignore=self.ignore_quantization or self.exact,
+                rescore=True,
+                oversampling=self.oversampling,
+            ),
+        )
+
+
 @dataclass(frozen=True)
 class CollectionInfo:
     """A collection, its model version, size and the aliases that point at it."""
@@ -225,8 +261,10 @@ class VectorStore(Protocol):
         offset: int = 0,
         filter: SearchFilter | None = None,
         score_threshold: float | None = None,
+        tuning: SearchTuning | None = None,
     ) -> list[Hit]:
-        """Nearest photos by cosine similarity, best first."""
+        """Nearest photos by cosine similarity, best first; `tuning` replaces the store's
+        search parameters for this search (exact search, the recall benchmark)."""
 
     def retrieve(
         self, collection: str, photo_ids: Sequence[str], *, with_vectors: bool = False

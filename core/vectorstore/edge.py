@@ -28,6 +28,7 @@ from core.vectorstore.base import (
     IndexedPoint,
     PhotoPoint,
     SearchFilter,
+    SearchTuning,
     StoredPhoto,
     StoreError,
     indexed_point,
@@ -63,16 +64,16 @@ class EdgeStore:
         *,
         hnsw_m: int,
         hnsw_ef_construct: int,
-        hnsw_ef: int,
         quantization: bool,
+        tuning: SearchTuning,
         min_free_mb: int = 0,
     ) -> None:
         self._shards_dir = path / "collections"
         self._aliases_path = path / "aliases.json"
         self._hnsw_m = hnsw_m
         self._hnsw_ef_construct = hnsw_ef_construct
-        self._hnsw_ef = hnsw_ef
         self._quantization = quantization
+        self._tuning = tuning
         # Guards the registry and the aliases; never held while a shard call runs.
         self._mutex = threading.Lock()
         self._closed = False
@@ -346,8 +347,9 @@ class EdgeStore:
         offset: int = 0,
         filter: SearchFilter | None = None,
         score_threshold: float | None = None,
+        tuning: SearchTuning | None = None,
     ) -> list[Hit]:
-        quantization = qe.QuantizationSearchParams(rescore=True) if self._quantization else None
+        params = (tuning or self._tuning).params(qe.SearchParams, qe.QuantizationSearchParams)
         request = qe.QueryRequest(
             limit=limit,
             offset=offset,
@@ -357,7 +359,7 @@ class EdgeStore:
             filter=edge_filters.search_filter(filter) if filter is not None else None,
             score_threshold=score_threshold,
             with_payload=True,
-            params=qe.SearchParams(hnsw_ef=self._hnsw_ef, quantization=quantization),
+            params=params,
         )
         with self._shard(collection) as shard:
             scored = shard.query(request)

@@ -31,6 +31,7 @@ from core.vectorstore.base import (
     IndexedPoint,
     PhotoPoint,
     SearchFilter,
+    SearchTuning,
     StoredPhoto,
     StoreError,
     indexed_point,
@@ -51,6 +52,7 @@ class QdrantStore:
     def __init__(self, client: QdrantClient, *, settings: QdrantSettings) -> None:
         self._client = client
         self._settings = settings
+        self._tuning = SearchTuning.of(settings)
         self._local = _is_local(client)
         self._guard: AbstractContextManager[Any] = (
             threading.RLock() if self._local else nullcontext()
@@ -350,13 +352,11 @@ class QdrantStore:
         offset: int = 0,
         filter: SearchFilter | None = None,
         score_threshold: float | None = None,
+        tuning: SearchTuning | None = None,
     ) -> list[Hit]:
         params = None
         if not self._local:  # local mode is exact and warns about search params
-            rescore = (
-                qm.QuantizationSearchParams(rescore=True) if self._settings.quantization else None
-            )
-            params = qm.SearchParams(hnsw_ef=self._settings.hnsw_ef, quantization=rescore)
+            params = (tuning or self._tuning).params(qm.SearchParams, qm.QuantizationSearchParams)
         with self._op(collection):
             response = self._client.query_points(
                 collection,

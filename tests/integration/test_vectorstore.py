@@ -23,6 +23,7 @@ from core.vectorstore import (
     IndexedPoint,
     PhotoPoint,
     SearchFilter,
+    SearchTuning,
     StoreError,
     VectorStore,
     collection_name,
@@ -64,7 +65,9 @@ PHOTOS = [PhotoPoint(f"p{i}", VECS[i], payload(i)) for i in range(N)]
 
 
 def edge_store(path: Path) -> EdgeStore:
-    return EdgeStore(path, hnsw_m=16, hnsw_ef_construct=64, hnsw_ef=64, quantization=True)
+    return EdgeStore(
+        path, hnsw_m=16, hnsw_ef_construct=64, quantization=True, tuning=SearchTuning(hnsw_ef=64)
+    )
 
 
 @pytest.fixture(scope="module")
