@@ -105,6 +105,18 @@ def default_repository() -> Path:
     return ROOT / "var" / "bench-api" / "models"
 
 
+def store_clusters(
+    rng: np.random.Generator, dim: int, clusters: int
+) -> tuple[Embeddings, Embeddings]:
+    """The store's cluster centres (unit vectors) and each cluster's noise per dimension, as
+    fill_store draws them first from a generator seeded with STORE_SEED."""
+    centres = rng.standard_normal((clusters, dim), dtype=np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    # Noise of norm 0.5-1.0 around a unit centre: cosine to the centre ~0.7-0.9.
+    spread = rng.uniform(0.5, 1.0, clusters).astype(np.float32) / math.sqrt(dim)
+    return centres, spread
+
+
 def fill_store(
     store: VectorStore, collection: str, dim: int, photos: int, clusters: int, version: int
 ) -> None:
@@ -112,10 +124,7 @@ def fill_store(
     random vectors are HNSW's worst case), in upsert batches of UPSERT_BATCH."""
     rng = np.random.default_rng(STORE_SEED)
     r = random.Random(STORE_SEED)
-    centres = rng.standard_normal((clusters, dim), dtype=np.float32)
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    # Noise of norm 0.5-1.0 around a unit centre: cosine to the centre ~0.7-0.9.
-    spread = rng.uniform(0.5, 1.0, clusters).astype(np.float32) / math.sqrt(dim)
+    centres, spread = store_clusters(rng, dim, clusters)
     now = datetime.now(UTC).isoformat()
     started, reported = time.perf_counter(), 0
     for start in range(0, photos, UPSERT_BATCH):
@@ -419,7 +428,8 @@ def report(args: argparse.Namespace, figures: ApiFigures) -> str:
     lines = [
         "",
         f"{manifest.arch} ({manifest.weights} weights), {args.photos} photos in Qdrant Edge "
-        f"(HNSW m={q.hnsw_m} ef_construct={q.hnsw_ef_construct} ef={q.hnsw_ef}, "
+        f"(HNSW m={q.hnsw_m} ef_construct={q.hnsw_ef_construct} ef={q.hnsw_ef} "
+        f"oversampling={q.oversampling:g}, "
         f"int8 quantization {'on' if q.quantization else 'off'}), {machine()}, "
         f"onnxruntime {ort.__version__}, commit {commit()}, {datetime.now():%Y-%m-%d %H:%M}",
         f"command: {command}",
