@@ -6,10 +6,8 @@ most popular recent queries with the new model version, so the switch starts wit
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
-import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -17,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
-from redis.exceptions import RedisError
 
 from core.embedding.arrays import Embeddings
+from core.redisguard import RedisGuard
 
 _SPACES = re.compile(r"\s+")
 # A popular query counts for this many days; one sorted set per day, kept a day longer.
@@ -55,7 +53,8 @@ class QueryCache:
     """The API's side: get, put and count queries; every call has a deadline and never raises.
 
     Redis is an optimization here: when it fails or is slow, searches go on without it, and
-    for `retry_s` after a failure no call is tried at all, so a dead Redis costs no latency.
+    for `retry_s` after a failure no call is tried at all, so a dead Redis costs no latency
+    (core.redisguard).
     """
 
     def __init__(
@@ -72,24 +71,18 @@ class QueryCache:
         self.redis = redis
         self.prefix = prefix
         self.ttl_s = ttl_s
-        self.timeout_s = timeout_s
-        self.retry_s = retry_s
         self.popular_days = popular_days
-        self.on_error = on_error
-        self._down_until = 0.0
+        # Whoever else uses this Redis (the API's rate limits) shares the guard: one failure
+        # and all of them skip Redis for `retry_s`.
+        self.guard = RedisGuard(timeout_s, retry_s, on_error)
 
     @property
     def available(self) -> bool:
         """False while a recent failure keeps the cache bypassed."""
-        return time.monotonic() >= self._down_until
+        return self.guard.available
 
     async def _call(self, operation: str, call: Awaitable[object]) -> tuple[bool, object]:
-        try:
-            return True, await asyncio.wait_for(call, self.timeout_s)
-        except (RedisError, OSError, TimeoutError) as exc:
-            self._down_until = time.monotonic() + self.retry_s
-            self.on_error(f"{operation}: {type(exc).__name__}")
-            return False, None
+        return await self.guard.call(operation, call)
 
     async def get(self, model_version: int, normalized: str) -> tuple[Embeddings | None, str]:
         """The cached embedding (or None) and how the lookup went: hit, miss or bypass."""
@@ -100,6 +93,24 @@ class QueryCache:
         )
         if not ok:
             return None, "bypass"
+        vector = _from_bytes(data) if isinstance(data, bytes) else None
+        return vector, "miss" if vector is None else "hit"
+
+    async def get_and_count(
+        self, model_version: int, normalized: str
+    ) -> tuple[Embeddings | None, str]:
+        """`get` and `count` in one round trip (a pipeline): what a text search does."""
+        if not self.available:
+            return None, "bypass"
+        key = popular_key(self.prefix, datetime.now(UTC))
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.get(cache_key(self.prefix, model_version, normalized))
+        pipe.zincrby(key, 1, normalized)
+        pipe.expire(key, self.popular_days * 86400 + _POPULAR_KEEP_S)
+        ok, replies = await self._call("get", pipe.execute())
+        if not ok or not isinstance(replies, list) or not replies:
+            return None, "bypass"
+        data = replies[0]
         vector = _from_bytes(data) if isinstance(data, bytes) else None
         return vector, "miss" if vector is None else "hit"
 
