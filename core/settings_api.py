@@ -3,6 +3,7 @@ the deadlines it keeps; a part of the one tree in core/settings.py, apart only f
 
 from __future__ import annotations
 
+from ipaddress import IPv4Network, IPv6Network
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -43,6 +44,17 @@ class ApiSettings(BaseModel):
     )
     anonymous_search: bool = Field(
         False, description="Let callers without a key search (the public page)."
+    )
+    trusted_proxies: tuple[IPv4Network | IPv6Network, ...] = Field(
+        (),
+        description='The load balancers (JSON list of addresses or CIDRs: ["10.0.0.0/8"]) '
+        "whose CLIENT_ADDRESS_HEADER is believed; empty: the connection's peer is the client.",
+    )
+    client_address_header: str = Field(
+        "X-Forwarded-For",
+        pattern=r"^[A-Za-z0-9-]+$",
+        description="Header in which TRUSTED_PROXIES name the client; its right-most address "
+        "not of a trusted proxy is the client's.",
     )
     cache_ttl_s: int = Field(
         7 * 86400, ge=1, description="How long a query embedding stays in the Redis cache."

@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from core.settings import Settings, get_settings
 from core.vectorstore import VectorStore
+from query_api.clientaddress import ClientAddress
 from query_api.errors import install_handlers
 from query_api.guards import BodyLimit, SecurityHeaders
 from query_api.metrics import Metrics, MetricsMiddleware
@@ -109,6 +110,8 @@ def create_app(
     )
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(SecurityHeaders)
+    # Outermost: everything after it, the access log too, sees the client's address.
+    app.add_middleware(ClientAddress, proxies=api.trusted_proxies, header=api.client_address_header)
     app.mount("/static", _Static(directory=STATIC), name="static")
     if api.docs:
         _serve_docs(app)

@@ -53,8 +53,6 @@ def serve(
         host=host or settings.api.host,
         port=port or settings.api.port,
         log_level=log_level,
-        # Behind a load balancer: trust its X-Forwarded-* only from loopback by default.
-        proxy_headers=True,
         timeout_graceful_shutdown=10,
     )
     uvicorn.Server(config).run()

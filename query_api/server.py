@@ -70,6 +70,9 @@ def server_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Confi
         http=protocol,
         # Past this many connections and requests at once, 503 at once instead of a queue.
         limit_concurrency=api.max_connections,
+        # The app finds the client's address itself, from its own settings
+        # (query_api.clientaddress): uvicorn's would rewrite the peer it needs to check.
+        proxy_headers=False,
         timeout_keep_alive=5,
         **{"host": api.host, "port": api.port, **options},
     )
