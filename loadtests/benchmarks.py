@@ -1,14 +1,15 @@
 """Run the benchmarks and print one Markdown table of their headline figures.
 
-    python -m loadtests.benchmarks [--only decode,model,indexer,api,scale] [--quick]
+    python -m loadtests.benchmarks [--only decode,model,indexer,api,recall,scale] [--quick]
                                    [--write docs/benchmarks.md]
 
 Each benchmark is a loadtests/bench_*.py module, run through its measure() with its own
 defaults (--quick: short durations and small sizes, for a first look and the tests; not figures
-to publish). model, indexer and api share one model repository (var/benchmarks/models: exported
-once, then kept). Progress goes to stderr, the table to stdout; --write (re)writes a page with
-the date, the machine, the commit and the command beside it. No thresholds: the last column says
-what the design asked, where it asked something.
+to publish). model, indexer, api and recall share one model repository (var/benchmarks/models:
+exported once, then kept), api and recall one store (var/benchmarks/api). Progress goes to
+stderr, the table to stdout; --write (re)writes a page with the date, the machine, the commit and
+the command beside it. No thresholds: the last column says what the design asked, where it asked
+something.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from core.embedding.manifest import list_versions
-from loadtests import bench_api, bench_decode, bench_indexer, bench_model, bench_scale
+from loadtests import bench_api, bench_decode, bench_indexer, bench_model, bench_recall, bench_scale
 from loadtests.bench_api import ensure_model
 from loadtests.machine import ROOT, Occasion
 
@@ -372,6 +373,45 @@ API: list[Figure[bench_api.ApiFigures]] = [
     ),
 ]
 
+
+def at_shipped(f: bench_recall.RecallFigures, kind: str = "text") -> bench_recall.Measured:
+    """Qdrant Edge at the search settings the code ships (hnsw_ef, oversampling)."""
+    return f.edge(kind).at(f.shipped)
+
+
+def fastest_context(f: bench_recall.RecallFigures) -> str:
+    fastest = f.edge().fastest()
+    there = (
+        f"{bench_recall.label(fastest.tuning)}, {fastest.p50_ms:.2f} ms p50"
+        if fastest
+        else "none in the grid"
+    )
+    return (
+        f"Qdrant Edge in-process, limit {bench_recall.K}, text queries; exact search "
+        f"{f.edge().exact.p50_ms:.1f} ms; fastest at >= {bench_recall.TARGET:.0%}: {there}"
+    )
+
+
+RECALL: list[Figure[bench_recall.RecallFigures]] = [
+    Figure(
+        "recall@10 at the shipped search settings",
+        "%",
+        lambda f: at_shipped(f).recall * 100,
+        lambda f: (
+            f"asked: >= {bench_recall.TARGET:.0%} against exact search; hnsw_ef "
+            f"{f.shipped.hnsw_ef}, oversampling {f.shipped.oversampling:g}; {f.queries} text "
+            f"queries (best hits {f.edge().top1:.2f}, as CLIP's); photo queries "
+            f"{at_shipped(f, 'photo').recall:.1%}"
+        ),
+    ),
+    Figure(
+        "vector search at the shipped search settings, p50",
+        "ms",
+        lambda f: at_shipped(f).p50_ms,
+        fastest_context,
+    ),
+]
+
 BENCHMARKS: list[Benchmark[Any]] = [
     # Cheapest first, and the two that fork worker processes before anything starts threads.
     Benchmark(
@@ -423,6 +463,20 @@ BENCHMARKS: list[Benchmark[Any]] = [
             "--photos 2000 --clusters 20 --seconds 2 --rates 5,10 --cached-queries 20 "
             "--text-runs 10 --search-runs 20"
         ).split(),
+        uses_model=True,
+    ),
+    Benchmark(
+        "recall",
+        bench_recall.parser,
+        bench_recall.measure,
+        RECALL,
+        "The vector search's recall@10 against exact search on the api benchmark's store "
+        "(reused), at every hnsw_ef x oversampling (int8 rescored) and with the int8 copies "
+        "ignored; the rows are the shipped settings'. Text queries sit as far from the photos "
+        "as CLIP's text embeddings do; photo queries are new points drawn like the stored ones. "
+        "No Qdrant server runs here: it is sent the same parameters, unmeasured (--qdrant-url "
+        "measures one).",
+        quick="--photos 2000 --clusters 20 --queries 50 --ef 32,128 --oversampling 1,2".split(),
         uses_model=True,
     ),
 ]
@@ -488,7 +542,8 @@ def arguments(bench: Benchmark[Any], quick: bool, arch: str, model: Path | None)
     argv = list(bench.quick) if quick else []
     if model is not None:
         argv += ["--arch", arch, "--repository", str(model)]
-    if bench.name == "api":  # a store per size: a --quick run must not rebuild the 1e5 one
+    # A store per size: a --quick run must not rebuild the 1e5 one; recall reads api's store.
+    if bench.name in ("api", "recall"):
         argv += ["--data-dir", str(WORK / ("api-quick" if quick else "api"))]
     return argv
 

@@ -113,7 +113,7 @@ def test_an_unknown_benchmark_is_refused() -> None:
         check=False,
     )
     assert result.returncode == 2
-    assert "choose from decode, model, indexer, api, scale" in result.stderr
+    assert "choose from decode, model, indexer, api, recall, scale" in result.stderr
     assert result.stdout == ""
 
 
