@@ -6,7 +6,7 @@ from __future__ import annotations
 from ipaddress import IPv4Network, IPv6Network
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 __all__ = ["ApiKey", "ApiSettings"]
 
@@ -17,6 +17,18 @@ class ApiKey(BaseModel):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="hex SHA-256 of the key")
     scopes: tuple[Literal["search", "admin"], ...] = ("search",)
+    rate_per_s: float | None = Field(
+        None, gt=0, description="searches a second on average (the bucket's refill); unset: none"
+    )
+    burst: int | None = Field(
+        None, ge=1, description="searches at once (the bucket's size); unset: ceil(rate_per_s)"
+    )
+
+    @model_validator(mode="after")
+    def _burst_needs_a_rate(self) -> ApiKey:
+        if self.burst is not None and self.rate_per_s is None:
+            raise ValueError(f"key {self.name!r}: burst needs rate_per_s")
+        return self
 
 
 class ApiSettings(BaseModel):
@@ -40,10 +52,24 @@ class ApiSettings(BaseModel):
     keys: tuple[ApiKey, ...] = Field(
         (),
         description='Callers as JSON: [{"name": "app", "sha256": "<hex>", "scopes": '
-        '["search"]}]; `photosearch api key NAME` makes one.',
+        '["search"]}]; `photosearch api key NAME` makes one. A key\'s searches are limited '
+        'with "rate_per_s" (a second, on average) and "burst" (at once; default: the rate '
+        "rounded up); keys of one name share one limit.",
     )
     anonymous_search: bool = Field(
         False, description="Let callers without a key search (the public page)."
+    )
+    # A person on the page submits a search every few seconds at most ("more", "more like
+    # this" included); 20 at once absorbs quick clicking, and 5 a second leaves room for a few
+    # dozen people behind one NAT while a script on one address gets 5 searches a second.
+    anonymous_rate_per_s: float = Field(
+        5.0,
+        ge=0,
+        description="Searches a second one client address may make without a key, on average "
+        "(IPv6: one /64); 0: no limit.",
+    )
+    anonymous_burst: int = Field(
+        20, ge=1, description="Searches one client address may make at once without a key."
     )
     trusted_proxies: tuple[IPv4Network | IPv6Network, ...] = Field(
         (),
@@ -56,6 +82,16 @@ class ApiSettings(BaseModel):
         description="Header in which TRUSTED_PROXIES name the client; its right-most address "
         "not of a trusted proxy is the client's.",
     )
+
+    @model_validator(mode="after")
+    def _one_limit_per_name(self) -> ApiSettings:
+        limits: dict[str, tuple[float | None, int | None]] = {}
+        for key in self.keys:
+            limit = limits.setdefault(key.name, (key.rate_per_s, key.burst))
+            if limit != (key.rate_per_s, key.burst):
+                raise ValueError(f"the keys named {key.name!r} share one limit: give it once")
+        return self
+
     cache_ttl_s: int = Field(
         7 * 86400, ge=1, description="How long a query embedding stays in the Redis cache."
     )

@@ -384,6 +384,9 @@ def main() -> None:
             "PHOTOSEARCH_REDIS__URL": own_redis(stack, work, args.redis_url, prefix),
             "PHOTOSEARCH_REDIS__PREFIX": prefix,
             "PHOTOSEARCH_API__ANONYMOUS_SEARCH": "true",
+            # The searches meanwhile come from one address, as fast as they are answered:
+            # they show the API answering, which a per-address limit would hide.
+            "PHOTOSEARCH_API__ANONYMOUS_RATE_PER_S": "0",
         }
         if args.api_root is not None:
             # api_process runs from this checkout: without the current folder on sys.path

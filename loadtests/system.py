@@ -169,7 +169,10 @@ def start(data_dir: Path, photos: Path, port: int, redis_port: int, log: Path) -
     key = new_key()
     keys = [{"name": APP_NAME, "sha256": hash_key(key), "scopes": ["search"]}]
     # The caller's PHOTOSEARCH_* apply, as they would to `photosearch up`; the keys are ours.
-    env = dict(os.environ, PHOTOSEARCH_API__KEYS=json.dumps(keys))
+    # The site's visitors all come from this machine's address here: no per-address limit,
+    # unless the caller sets one.
+    env = {"PHOTOSEARCH_API__ANONYMOUS_RATE_PER_S": "0", **os.environ}
+    env["PHOTOSEARCH_API__KEYS"] = json.dumps(keys)
     args = ["--photos", str(photos), "--port", str(port), "--redis-port", str(redis_port)]
     say(f"starting photosearch up ({data_dir}); its output: {log}")
     up = UpProcess(data_dir, args, env, log)

@@ -113,4 +113,4 @@ def key_command(
     key = new_key()
     entry = ApiKey(name=name, sha256=hash_key(key), scopes=scopes)
     typer.echo(f"key (shown once): {key}")
-    typer.echo(f"config entry:     {json.dumps(entry.model_dump(mode='json'))}")
+    typer.echo(f"config entry:     {json.dumps(entry.model_dump(mode='json', exclude_none=True))}")

@@ -1,10 +1,11 @@
-"""The dependencies routes declare: the replica's services and the authenticated caller."""
+"""The dependencies routes declare: the replica's services and the authenticated caller,
+within its rate limit for searches."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Request, Response
 
 from query_api.auth import Caller, presented_key
 from query_api.errors import ApiError
@@ -56,8 +57,24 @@ def _require(scope: str) -> object:
     return check
 
 
-SearchCaller = Annotated[Caller, Depends(_require("search"))]
+# The search scope alone: a photo, its original and thumbnail, the live model. No rate limit:
+# a page of results loads dozens of thumbnails at once, and none costs an embedding or a search.
+ReadCaller = Annotated[Caller, Depends(_require("search"))]
 AdminCaller = Annotated[Caller, Depends(_require("admin"))]
+
+
+async def _within_rate_limit(
+    request: Request, response: Response, services: ServicesDep, caller: ReadCaller
+) -> Caller:
+    # After authentication: an unknown key is a 401, a key without the scope a 403, and
+    # neither spends from a bucket.
+    address = request.client.host if request.client else None
+    response.headers.update(await services.limits.admit(caller.name, address))
+    return caller
+
+
+# A search (text, image, more like this): the search scope, within the caller's rate limit.
+SearchCaller = Annotated[Caller, Depends(_within_rate_limit)]
 
 
 async def root_path(request: Request) -> str:

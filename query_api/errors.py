@@ -31,6 +31,7 @@ _HTTP_CODES = {
     413: "too_large",
     415: "unsupported_media_type",
     422: "invalid_request",
+    429: "rate_limited",
     503: "unavailable",
 }
 

@@ -87,6 +87,21 @@ class Metrics:
             ["key"],
             registry=r,
         )
+        # Anonymous callers are one label, never one per address: a scanner would make a
+        # series of each address it sent from.
+        self.rate_limited = Counter(
+            "photosearch_rate_limited_total",
+            "Searches refused with 429 past the caller's rate limit, by API key name "
+            "('anonymous': every caller without a key).",
+            ["key"],
+            registry=r,
+        )
+        self.rate_limit_fail_open = Counter(
+            "photosearch_rate_limit_fail_open_total",
+            "Searches let through unchecked because Redis, which keeps the rate limits, "
+            "failed, missed its deadline or is being skipped after a failure.",
+            registry=r,
+        )
 
 
 def _route_of(scope: Scope) -> str:

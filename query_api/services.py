@@ -30,6 +30,7 @@ from query_api.auth import KeyRing
 from query_api.errors import Unavailable
 from query_api.imagework import ImageWork
 from query_api.metrics import Metrics
+from query_api.ratelimit import RateLimits, TokenBuckets
 
 T = TypeVar("T")
 
@@ -48,6 +49,7 @@ class Services:
     tasks: TaskApp
     metrics: Metrics
     keys: KeyRing
+    limits: RateLimits
     store_pool: ThreadPoolExecutor
     images: ImageWork
     own_store: bool
@@ -91,6 +93,10 @@ class Services:
             tasks=create_celery(settings),
             metrics=metrics,
             keys=KeyRing(api.keys, api.anonymous_search),
+            # On the cache's Redis and its guard: one failure, and both skip Redis a while.
+            limits=RateLimits(
+                TokenBuckets(redis, settings.redis.prefix, cache.guard), api, metrics
+            ),
             store_pool=ThreadPoolExecutor(api.store_threads, thread_name_prefix="store"),
             images=ImageWork(
                 api.image_threads,

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 
 from core.embedding.errors import ModelVersionUnavailable
 from core.vectorstore import model_version_of
-from query_api.deps import SearchCaller, ServicesDep
+from query_api.deps import ReadCaller, ServicesDep
 from query_api.errors import Unavailable
 from query_api.routes.search import ERRORS
 from query_api.schemas import ModelResponse
@@ -17,7 +17,7 @@ router = APIRouter(prefix="/v1", tags=["search"])
 
 
 @router.get("/model", response_model=ModelResponse, responses=ERRORS)
-async def live_model(services: ServicesDep, caller: SearchCaller) -> ModelResponse:
+async def live_model(services: ServicesDep, caller: ReadCaller) -> ModelResponse:
     """The model version of the live collection and where its weights came from."""
     collection = await services.live_collection()
     version = model_version_of(collection)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Header, Query, Response
 
 from core.embedding.images import ImageLimits
 from core.vectorstore import CollectionNotFound, StoredPhoto
-from query_api.deps import RootPath, SearchCaller, ServicesDep, once_each
+from query_api.deps import ReadCaller, RootPath, SearchCaller, ServicesDep, once_each
 from query_api.errors import ApiError
 from query_api.photos import (
     etag_of,
@@ -26,6 +26,8 @@ router = APIRouter(prefix="/v1/photos", tags=["photos"], dependencies=[Depends(o
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorResponse} for code in (401, 403, 404, 422, 503)
 }
+# More like this is rate limited, as the searches are (query_api.deps.SearchCaller).
+LIMITED: dict[int | str, dict[str, object]] = {**ERRORS, 429: {"model": ErrorResponse}}
 # Photos change only with their content version, which the ETag carries. Where a key is
 # needed to see them, no shared cache (a CDN, a proxy) may keep them for the next caller.
 _PUBLIC = "public, max-age=86400"
@@ -54,7 +56,7 @@ def _validators(
     return {"ETag": etag, "Cache-Control": cache}, etag
 
 
-@router.get("/{photo_id:path}/similar", response_model=SearchResponse, responses=ERRORS)
+@router.get("/{photo_id:path}/similar", response_model=SearchResponse, responses=LIMITED)
 async def similar(
     photo_id: str,
     page: Annotated[Page, Query()],
@@ -70,7 +72,7 @@ async def similar(
 async def image(
     photo_id: str,
     services: ServicesDep,
-    caller: SearchCaller,
+    caller: ReadCaller,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """The original file of the photo."""
@@ -88,7 +90,7 @@ async def image(
 async def thumbnail(
     photo_id: str,
     services: ServicesDep,
-    caller: SearchCaller,
+    caller: ReadCaller,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """A JPEG thumbnail for result grids: made once per photo version, kept in Redis."""
@@ -118,8 +120,6 @@ async def thumbnail(
 
 
 @router.get("/{photo_id:path}", response_model=Photo, responses=ERRORS)
-async def photo(
-    photo_id: str, services: ServicesDep, caller: SearchCaller, root: RootPath
-) -> Photo:
+async def photo(photo_id: str, services: ServicesDep, caller: ReadCaller, root: RootPath) -> Photo:
     """A photo's metadata."""
     return stored_photo(root, await _record(services, photo_id))

@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1/search", tags=["search"], dependencies=[Depends(o
 
 # 400: FastAPI refuses a body that is not UTF-8 JSON (or not multipart) before validating.
 ERRORS: dict[int | str, dict[str, object]] = {
-    code: {"model": ErrorResponse} for code in (400, 401, 403, 413, 422, 503)
+    code: {"model": ErrorResponse} for code in (400, 401, 403, 413, 422, 429, 503)
 }
 
 

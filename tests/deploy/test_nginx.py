@@ -93,6 +93,8 @@ class ApiProcess:
             self.settings,
             {
                 "PHOTOSEARCH_API__ANONYMOUS_SEARCH": "true",
+                # The load comes from one address: no per-address limit on it.
+                "PHOTOSEARCH_API__ANONYMOUS_RATE_PER_S": "0",
                 "PHOTOSEARCH_API__METRICS_PORT": str(self.metrics_port),
             },
         )

@@ -41,8 +41,9 @@ def api_settings(
 ) -> Settings:
     """One test's settings (`settings_for`), with the test keys configured hashed and these
     API settings."""
-    # A generous cache deadline: a loaded CI machine must not turn a hit into a bypass.
-    api = {"keys": KEYS, "redis_timeout_s": 2.0, **api}
+    # A generous cache deadline: a loaded CI machine must not turn a hit into a bypass. No
+    # limit on anonymous searches, all from 127.0.0.1 here, unless a test asks for one.
+    api = {"keys": KEYS, "redis_timeout_s": 2.0, "anonymous_rate_per_s": 0, **api}
     return make_settings(data_dir, triton_url, repository, redis_url=redis_url, api=api)
 
 
