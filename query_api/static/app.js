@@ -87,7 +87,10 @@
     if (!response.ok) {
       let message = (body && body.message) || `The search failed (HTTP ${response.status}).`;
       const retry = response.headers.get("Retry-After");
-      if (response.status === 503 && retry) message += ` Try again in ${retry} s.`;
+      // 503: the service is busy or a dependency is down; 429: this caller's rate limit.
+      if ((response.status === 503 || response.status === 429) && retry) {
+        message += `${/[.!?]$/.test(message) ? "" : "."} Try again in ${retry} s.`;
+      }
       throw new Error(message);
     }
     if (!body || !Array.isArray(body.results)) throw new Error("The answer was not understood.");

@@ -6,6 +6,7 @@ search. Playwright drives Debian's /usr/bin/chromium (never a browser of `playwr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,5 +226,37 @@ def test_without_anonymous_search_the_page_shows_the_401_then_works_with_a_key(
 
             page.reload()
             expect(page.get_by_label("API key")).to_have_value(SEARCH_KEY)
+    finally:
+        drop_keys(settings)
+
+
+def test_past_the_rate_limit_the_page_says_when_to_search_again(
+    site: Site, page: Page, tmp_path: Path
+) -> None:
+    """The API's 429 message and its Retry-After in the status line; the results shown stay."""
+    settings = api_settings(
+        tmp_path / "data",
+        site.settings.triton.url,
+        site.settings.repository,
+        anonymous_search=True,
+        anonymous_rate_per_s=0.01,  # nothing refills while the test runs
+        anonymous_burst=1,
+    )
+    try:
+        with serving(settings, site.store) as limited:
+            page.goto(limited.url)
+            search(page, "a cup of coffee")
+            assert len(cards(page)) == 12
+            thumbnails_loaded(page)  # thumbnails are not searches: no limit on them
+
+            search(page, "a red bicycle")
+            status = page.get_by_test_id("status")
+            expect(status).to_have_text(
+                re.compile(
+                    r"^too many searches from this address: 1 at once and 0.01 a second at "
+                    r"most\. Try again in \d+ s\.$"
+                )
+            )
+            expect(status).to_have_class("error")
     finally:
         drop_keys(settings)
