@@ -28,6 +28,12 @@ WARMUP_TEXT_LENGTH = 8
 # so the default is a ceiling: what a caller that sets no timeout waits at most in the queue.
 # Ten minutes: longer than any deadline our clients set (the indexer's batch, 60 s).
 MAX_QUEUE_WAIT_US = 600_000_000
+# Searches queued in a model at most; past it Triton refuses one at once ("Exceeds maximum
+# queue size": the client's TritonQueueFull, the API's 503). Each API replica bounds its own
+# embeddings in flight (PHOTOSEARCH_API__MAX_EMBEDS_IN_FLIGHT, 16); this bounds what many
+# replicas together queue in one Triton: 64 is under half a second of a CPU's text encoder,
+# and a GPU's few milliseconds. Indexing batches are bounded by the indexer's own queue.
+SEARCH_QUEUE_MAX = 64
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ def _scheduling(config: mc.ModelConfig) -> None:
     # once with SIGSEGV under our soak's load with erasable queues; never with fixed ones).
     for level in Priority:
         batching.priority_queue_policy[level].CopyFrom(policy)
+    batching.priority_queue_policy[Priority.SEARCH].max_queue_size = SEARCH_QUEUE_MAX
 
 
 def _tensorrt(config: mc.ModelConfig, opts: BatchingOptions, profile: tuple[str, str, str]) -> None:

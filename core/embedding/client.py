@@ -17,6 +17,7 @@ from core.embedding.arrays import AnyArray, Embeddings, Pixels
 from core.embedding.errors import (
     InferenceFailed,
     ModelVersionUnavailable,
+    TritonQueueFull,
     TritonQueueTimeout,
     TritonTimeout,
     TritonUnavailable,
@@ -38,8 +39,10 @@ from core.embedding.tokenizer import TextTokenizer, load_tokenizer, pad_for
 from core.settings import Settings
 
 _TRANSIENT = ("StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED", "StatusCode.CANCELLED")
-# What Triton's queue policy answers for a request still queued past its timeout (REJECT).
+# What Triton's queue policy answers for a request still queued past its timeout (REJECT),
+# and for one that finds the queue at its max_queue_size.
 _QUEUE_TIMEOUT = "request timeout expired"
+_QUEUE_FULL = "exceeds maximum queue size"
 
 
 def _is_missing_version(exc: InferenceServerException) -> bool:
@@ -297,6 +300,10 @@ class EmbeddingClient:
                     raise TritonQueueTimeout(
                         f"{model} v{version}: still queued in Triton after "
                         f"{self.queue_share:.0%} of its {timeout_s:.3g} s deadline: overloaded"
+                    ) from None
+                if _QUEUE_FULL in str(exc.message()).lower():
+                    raise TritonQueueFull(
+                        f"{model} v{version}: Triton's queue is full: overloaded"
                     ) from None
                 if status == "StatusCode.DEADLINE_EXCEEDED":
                     raise TritonTimeout(

@@ -11,6 +11,13 @@ class TritonUnavailable(EmbeddingError):
     """Triton cannot be reached or is not serving (after the client's retries): try later."""
 
 
+class TritonQueueFull(TritonUnavailable):
+    """Triton refused the request at once: its queue for this priority is at its bound.
+
+    It is overloaded; retrying at once would only add to the queue, so the client does not.
+    """
+
+
 class TritonTimeout(EmbeddingError):
     """The call's deadline passed before Triton answered."""
 

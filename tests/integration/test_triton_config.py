@@ -12,6 +12,7 @@ from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, Priority
 from core.settings import Settings
 from model.triton_config import (
     MAX_QUEUE_WAIT_US,
+    SEARCH_QUEUE_MAX,
     BatchingOptions,
     Shapes,
     Target,
@@ -122,10 +123,15 @@ def test_a_request_still_queued_past_its_own_timeout_is_rejected(target: Target)
         assert policy.default_timeout_microseconds == MAX_QUEUE_WAIT_US
         assert MAX_QUEUE_WAIT_US > Settings().triton.image_timeout_s * 1e6
         assert policy.max_queue_size == 0  # no size limit: the deadlines bound the queue
-        # The same policy for each level, named, so Triton keeps each level's queue.
+        # The same policy for each level, named, so Triton keeps each level's queue; the
+        # searches' queue is bounded too, so that an overload is refused at once.
         levels = config.dynamic_batching.priority_queue_policy
         assert sorted(levels) == [Priority.SEARCH, Priority.INDEXING]
-        assert all(levels[level] == policy for level in levels)
+        assert levels[Priority.INDEXING] == policy
+        bounded = mc.ModelQueuePolicy()
+        bounded.CopyFrom(policy)
+        bounded.max_queue_size = SEARCH_QUEUE_MAX
+        assert levels[Priority.SEARCH] == bounded
 
 
 def test_the_exported_repository_carries_the_priorities_and_the_queue_policy(
