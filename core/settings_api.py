@@ -134,6 +134,23 @@ class ApiSettings(BaseModel):
         1.0, gt=0, description="Deadline of the text or image embedding of one request."
     )
     search_timeout_s: float = Field(2.0, gt=0, description="Deadline of one vector search.")
+    # Little's law: at the ~150 text queries/s one CPU Triton serves, 16 in flight is ~100 ms
+    # of work; a GPU Triton serves more, and a replica's share of it is what this bounds.
+    max_embeds_in_flight: int = Field(
+        16,
+        ge=1,
+        description="Uncached text and image searches this replica has Triton embed at once; "
+        "past it 503 at once (cached searches and more-like-this never count).",
+    )
+    overload_retry_after_s: int = Field(
+        1, ge=1, description="Retry-After of a 503 refused by admission control (overload)."
+    )
+    alias_cache_s: float = Field(
+        1.0,
+        ge=0,
+        description="How long a replica reuses the live collection's name before asking the "
+        "store again (a switch reaches every replica within it); 0: on every search.",
+    )
     redis_timeout_s: float = Field(
         0.25, gt=0, description="Deadline of one cache call; past it the cache is bypassed."
     )

@@ -98,7 +98,7 @@ def create_app(
         redoc_url=None,
         openapi_url="/openapi.json" if api.docs else None,
     )
-    install_handlers(app, api.retry_after_s)
+    install_handlers(app, api.retry_after_s, api.overload_retry_after_s)
     for router in (search.router, model.router, photos.router, admin.router, health.router):
         app.include_router(router)
     upload = api.max_upload_bytes + _MULTIPART_SLACK

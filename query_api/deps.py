@@ -10,6 +10,7 @@ from fastapi import Depends, Header, Request, Response
 from query_api.auth import Caller, presented_key
 from query_api.errors import ApiError
 from query_api.services import Services
+from query_api.timing import Stages
 
 # Dependencies are `async def`: FastAPI runs a plain `def` one on a worker thread, a hop per
 # dependency per request that costs more than these few dictionary lookups.
@@ -21,6 +22,15 @@ async def get_services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+async def get_stages(request: Request) -> Stages:
+    """The request's timed stages (the metrics middleware put them on its state)."""
+    stages: Stages = request.state.stages
+    return stages
+
+
+StagesDep = Annotated[Stages, Depends(get_stages)]
 
 
 async def _caller(

@@ -14,6 +14,8 @@ from core.embedding.errors import (
     ImageTooLarge,
     InvalidImage,
     ModelVersionUnavailable,
+    TritonQueueFull,
+    TritonQueueTimeout,
     TritonTimeout,
     TritonUnavailable,
 )
@@ -101,8 +103,16 @@ def _validation_message(errors: list[dict[str, Any]], total: int) -> str:
     return "; ".join(parts)
 
 
-def install_handlers(app: FastAPI, retry_after_s: int) -> None:
-    """Register the handlers that turn exceptions into JSON answers."""
+def install_handlers(
+    app: FastAPI, retry_after_s: int, overload_retry_after_s: int | None = None
+) -> None:
+    """Register the handlers that turn exceptions into JSON answers.
+
+    `overload_retry_after_s`: the Retry-After of an overload (Triton's queue full, or a
+    request still queued at its deadline): capacity frees within a second or so, unlike a
+    dependency that is down (`retry_after_s`).
+    """
+    overload_after = str(overload_retry_after_s or retry_after_s)
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -151,6 +161,15 @@ def install_handlers(app: FastAPI, retry_after_s: int) -> None:
             error_body("triton_unavailable", f"the embedding model is unavailable: {exc}"),
             status_code=503,
             headers={"Retry-After": str(retry_after_s)},
+        )
+
+    @app.exception_handler(TritonQueueFull)
+    @app.exception_handler(TritonQueueTimeout)
+    async def _overloaded(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse(
+            error_body("overloaded", f"the embedding model is overloaded: {exc}"),
+            status_code=503,
+            headers={"Retry-After": overload_after},
         )
 
     @app.exception_handler(Exception)

@@ -7,6 +7,8 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from query_api.timing import Stages, server_timing
+
 # Latency buckets from 1 ms: the cached path answers in a few ms, the budget is 100 ms.
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -53,6 +55,22 @@ class Metrics:
             "photosearch_triton_errors_total",
             "Embedding calls that failed, by model and kind.",
             ["model", "kind"],
+            registry=r,
+        )
+        self.refused = Counter(
+            "photosearch_overload_refused_total",
+            "Searches refused with 503 by admission control (the replica's embeddings in "
+            "flight at their bound, or Triton's queue full), by kind.",
+            ["kind"],
+            registry=r,
+        )
+        # Server-Timing's stages as histograms: where a search's time goes, by route.
+        self.stage_seconds = Histogram(
+            "photosearch_request_stage_seconds",
+            "Time per stage of a request (resolve, cache, admit, tokenize, embed, search, "
+            "other, total), by route template.",
+            ["route", "stage"],
+            buckets=_BUCKETS,
             registry=r,
         )
         self.search_seconds = Histogram(
@@ -134,11 +152,19 @@ class MetricsMiddleware:
         counted = scope["path"] not in _NOT_IN_FLIGHT
         if counted:
             self.metrics.in_flight.inc()
+        # The search path times its stages into this (request.state.stages).
+        stages = Stages(start)
+        scope.setdefault("state", {})["stages"] = stages
+        timed: dict[str, float] = {}
 
         async def send_status(message: Message) -> None:
-            nonlocal status
+            nonlocal status, timed
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+                timed = stages.finished()
+                if timed:
+                    header = (b"server-timing", server_timing(timed).encode())
+                    message["headers"] = [*message.get("headers", ()), header]
             await send(message)
 
         try:
@@ -147,6 +173,8 @@ class MetricsMiddleware:
             if counted:
                 self.metrics.in_flight.dec()
             route = _route_of(scope)
+            for stage, seconds in timed.items():
+                self.metrics.stage_seconds.labels(route, stage).observe(seconds)
             self.metrics.request_seconds.labels(route, scope["method"], str(status)).observe(
                 time.perf_counter() - start
             )

@@ -29,6 +29,7 @@ from query_api.schemas import (
     TextSearch,
 )
 from query_api.services import Services
+from query_api.timing import Stages
 
 _METADATA = tuple(PhotoMetadata.model_fields)
 
@@ -66,27 +67,30 @@ async def _timed_embed(
         svc.metrics.triton_seconds.labels(model).observe(time.perf_counter() - start)
 
 
-async def embed_query(svc: Services, normalized: str, version: int) -> tuple[Embeddings, bool]:
-    """The query's embedding at this model version and whether it came from the cache."""
-    vector, outcome = await svc.cache.get(version, normalized)
+async def embed_query(
+    svc: Services, normalized: str, version: int, stages: Stages
+) -> tuple[Embeddings, bool]:
+    """The query's embedding at this model version and whether it came from the cache.
+
+    One Redis round trip reads the cache and counts the query (the pre-warm's popularity);
+    on a miss the query takes an admission slot, then is tokenized here and embedded by
+    Triton; the cache is filled after the answer, off its path.
+    """
+    with stages.timed("cache"):
+        vector, outcome = await svc.cache.get_and_count(version, normalized)
     svc.metrics.cache.labels(outcome).inc()
     if vector is not None:
         return vector, True
     key = (version, normalized)
     shared = svc.inflight.get(key)
     if shared is not None:  # the same query is already being embedded: wait for that call
-        return await asyncio.shield(shared), False
+        with stages.timed("embed"):
+            return await asyncio.shield(shared), False
     future: asyncio.Future[Embeddings] = asyncio.get_running_loop().create_future()
     svc.inflight[key] = future
     try:
-        embeddings = await _timed_embed(
-            svc,
-            "text",
-            lambda: svc.embedder.encode_texts(
-                [normalized], model_version=version, timeout_s=svc.settings.api.embed_timeout_s
-            ),
-        )
-        vector = embeddings[0]
+        with svc.admission.slot("text"):
+            vector = await _embed_text(svc, normalized, version, stages)
         future.set_result(vector)
     except BaseException as exc:
         future.set_exception(exc)
@@ -94,25 +98,50 @@ async def embed_query(svc: Services, normalized: str, version: int) -> tuple[Emb
         raise
     finally:
         del svc.inflight[key]
-    await svc.cache.put(version, normalized, vector)  # a miss costs ~25 ms; this, ~0.3
+    svc.later(svc.cache.put(version, normalized, vector))
     return vector, False
 
 
+async def _embed_text(svc: Services, normalized: str, version: int, stages: Stages) -> Embeddings:
+    embedder = svc.embedder
+    with stages.timed("tokenize"):
+        # A query is a few dozen characters: tokenizing it here (tens of microseconds)
+        # costs less than the hop to a thread and back.
+        ids = embedder.tokenizer(version).encode_batch([normalized])
+    with stages.timed("embed"):
+        embeddings = await _timed_embed(
+            svc,
+            "text",
+            lambda: embedder.encode_token_ids(
+                ids, model_version=version, timeout_s=svc.settings.api.embed_timeout_s
+            ),
+        )
+    vector: Embeddings = embeddings[0]
+    return vector
+
+
 async def _search(
-    svc: Services, kind: str, collection: str, vector: Embeddings, page: Page, exclude: str = ""
+    svc: Services,
+    kind: str,
+    collection: str,
+    vector: Embeddings,
+    page: Page,
+    stages: Stages,
+    exclude: str = "",
 ) -> list[Hit]:
     exclude_ids = (exclude,) if exclude else ()
-    return await svc.in_store(
-        f"search:{kind}",
-        lambda: svc.store.search(
-            collection,
-            vector,
-            limit=page.limit + 1,  # one more tells whether a next page exists
-            offset=page.offset,
-            filter=page.to_store(exclude_ids),
-            score_threshold=page.score_threshold,
-        ),
-    )
+    with stages.timed("search"):
+        return await svc.in_store(
+            f"search:{kind}",
+            lambda: svc.store.search(
+                collection,
+                vector,
+                limit=page.limit + 1,  # one more tells whether a next page exists
+                offset=page.offset,
+                filter=page.to_store(exclude_ids),
+                score_threshold=page.score_threshold,
+            ),
+        )
 
 
 def _response(
@@ -136,11 +165,13 @@ def _response(
 
 
 async def _with_live_collection(
-    svc: Services, run: Callable[[str], Awaitable[tuple[list[Hit], bool]]]
+    svc: Services, stages: Stages, run: Callable[[str], Awaitable[tuple[list[Hit], bool]]]
 ) -> tuple[list[Hit], bool, str]:
-    """Resolve the live collection and run; once more if it was dropped in between."""
+    """Resolve the live collection and run; once more, asking the store, if it was dropped
+    in between (or since the name was last asked)."""
     for attempt in (1, 2):
-        collection = await svc.live_collection()
+        with stages.timed("resolve"):
+            collection = await svc.live_collection(fresh=attempt == 2)
         try:
             hits, cached = await run(collection)
             return hits, cached, collection
@@ -155,7 +186,7 @@ async def _with_live_collection(
 
 
 async def text_search(
-    svc: Services, root: str, query: TextSearch, reveal_cache: bool
+    svc: Services, root: str, query: TextSearch, reveal_cache: bool, stages: Stages
 ) -> SearchResponse:
     """`reveal_cache`: say whether the embedding came from the cache. Only to an operator (an
     admin key): to anyone else it would tell whether some other caller searched the phrase."""
@@ -163,47 +194,59 @@ async def text_search(
     normalized = normalize_query(query.q)
 
     async def run(collection: str) -> tuple[list[Hit], bool]:
-        vector, cached = await embed_query(svc, normalized, model_version_of(collection))
-        return await _search(svc, "text", collection, vector, query), cached
+        vector, cached = await embed_query(svc, normalized, model_version_of(collection), stages)
+        return await _search(svc, "text", collection, vector, query, stages), cached
 
-    hits, cached, collection = await _with_live_collection(svc, run)
-    svc.later(svc.cache.count(normalized))
+    hits, cached, collection = await _with_live_collection(svc, stages, run)
     return _response(root, hits, collection, cached if reveal_cache else None, query, start)
 
 
-async def image_search(svc: Services, root: str, data: bytes, page: Page) -> SearchResponse:
+async def image_search(
+    svc: Services, root: str, data: bytes, page: Page, stages: Stages
+) -> SearchResponse:
     start = time.perf_counter()
 
     async def run(collection: str) -> tuple[list[Hit], bool]:
         version = model_version_of(collection)
         spec = svc.embedder.manifest(version).image
         limits = svc.embedder.image_limits
-        # Decoded on the image threads, inside their memory budget, not on the tokenizer's.
-        pixels = await svc.images.run(lambda reserve: prepare_image(data, spec, limits, reserve))
-        vectors = await _timed_embed(
-            svc,
-            "image",
-            lambda: svc.embedder.encode_images(
-                [pixels], model_version=version, timeout_s=svc.settings.api.embed_timeout_s * 5
-            ),
-        )
-        return await _search(svc, "image", collection, vectors[0], page), False
+        with svc.admission.slot("image"):
+            with stages.timed("decode"):
+                # Decoded on the image threads, inside their memory budget.
+                pixels = await svc.images.run(
+                    lambda reserve: prepare_image(data, spec, limits, reserve)
+                )
+            with stages.timed("embed"):
+                vectors = await _timed_embed(
+                    svc,
+                    "image",
+                    lambda: svc.embedder.encode_images(
+                        [pixels],
+                        model_version=version,
+                        timeout_s=svc.settings.api.embed_timeout_s * 5,
+                    ),
+                )
+        return await _search(svc, "image", collection, vectors[0], page, stages), False
 
-    hits, _, collection = await _with_live_collection(svc, run)
+    hits, _, collection = await _with_live_collection(svc, stages, run)
     return _response(root, hits, collection, None, page, start)
 
 
-async def similar_search(svc: Services, root: str, photo_id: str, page: Page) -> SearchResponse:
+async def similar_search(
+    svc: Services, root: str, photo_id: str, page: Page, stages: Stages
+) -> SearchResponse:
     """More like this: the stored vector of a photo, not a new embedding; never itself."""
     start = time.perf_counter()
 
     async def run(collection: str) -> tuple[list[Hit], bool]:
-        found = await svc.in_store(
-            "retrieve", lambda: svc.store.retrieve(collection, [photo_id], with_vectors=True)
-        )
+        with stages.timed("retrieve"):
+            found = await svc.in_store(
+                "retrieve", lambda: svc.store.retrieve(collection, [photo_id], with_vectors=True)
+            )
         if not found or found[0].vector is None:
             raise ApiError(404, f"no photo {photo_id!r} in the index")
-        return await _search(svc, "similar", collection, found[0].vector, page, photo_id), False
+        vector = found[0].vector
+        return await _search(svc, "similar", collection, vector, page, stages, photo_id), False
 
-    hits, _, collection = await _with_live_collection(svc, run)
+    hits, _, collection = await _with_live_collection(svc, stages, run)
     return _response(root, hits, collection, None, page, start)

@@ -26,6 +26,7 @@ from core.vectorstore import (
     VectorStore,
     open_store,
 )
+from query_api.admission import Admission
 from query_api.auth import KeyRing
 from query_api.errors import Unavailable
 from query_api.imagework import ImageWork
@@ -52,11 +53,14 @@ class Services:
     limits: RateLimits
     store_pool: ThreadPoolExecutor
     images: ImageWork
+    admission: Admission
     own_store: bool
     # In-flight text embeddings: concurrent misses of one query share one Triton call.
     inflight: dict[tuple[int, str], asyncio.Future[Embeddings]] = field(default_factory=dict)
     # Query counts, written after the answer leaves; held here so none is garbage-collected.
     background: set[asyncio.Task[None]] = field(default_factory=set)
+    # The live collection's name and until when it is reused (api.alias_cache_s).
+    _live: tuple[str, float] | None = None
 
     @classmethod
     def open(cls, settings: Settings, store: VectorStore | None, metrics: Metrics) -> Services:
@@ -104,6 +108,11 @@ class Services:
                 api.image_memory_mb * 1024 * 1024,
                 api.image_timeout_s,
                 api.retry_after_s,
+            ),
+            admission=Admission(
+                api.max_embeds_in_flight,
+                api.overload_retry_after_s,
+                lambda kind: metrics.refused.labels(kind).inc(),
             ),
             own_store=store is None,
         )
@@ -155,13 +164,25 @@ class Services:
                     time.perf_counter() - start
                 )
 
-    async def live_collection(self) -> str:
-        """The collection searches read now; its name carries the model version to embed with."""
+    async def live_collection(self, fresh: bool = False) -> str:
+        """The collection searches read now; its name carries the model version to embed with.
+
+        The name is reused for `api.alias_cache_s`, unless `fresh`: asking the store on every
+        search costs a thread hop (and two HTTP calls to a Qdrant server). Reusing it stays
+        version-safe: a search embeds with the version its collection's name carries, and a
+        switch leaves the previous collection in place for a rollback; `fresh` is for a
+        search that found the name gone.
+        """
+        now = time.monotonic()
+        if not fresh and self._live is not None and now < self._live[1]:
+            return self._live[0]
         try:
-            return await self.in_store("resolve", lambda: self.store.resolve(LIVE_ALIAS))
+            name = await self.in_store("resolve", lambda: self.store.resolve(LIVE_ALIAS))
         except CollectionNotFound:
             raise Unavailable(
                 "vector_store",
                 "nothing is indexed yet: there is no live collection (run a sync)",
                 self.settings.api.retry_after_s,
             ) from None
+        self._live = (name, now + self.settings.api.alias_cache_s)
+        return name

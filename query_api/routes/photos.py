@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Header, Query, Response
 
 from core.embedding.images import ImageLimits
 from core.vectorstore import CollectionNotFound, StoredPhoto
-from query_api.deps import ReadCaller, RootPath, SearchCaller, ServicesDep, once_each
+from query_api.deps import ReadCaller, RootPath, SearchCaller, ServicesDep, StagesDep, once_each
 from query_api.errors import ApiError
 from query_api.photos import (
     etag_of,
@@ -63,9 +63,10 @@ async def similar(
     services: ServicesDep,
     caller: SearchCaller,
     root: RootPath,
+    stages: StagesDep,
 ) -> SearchResponse:
     """More like this: neighbours of the photo's stored vector, never the photo itself."""
-    return await similar_search(services, root, photo_id, page)
+    return await similar_search(services, root, photo_id, page, stages)
 
 
 @router.get("/{photo_id:path}/image", responses=ERRORS)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Query, UploadFile
 
-from query_api.deps import RootPath, SearchCaller, ServicesDep, once_each
+from query_api.deps import RootPath, SearchCaller, ServicesDep, StagesDep, once_each
 from query_api.errors import ApiError
 from query_api.schemas import ErrorResponse, Page, SearchResponse, TextSearch
 from query_api.search import image_search, text_search
@@ -25,17 +25,22 @@ async def search_get(
     services: ServicesDep,
     caller: SearchCaller,
     root: RootPath,
+    stages: StagesDep,
 ) -> SearchResponse:
     """Photos that match a description; repeat `tags_any` / `tags_all` for several tags."""
-    return await text_search(services, root, query, "admin" in caller.scopes)
+    return await text_search(services, root, query, "admin" in caller.scopes, stages)
 
 
 @router.post("", response_model=SearchResponse, responses=ERRORS)
 async def search_post(
-    query: TextSearch, services: ServicesDep, caller: SearchCaller, root: RootPath
+    query: TextSearch,
+    services: ServicesDep,
+    caller: SearchCaller,
+    root: RootPath,
+    stages: StagesDep,
 ) -> SearchResponse:
     """The same search with a JSON body (long filter lists)."""
-    return await text_search(services, root, query, "admin" in caller.scopes)
+    return await text_search(services, root, query, "admin" in caller.scopes, stages)
 
 
 @router.post("/image", response_model=SearchResponse, responses=ERRORS)
@@ -45,10 +50,11 @@ async def search_image(
     services: ServicesDep,
     caller: SearchCaller,
     root: RootPath,
+    stages: StagesDep,
 ) -> SearchResponse:
     """Photos that look like an uploaded image."""
     limit = services.settings.api.max_upload_bytes
     data = await file.read(limit + 1)
     if len(data) > limit:
         raise ApiError(413, f"the image is larger than the limit of {limit} bytes")
-    return await image_search(services, root, data, page)
+    return await image_search(services, root, data, page, stages)

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,7 @@ from core.embedding.client import EmbeddingClient
 from core.embedding.errors import (
     InvalidImage,
     ModelVersionUnavailable,
+    TritonQueueFull,
     TritonQueueTimeout,
     TritonTimeout,
     TritonUnavailable,
@@ -37,9 +35,8 @@ from core.embedding.errors import (
 from core.embedding.images import prepare_image
 from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, ModelManifest, Priority
 from core.embedding.tokenizer import pad_batch
-from loadtests.machine import free_ports, triton_ports
-from loadtests.openloop import fetch_text
-from model.repository import PYTHON_BACKEND, version_dir
+from loadtests.machine import free_ports
+from model.repository import version_dir
 from model.triton_server import (
     CONTROL_HEADER,
     GRPC_CONTROL_HEADER,
@@ -48,7 +45,7 @@ from model.triton_server import (
     write_control_key,
 )
 from query_api.errors import install_handlers
-from tests.support.api import sample
+from tests.support.gated import Gated, gated_triton
 from tests.support.images import broken_files, encode, photo
 from tests.support.models import TRITON_CONTROL_KEY
 
@@ -210,68 +207,11 @@ def test_triton_load_sends_the_control_key_from_the_setting_or_the_key_file(
 
 # -- scheduling: searches ahead of indexing, deadlines kept in Triton's queue ---------------
 
-# Wraps the served python-backend model: logs each execution's requests by their first pixel
-# (a tag the test gives each request) and holds the instance while the gate file exists, so
-# that the test decides when Triton may pick its next batch (no sleeps, no race).
-GATED_MODEL = """
-import importlib.util, json, os, time
-
-_here = os.path.dirname(__file__)
-_spec = importlib.util.spec_from_file_location("served", os.path.join(_here, "served.py"))
-served = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(served)
-pb_utils = served.pb_utils
-
-
-class TritonPythonModel(served.TritonPythonModel):
-    def initialize(self, args):
-        super().initialize(args)
-        self.gate = os.path.join(args["model_repository"], "..", "gate")
-
-    def execute(self, requests):
-        tags = [
-            int(pb_utils.get_input_tensor_by_name(r, self.input_name).as_numpy().flat[0])
-            for r in requests
-        ]
-        with open(os.path.join(self.gate + "-log"), "a") as log:
-            log.write(json.dumps(tags) + "\\n")
-        give_up = time.monotonic() + 120  # a failed test must not hang Triton
-        while os.path.exists(self.gate) and time.monotonic() < give_up:
-            time.sleep(0.01)
-        return super().execute(requests)
-"""
-
-
-@dataclass
-class Gated:
-    """A Triton whose clip_image executions the test holds and logs."""
-
-    server: TritonServer
-    repository: Path
-
-    @property
-    def gate(self) -> Path:
-        return self.repository / "gate"
-
-    def executions(self) -> list[list[int]]:
-        log = self.repository / "gate-log"
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-    def pending(self) -> float:
-        """Requests Triton holds for clip_image that no execution has taken yet."""
-        text = fetch_text(f"http://127.0.0.1:{self.server.ports.metrics}/metrics")
-        return sample(text, "nv_inference_pending_request_count", model=IMAGE_MODEL)
-
 
 @pytest.fixture(scope="module")
 def gated(repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gated]:
-    repo = tmp_path_factory.mktemp("gated") / "models"
-    shutil.copytree(repository, repo)
-    version = version_dir(repo, IMAGE_MODEL, 1)
-    shutil.copyfile(PYTHON_BACKEND, version / "served.py")
-    (version / "model.py").write_text(GATED_MODEL)
-    with TritonServer(repo, triton_ports(), tmp_path_factory.mktemp("triton")) as server:
-        yield Gated(server, repo)
+    with gated_triton(repository, tmp_path_factory.mktemp("gated")) as server:
+        yield server
 
 
 def _tagged(manifest: ModelManifest, tag: int, count: int) -> AnyArray:
@@ -358,14 +298,20 @@ async def test_a_request_still_queued_at_its_deadline_is_rejected_not_computed(
 
 def test_the_api_answers_a_queue_rejection_with_503_and_retry_after() -> None:
     app = FastAPI()
-    install_handlers(app, retry_after_s=7)
+    install_handlers(app, retry_after_s=7, overload_retry_after_s=2)
 
     @app.get("/search")
     async def search() -> None:
         raise TritonQueueTimeout("clip_text v1: still queued in Triton: overloaded")
 
-    answer = TestClient(app).get("/search")
-    assert answer.status_code == 503
-    assert answer.headers["Retry-After"] == "7"
-    assert answer.json()["error"] == "triton_unavailable"
-    assert "overloaded" in answer.json()["message"]
+    @app.get("/full")
+    async def full() -> None:
+        raise TritonQueueFull("clip_text v1: Triton's queue is full: overloaded")
+
+    for path in ("/search", "/full"):
+        answer = TestClient(app).get(path)
+        assert answer.status_code == 503
+        # An overload clears in about a second, unlike a dependency that is down.
+        assert answer.headers["Retry-After"] == "2"
+        assert answer.json()["error"] == "overloaded"
+        assert "overloaded" in answer.json()["message"]
