@@ -112,7 +112,10 @@ def export_command(
             show_default="the demo photos",
         ),
     ] = None,
-    instances: Annotated[int, typer.Option(min=1, help="Model instances per Triton.")] = 1,
+    instances: Annotated[int, typer.Option(min=1, help="Image model instances per Triton.")] = 1,
+    text_instances: Annotated[
+        int, typer.Option(min=1, help="Text model instances per Triton (2: see triton_config).")
+    ] = 2,
     tensorrt: Annotated[bool, typer.Option(help="GPU target: TensorRT FP16 accelerator.")] = True,
     trt_cache_dir: Annotated[str, typer.Option(help="GPU target: TensorRT engine cache.")] = (
         "/tmp/triton-trt-cache"
@@ -129,6 +132,7 @@ def export_command(
         image_queue_delay_us=_or(image_queue_delay_us, settings.model.image_queue_delay_us),
         ort_threads=_or(ort_threads, settings.model.ort_threads),
         instances=instances,
+        text_instances=text_instances,
         tensorrt=tensorrt,
         trt_cache_dir=trt_cache_dir,
     )

@@ -142,3 +142,17 @@ def test_the_exported_repository_carries_the_priorities_and_the_queue_policy(
         assert batching.priority_levels == 2
         assert batching.default_queue_policy.timeout_action == mc.ModelQueuePolicy.REJECT
         assert batching.default_queue_policy.allow_timeout_override
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu"])
+def test_the_text_model_runs_two_instances_so_no_query_waits_out_the_batchers_idle_sleep(
+    target: Target,
+) -> None:
+    # One instance lets a query that arrives as an execution ends wait 500 ms (triton_config).
+    text = parse(render(text_config(target, SHAPES, BatchingOptions())))
+    image = parse(render(image_config(target, SHAPES, BatchingOptions())))
+    assert [g.count for g in text.instance_group] == [2]
+    assert [g.count for g in image.instance_group] == [1]
+    custom = BatchingOptions(instances=3, text_instances=1)
+    assert parse(render(text_config(target, SHAPES, custom))).instance_group[0].count == 1
+    assert parse(render(image_config(target, SHAPES, custom))).instance_group[0].count == 3
