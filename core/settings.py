@@ -69,7 +69,12 @@ class ModelSettings(BaseModel):
         50_000, ge=0, description="Dynamic batching delay of the image model (throughput side)."
     )
     ort_threads: int = Field(
-        0, ge=0, description="onnxruntime intra-op threads in the CPU target (0: all cores)."
+        0, ge=0, description="onnxruntime intra-op threads of the image model (0: all cores)."
+    )
+    text_ort_threads: int = Field(
+        1,
+        ge=0,
+        description="onnxruntime intra-op threads of each text model instance (0: all cores).",
     )
     text_pad_multiple: int = Field(
         8,

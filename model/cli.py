@@ -94,6 +94,14 @@ def export_command(
             min=0, help="CPU target: 0 = all cores.", show_default="PHOTOSEARCH_MODEL__ORT_THREADS"
         ),
     ] = None,
+    text_ort_threads: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Threads of each text instance.",
+            show_default="PHOTOSEARCH_MODEL__TEXT_ORT_THREADS",
+        ),
+    ] = None,
     precision: Annotated[
         PrecisionChoice,
         typer.Option(help="fp32; fp16 for GPUs; int8 (dynamic quantization) for CPUs."),
@@ -131,6 +139,7 @@ def export_command(
         text_queue_delay_us=_or(text_queue_delay_us, settings.model.text_queue_delay_us),
         image_queue_delay_us=_or(image_queue_delay_us, settings.model.image_queue_delay_us),
         ort_threads=_or(ort_threads, settings.model.ort_threads),
+        text_ort_threads=_or(text_ort_threads, settings.model.text_ort_threads),
         instances=instances,
         text_instances=text_instances,
         tensorrt=tensorrt,

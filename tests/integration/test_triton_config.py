@@ -153,6 +153,9 @@ def test_the_text_model_runs_two_instances_so_no_query_waits_out_the_batchers_id
     image = parse(render(image_config(target, SHAPES, BatchingOptions())))
     assert [g.count for g in text.instance_group] == [2]
     assert [g.count for g in image.instance_group] == [1]
+    # One onnxruntime thread per text instance; the image model's batches take every core.
+    assert text.parameters["intra_op_thread_count"].string_value == "1"
+    assert image.parameters["intra_op_thread_count"].string_value == "0"
     custom = BatchingOptions(instances=3, text_instances=1)
     assert parse(render(text_config(target, SHAPES, custom))).instance_group[0].count == 1
     assert parse(render(image_config(target, SHAPES, custom))).instance_group[0].count == 3
