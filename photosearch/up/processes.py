@@ -66,19 +66,36 @@ def redis_binary(configured: str | None = None) -> str:
 
 
 def redis_command(binary: str, port: int, folder: Path) -> list[str]:
-    """A private Redis for the queue, the job records and the query cache, kept on disk.
+    """A private Redis for the queue and the job records, kept on disk.
 
     The broker's tasks and the job records must survive a restart, even a SIGKILL, so the
     append-only file is on and fsynced before each reply ("always"): a task the worker or the
-    API was told is queued is on disk. The queue writes a few times per batch of 64 photos and
-    the cache once per query miss, tens of fsyncs a second at the peak. Nothing is evicted: an
-    evicted task would be a lost photo; the cache's keys all carry a TTL instead.
+    API was told is queued is on disk. The queue writes a few times per batch of photos, so
+    the fsyncs stay few; the query cache, which writes on every search, has a Redis of its own
+    (`cache_command`). Nothing is evicted: an evicted task would be a lost photo.
     """
     return [
         binary,
         *("--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "yes"),
         *("--dir", str(folder), "--appendonly", "yes", "--appendfsync", "always"),
         *("--save", "3600 1 300 100 60 10000", "--maxmemory-policy", "noeviction"),
+        *("--daemonize", "no", "--logfile", ""),
+    ]
+
+
+def cache_command(binary: str, port: int, folder: Path, max_mb: int) -> list[str]:
+    """The query cache's Redis, as compose's and Kubernetes' redis-cache: memory only, bounded.
+
+    All it holds can be computed again (query embeddings, thumbnails, the popular queries'
+    counts), so nothing is written to disk: no fsync per search, no fork to save. It grows to
+    `max_mb` and evicts the least recently used keys from there on. `folder` is only its
+    working directory: with saving off it writes nothing there.
+    """
+    return [
+        binary,
+        *("--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "yes"),
+        *("--dir", str(folder), "--appendonly", "no", "--save", ""),
+        *("--maxmemory", f"{max_mb}mb", "--maxmemory-policy", "allkeys-lru"),
         *("--daemonize", "no", "--logfile", ""),
     ]
 

@@ -11,7 +11,14 @@ from typing import Any
 from model.triton_server import TritonInstall, TritonServer
 from photosearch.up.ports import held_by_another
 from photosearch.up.probes import redis_process_id, triton_name
-from photosearch.up.processes import Child, ChildError, die_with_parent, redis_command, rotate
+from photosearch.up.processes import (
+    Child,
+    ChildError,
+    cache_command,
+    die_with_parent,
+    redis_command,
+    rotate,
+)
 
 Say = Callable[[str], None]
 
@@ -30,25 +37,58 @@ class _Stranger:
 
 
 class RedisChild(Child):
-    """`up`'s Redis: ready when the Redis on its port gives this child's pid (INFO server)."""
+    """One of `up`'s Redis servers (the broker's, the query cache's): ready when the Redis on
+    its port gives this child's pid (INFO server).
 
-    def __init__(self, binary: str, port: int, folder: Path, log_path: Path, say: Say) -> None:
-        super().__init__("redis", [], log_path)
-        self.binary = binary
+    `what` names its port in `up`'s PortBook ("Redis"); `command(port)` is its command line.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        what: str,
+        command: Callable[[int], list[str]],
+        port: int,
+        log_path: Path,
+        say: Say,
+    ) -> None:
+        super().__init__(name, [], log_path)
+        self.what = what
+        self.make_command = command
         self.port = port  # `up` moves it where another server took it
-        self.folder = folder
         self.stranger = _Stranger(say)
 
     def spawn(self) -> None:
-        self.command = redis_command(self.binary, self.port, self.folder)
+        self.command = self.make_command(self.port)
         self.stranger.said = False
         super().spawn()
 
     def ready(self) -> bool:
         pid = redis_process_id(self.port)
         if pid is not None and pid != self.pid:
-            self.stranger.seen(held_by_another(self.port, "Redis", "redis", f"pid {pid}"))
+            self.stranger.seen(held_by_another(self.port, self.what, self.name, f"pid {pid}"))
         return pid is not None and pid == self.pid
+
+
+def broker_redis(binary: str, port: int, folder: Path, log_path: Path, say: Say) -> RedisChild:
+    """The Redis of the queue and the job records, kept on disk."""
+    return RedisChild(
+        "redis", "Redis", lambda p: redis_command(binary, p, folder), port, log_path, say
+    )
+
+
+def cache_redis(
+    binary: str, port: int, folder: Path, max_mb: int, log_path: Path, say: Say
+) -> RedisChild:
+    """The query cache's Redis: in memory, at most `max_mb`, least recently used keys evicted."""
+    return RedisChild(
+        "redis-cache",
+        "Redis cache",
+        lambda p: cache_command(binary, p, folder, max_mb),
+        port,
+        log_path,
+        say,
+    )
 
 
 class UpTriton(TritonServer):

@@ -1,9 +1,10 @@
 """`photosearch up`: every part of PhotoSearch on one machine, started in order and supervised.
 
-Embedded mode (no Qdrant URL): Redis, Triton, the API with the Celery worker on its threads
-(Qdrant Edge admits one owning process), and beat. With a Qdrant server the worker is a
-process of its own, as in production. A child that dies is started again with a backoff;
-SIGINT/SIGTERM stop the children in reverse order, and a second one kills what is left.
+Embedded mode (no Qdrant URL): Redis, the query cache's own Redis, Triton, the API with the
+Celery worker on its threads (Qdrant Edge admits one owning process), and beat. With a Qdrant
+server the worker is a process of its own, as in production. A child that dies is started
+again with a backoff; SIGINT/SIGTERM stop the children in reverse order, and a second one
+kills what is left.
 """
 
 from __future__ import annotations
@@ -36,12 +37,22 @@ from photosearch.up.indexing import index_then_announce, source_to_index
 from photosearch.up.ports import PortBook
 from photosearch.up.probes import http_ok, single_owner
 from photosearch.up.processes import Child, ChildError, kill_session, log_tail, redis_binary
-from photosearch.up.servers import RedisChild, TritonChild, UpTriton
+from photosearch.up.servers import (
+    RedisChild,
+    TritonChild,
+    UpTriton,
+    broker_redis,
+    cache_redis,
+)
 
 # What a running `up` tells tools and tests: its pid, URL, children's pids and settings.
 STATE_FILE = "up.json"
 # The children that reach a port's server: they start again when it moves.
-READERS = {"Redis": ("api", "worker", "beat"), "Triton gRPC": ("api", "worker")}
+READERS = {
+    "Redis": ("api", "worker", "beat"),
+    "Redis cache": ("api", "worker"),  # the worker pre-warms the cache before a switch
+    "Triton gRPC": ("api", "worker"),
+}
 
 
 def read_state(data_dir: Path) -> dict[str, Any]:
@@ -152,6 +163,10 @@ class Supervisor:
             firm = "--redis-port" if opts.redis_port else None
             url = {"PHOTOSEARCH_REDIS__URL": "redis://127.0.0.1:{}/0"}
             book.take("Redis", opts.redis_port or 6379, "redis", url, firm=firm)
+        if "cache_url" not in given.redis.model_fields_set:
+            # The cache's own bounded Redis, on the port after the broker's where it is free.
+            cache = {"PHOTOSEARCH_REDIS__CACHE_URL": "redis://127.0.0.1:{}/0"}
+            book.take("Redis cache", (opts.redis_port or 6379) + 1, "redis-cache", cache)
         if "url" not in given.triton.model_fields_set:
             t, var = given.triton, "PHOTOSEARCH_TRITON__"
             grpc = {f"{var}GRPC_PORT": "{}", f"{var}URL": "127.0.0.1:{}"}
@@ -184,7 +199,7 @@ class Supervisor:
         self.env.update(self.ports.environment())
         for child in self.children:
             if isinstance(child, RedisChild):
-                child.port = self.ports["Redis"]
+                child.port = self.ports[child.what]
             elif isinstance(child, TritonChild):
                 child.server.ports = self._triton_ports()
 
@@ -249,7 +264,14 @@ class Supervisor:
             folder.mkdir(parents=True, exist_ok=True)
             binary = redis_binary(settings.up.redis_server)
             port = self.ports["Redis"]
-            self._spawn(RedisChild(binary, port, folder, logs / "redis.log", self.say))
+            self._spawn(broker_redis(binary, port, folder, logs / "redis.log", self.say))
+        if "Redis cache" in self.ports:
+            folder = settings.data_dir / "redis-cache"
+            folder.mkdir(parents=True, exist_ok=True)
+            binary = redis_binary(settings.up.redis_server)
+            port, mb = self.ports["Redis cache"], settings.up.cache_max_mb
+            log = logs / "redis-cache.log"
+            self._spawn(cache_redis(binary, port, folder, mb, log, self.say))
         if model is not None:
             try:
                 server = UpTriton(

@@ -1,11 +1,11 @@
 """`photosearch up` as a newcomer runs it: a subprocess, a fresh data directory, free ports.
 
 The first start exports ViT-B-32 (random weights here: no network to fetch the pretrained
-ones), starts its own Redis, Triton, the API with the embedded worker and beat, and indexes
-the demo photos. Another Triton holds the HTTP port `up` prefers all along. The tests in this
-module run in order against that one system: searches and the page, then the supervision
-(children killed and started again, a port taken by another server meanwhile), then SIGTERM,
-then a second start on the same data.
+ones), starts its own Redis, the query cache's bounded Redis, Triton, the API with the embedded
+worker and beat, and indexes the demo photos. Another Triton holds the HTTP port `up` prefers
+all along. The tests in this module run in order against that one system: searches and the
+page, then the supervision (children killed and started again, a port taken by another server
+meanwhile), then SIGTERM, then a second start on the same data.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from model.triton_server import CONTROL_HEADER, Ports
 from photosearch.up.bootstrap import BootstrapError
 from photosearch.up.ports import PortBook
 from photosearch.up.processes import Child, ChildError, redis_binary, redis_command
-from photosearch.up.servers import RedisChild, UpTriton
+from photosearch.up.servers import RedisChild, UpTriton, broker_redis
 from photosearch.up.supervisor import STATE_FILE
 from tests.support.browser import cards, search, shown, thumbnails_loaded
 from tests.support.redisserver import valkey_binary
@@ -52,6 +52,7 @@ from tests.support.upprocess import (
 )
 
 CAT = "skimage-chelsea"
+CACHE_MAX_MB = 24  # not the default: the query cache's Redis gets the setting's bound
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +62,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
     env = newcomer_env() | {
         "PHOTOSEARCH_UP__PROBE_INTERVAL_S": "1",
         "PHOTOSEARCH_UP__LIVENESS_FAILURES": "5",
+        "PHOTOSEARCH_UP__CACHE_MAX_MB": str(CACHE_MAX_MB),
     }
     system = Up(tmp_path_factory.mktemp("up") / "data", api, redis, env)
     # Another Triton on the HTTP port `up` prefers, as another `up` would have it.
@@ -152,6 +154,43 @@ def test_the_children_get_the_api_metrics_port_and_a_control_key_of_this_start(u
     assert httpx.post(index, headers={CONTROL_HEADER: key}, timeout=10).status_code == 200
 
 
+def test_the_query_cache_has_a_bounded_redis_of_its_own_that_the_api_uses(up: Up) -> None:
+    env, children = up.state()["env"], up.state()["children"]
+    cache_url, broker_url = env["PHOTOSEARCH_REDIS__CACHE_URL"], env["PHOTOSEARCH_REDIS__URL"]
+    assert cache_url != broker_url
+    assert f"PHOTOSEARCH_REDIS__CACHE_URL={cache_url}" in (up.data_dir / "up.env").read_text()
+    api_env = dict(
+        item.split("=", 1)
+        for item in (Path("/proc") / str(children["api"]) / "environ").read_text().split("\0")
+        if "=" in item
+    )
+    assert api_env["PHOTOSEARCH_REDIS__CACHE_URL"] == cache_url
+    cache, broker = Redis.from_url(cache_url), Redis.from_url(broker_url)
+    try:
+        # `up`'s own child, as compose's redis-cache: bounded, evicting, nothing on disk.
+        assert cache.info("server")["process_id"] == children["redis-cache"]
+        config = {
+            key: cache.config_get(key)[key]
+            for key in ("maxmemory", "maxmemory-policy", "save", "appendonly")
+        }
+        assert config == {
+            "maxmemory": str(CACHE_MAX_MB * 2**20),
+            "maxmemory-policy": "allkeys-lru",
+            "save": "",
+            "appendonly": "no",
+        }
+        assert broker.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+        # A query searched once is cached there, and not in the broker's Redis.
+        query = f"a kettle on a stove {time.time()}"
+        assert len(up.get("/v1/search", q=query, limit=2)["results"]) == 2
+        wait_until(lambda: cache.keys("photosearch:qcache:*"), 10, "nothing cached")
+        assert broker.keys("photosearch:qcache:*") == []
+    finally:
+        cache.close()
+        broker.close()
+    assert list((up.data_dir / "redis-cache").iterdir()) == []
+
+
 def test_text_search_answers_without_a_key_from_the_demo_photos(up: Up) -> None:
     body = up.get("/v1/search", q="a cat sleeping on a chair", limit=5)
     assert len(body["results"]) == 5
@@ -205,7 +244,7 @@ def test_the_page_loads_and_searches_in_chromium(up: Up, page: Page) -> None:
     thumbnails_loaded(page)
 
 
-@pytest.mark.parametrize("name", ["triton", "redis", "api"])
+@pytest.mark.parametrize("name", ["triton", "redis", "redis-cache", "api"])
 def test_a_child_that_dies_is_started_again(up: Up, name: str) -> None:
     before = up.state()["children"][name]
     os.kill(before, signal.SIGKILL)
@@ -299,7 +338,7 @@ def test_sigterm_stops_every_child_and_leaves_none(up: Up) -> None:
     assert up.process is not None
     below = descendants(up.process.pid)
     names = set(up.state()["children"])
-    assert names == {"redis", "triton", "api", "beat"}
+    assert names == {"redis", "redis-cache", "triton", "api", "beat"}
     assert set(up.state()["children"].values()) <= below
     assert len(below) > len(names)  # Triton's stubs, uvicorn's workers...
     assert up.stop(signal.SIGTERM) == 0
@@ -396,7 +435,7 @@ def test_a_redis_that_gives_another_pid_is_not_up_s_own(tmp_path: Path) -> None:
 
     def redis(name: str) -> RedisChild:
         (tmp_path / name).mkdir()
-        return RedisChild(
+        return broker_redis(
             redis_binary(), port, tmp_path / name, tmp_path / f"{name}.log", said.append
         )
 

@@ -22,6 +22,10 @@ def cmdline(pid: int) -> list[str]:
     return (Path("/proc") / str(pid) / "cmdline").read_bytes().decode().split("\0")[3:-1]
 
 
+def environ(pid: int) -> list[str]:
+    return (Path("/proc") / str(pid) / "environ").read_bytes().decode().split("\0")
+
+
 def test_with_a_qdrant_server_the_worker_runs_as_its_own_process(tmp_path: Path) -> None:
     photos = tmp_path / "photos"
     photo_folder(photos, 4)
@@ -32,9 +36,12 @@ def test_with_a_qdrant_server_the_worker_runs_as_its_own_process(tmp_path: Path)
     up.start(until="(job ")  # every child started; the sync is queued
     try:
         children = up.state()["children"]
-        assert set(children) == {"redis", "triton", "api", "worker", "beat"}
+        assert set(children) == {"redis", "redis-cache", "triton", "api", "worker", "beat"}
         assert cmdline(children["api"]) == ["api", "serve"]  # not serve-embedded
         assert cmdline(children["worker"]) == ["worker"]
+        # The worker pre-warms the query cache before a switch: in the cache's own Redis.
+        cache = up.state()["env"]["PHOTOSEARCH_REDIS__CACHE_URL"]
+        assert f"PHOTOSEARCH_REDIS__CACHE_URL={cache}" in environ(children["worker"])
         assert not (up.data_dir / "vectors").exists()  # nothing embedded was opened
         ready = httpx.get(up.url + "/readyz", timeout=10)
         assert ready.status_code == 503
