@@ -8,61 +8,46 @@ throughout, and a report that says whether it held.
 
 Verdicts: no failed request and every sync done; p99 of the last third within 1.5x of the
 first third's; every process's RSS (median over one sync interval after the warm-up against
-the last one) grows less than 10%, none restarted.
+the last one) grows less than 10%, except a process with a memory bound of its own (the query
+cache's Redis), whose RSS stays within that bound and an allowance; none restarted.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import shlex
-import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadtests.machine import Occasion, descendants, parent_of, proc, rss_mib
+from loadtests.machine import Occasion, rss_mib
 from loadtests.records import Latency, Records, cache_figures, latency, read, triton_figures
 from loadtests.report import in_load, ms
 from loadtests.run import add_system_arguments, drive, open_target, report_folder, up_data_dir
 from loadtests.scenario import DEFAULT_FILE, Plan, Scenario, ScenarioError, load_scenario
+from loadtests.soakmemory import (
+    RSS_GROWTH_MAX,
+    Growth,
+    RssSample,
+    bounds,
+    processes,
+    rss_growth,
+    write_rss,
+)
 from loadtests.system import SyncWatch, Target, TargetError, poll_sync, say, start_sync
 from photosearch.up.supervisor import read_state
 
-MODELS = ("clip_image", "clip_text")
 # The issue's criteria, with "stable" made a number: the last third's p99 may be at most
 # this many times the first third's (a leak or a growing queue shows as a steady climb).
 P99_DRIFT_MAX = 1.5
-RSS_GROWTH_MAX = 0.10
-RSS_FIELDS = ("at_s", "process", "pid", "rss_mib")
-
-
-@dataclass(frozen=True)
-class RssSample:
-    """One process's resident memory at `at_s` seconds after the load began."""
-
-    at_s: float
-    process: str  # a label that survives a restart: its role in `photosearch up`
-    pid: int
-    rss_mib: float
-
-
-@dataclass(frozen=True)
-class Growth:
-    """A process's memory: the median of its samples just after the warm-up and at the end."""
-
-    process: str
-    start_mib: float
-    end_mib: float
-    pids: int  # more than one: it was restarted during the run
-
-    @property
-    def share(self) -> float:
-        return (self.end_mib - self.start_mib) / self.start_mib if self.start_mib else math.nan
+MEMORY = (
+    f"resident memory: every process flat (grows < {RSS_GROWTH_MAX:.0%}), "
+    "a bounded one within its bound"
+)
 
 
 @dataclass(frozen=True)
@@ -70,30 +55,6 @@ class Verdict:
     criterion: str
     passed: bool
     detail: str
-
-
-def processes(supervisor: int, children: dict[str, int]) -> dict[int, str]:
-    """Every process of a `photosearch up`, each by a label that a restart keeps: `up`, its
-    children by their role (api, triton, redis, beat...), theirs by role/command (Triton's
-    python-backend stubs by the model they serve)."""
-    role = {pid: name for name, pid in children.items()}
-    labels = {supervisor: "up"}
-    for pid in sorted(descendants(supervisor)):
-        if pid in role:
-            labels[pid] = role[pid]
-            continue
-        parent = pid
-        while parent not in role and parent != supervisor and (stat := proc(parent, "stat")):
-            parent = parent_of(stat)
-        model = next((m for m in MODELS if m in proc(pid, "cmdline")), "")
-        label = f"{role.get(parent, 'up')}/{proc(pid, 'comm') or '?'}"
-        labels[pid] = label + (f" ({model})" if model else "")
-    seen: dict[str, int] = {}
-    for pid in sorted(labels):  # two of one kind (worker pool processes): number them
-        n = seen[labels[pid]] = seen.get(labels[pid], 0) + 1
-        if n > 1:
-            labels[pid] = f"{labels[pid]} #{n}"
-    return labels
 
 
 @dataclass
@@ -129,22 +90,6 @@ class Soak:
 # -- the figures and the verdicts ---------------------------------------------------------------
 
 
-def write_rss(path: Path, samples: list[RssSample]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(RSS_FIELDS)
-        for s in samples:
-            writer.writerow([f"{s.at_s:.3f}", s.process, s.pid, f"{s.rss_mib:.3f}"])
-
-
-def read_rss(path: Path) -> list[RssSample]:
-    with path.open(newline="") as f:
-        return [
-            RssSample(float(r["at_s"]), r["process"], int(r["pid"]), float(r["rss_mib"]))
-            for r in csv.DictReader(f)
-        ]
-
-
 def per_minute(records: Records, t0: float, duration_s: float) -> list[Latency]:
     """Latency and errors of the requests sent in each minute of the load."""
     return [
@@ -162,30 +107,10 @@ def thirds(records: Records, t0: float, duration_s: float) -> tuple[Latency, Lat
     )
 
 
-def rss_growth(
-    samples: list[RssSample], warmup_s: float, window_s: float, end_s: float
-) -> list[Growth]:
-    """Each process's memory over [warmup, warmup + window] against the last window.
-
-    Medians over windows as long as the sync interval: each window then holds one sync's
-    indexing and its quiet time, so a batch in flight at one instant is not taken for growth.
-    """
-    out = []
-    for process in sorted({s.process for s in samples}):
-        mine = [s for s in samples if s.process == process]
-        start = [s.rss_mib for s in mine if warmup_s <= s.at_s < warmup_s + window_s]
-        end = [s.rss_mib for s in mine if s.at_s >= end_s - window_s]
-        if start and end:
-            pids = len({s.pid for s in mine})
-            out.append(Growth(process, statistics.median(start), statistics.median(end), pids))
-    return out
-
-
 def verdicts(
     load: Latency, first: Latency, last: Latency, growth: list[Growth], syncs: list[SyncWatch]
 ) -> list[Verdict]:
     failed_syncs = [w.job_id for w in syncs if w.job.get("state") != "done"]
-    worst = max(growth, key=lambda g: g.share, default=None)
     restarted = [g.process for g in growth if g.pids > 1]
     drift = last.p99 / first.p99 if first.p99 else math.nan
     return [
@@ -201,15 +126,27 @@ def verdicts(
             f"first third {first.p99:.1f} ms, last third {last.p99:.1f} ms: {drift:.2f}x",
         ),
         Verdict(
-            f"resident memory of every process grows < {RSS_GROWTH_MAX:.0%}",
-            bool(growth) and all(g.share < RSS_GROWTH_MAX for g in growth) and not restarted,
-            "no process sampled in both windows"
-            if worst is None
-            else f"largest: {worst.process} {worst.share:+.1%} "
-            f"({worst.start_mib:.0f} -> {worst.end_mib:.0f} MiB); restarted: "
-            f"{', '.join(restarted) or 'none'}",
+            MEMORY,
+            bool(growth) and all(g.held for g in growth) and not restarted,
+            memory_detail(growth, restarted),
         ),
     ]
+
+
+def memory_detail(growth: list[Growth], restarted: list[str]) -> str:
+    """Those that did not hold, else the largest flat growth; the bounded ones; restarts."""
+    if not growth:
+        return "no process sampled in both windows"
+    flat = [g for g in growth if g.bound_mib is None]
+    bounded = [g for g in growth if g.bound_mib is not None]
+    failed = [g for g in growth if not g.held]
+    parts = [f"not held: {', '.join(g.said() for g in failed)}"] if failed else []
+    if flat and not failed:
+        parts.append(f"largest: {max(flat, key=lambda g: g.share).said()}")
+    if bounded and not failed:
+        parts.append(f"bounded: {', '.join(g.said() for g in bounded)}")
+    parts.append(f"restarted: {', '.join(restarted) or 'none'}")
+    return "; ".join(parts)
 
 
 def render(
@@ -237,9 +174,14 @@ def render(
             f"- {name} third: {third.count} requests, {third.errors} errors, p99 {ms(third.p99)} ms"
         )
     lines += ["", "## Resident memory per process (MiB, medians of the two windows)", ""]
-    lines += ["| process | after warm-up | end | growth | pids |", "|---|---:|---:|---:|---:|"]
     lines += [
-        f"| {g.process} | {g.start_mib:.1f} | {g.end_mib:.1f} | {g.share:+.1%} | {g.pids} |"
+        "| process | after warm-up | end | growth | peak | judged by | held | pids |",
+        "|---|---:|---:|---:|---:|---|---|---:|",
+    ]
+    lines += [
+        f"| {g.process} | {g.start_mib:.1f} | {g.end_mib:.1f} | {g.share:+.1%} | "
+        f"{'' if math.isnan(g.peak_mib) else f'{g.peak_mib:.1f}'} | {g.criterion} | "
+        f"{'yes' if g.held else '**no**'} | {g.pids} |"
         for g in growth
     ]
     lines += ["", "## Syncs", "", "| job | sent at s | took s | state | done | deleted |"]
@@ -269,6 +211,9 @@ def run_soak(
 ) -> Path:
     supervisor = target.up.process.pid if target.up and target.up.process else None
     supervisor = supervisor or int(read_state(data_dir)["pid"])
+    # The query cache's Redis is held to its maxmemory, read from the server before the load.
+    cache_url = target.settings.redis.cache if target.settings is not None else None
+    bound = bounds(cache_url, read_state(data_dir).get("children", {}))
     soak = Soak(target, scenario, data_dir, supervisor, sync_every_s, rss_every_s)
     if scenario.sync is not None:
         soak.next_sync_s = scenario.sync.at * scenario.duration_s
@@ -281,7 +226,7 @@ def run_soak(
     records = in_load(read(Path(load.plan.records)), load.t0, duration)
     minutes = per_minute(records, load.t0, duration)
     first, last = thirds(records, load.t0, duration)
-    growth = rss_growth(soak.rss, warmup_s, window_s, duration)
+    growth = rss_growth(soak.rss, warmup_s, window_s, duration, bound)
     results = verdicts(latency(records), first, last, growth, soak.syncs)
     shares = ", ".join(f"{k} {v:.0%}" for k, v in scenario.shares().items())
     notes = [
@@ -290,7 +235,13 @@ def run_soak(
         f"- **Load**: {scenario.rate:g}/s for {duration:g} s ({shares}); a sync of churned "
         f"photos ({scenario.sync}) every {sync_every_s:g} s, or when the previous one ended",
         f"- **Memory**: RSS of every process below the `photosearch up` (pid {supervisor}) "
-        f"every {rss_every_s:g} s; warm-up {warmup_s:g} s, windows of {window_s:g} s",
+        f"every {rss_every_s:g} s; warm-up {warmup_s:g} s, windows of {window_s:g} s; "
+        + (
+            ", ".join(
+                f"{name} bounded by its maxmemory {mib:.0f} MiB" for name, mib in bound.items()
+            )
+            or "no process with a memory bound of its own"
+        ),
         f"- **Command**: `{at.command}`",
     ]
     # Where the time went when searches fail: Triton's batches, queue and compute per model.
@@ -309,7 +260,10 @@ def run_soak(
         "minutes": [asdict(m) for m in minutes],
         "first_third": asdict(first),
         "last_third": asdict(last),
-        "rss": [asdict(g) | {"growth": g.share} for g in growth],
+        "rss": [
+            asdict(g) | {"growth": g.share, "limit_mib": g.limit_mib, "held": g.held}
+            for g in growth
+        ],
         "verdicts": [asdict(v) for v in results],
         "syncs": [
             {"job_id": w.job_id, "sent_at_s": w.sent_at - load.t0, "state": w.job.get("state")}

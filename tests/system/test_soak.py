@@ -13,12 +13,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from redis import Redis
 
 from loadtests.machine import free_ports
 from loadtests.records import Records, latency, read
-from loadtests.soak import Growth, RssSample, per_minute, read_rss, rss_growth, thirds, verdicts
+from loadtests.soak import MEMORY, Verdict, per_minute, thirds, verdicts
+from loadtests.soakmemory import Growth, RssSample, bounds, read_rss, rss_growth
 from loadtests.system import SyncWatch
 from tests.support.deployfiles import ROOT
+from tests.support.redisserver import RedisServer
 from tests.support.upprocess import newcomer_env
 
 # Short: each figure is checked against the raw data of the run, whatever its length, and the
@@ -82,7 +85,7 @@ def test_memory_is_sampled_for_every_process_of_up_and_compared_after_the_warm_u
     samples = read_rss(out / "rss.csv")
     processes = {s.process for s in samples}
     # The supervisor, its children, and Triton's python-backend stub of each model.
-    assert {"up", "api", "triton", "redis", "beat"} <= processes, processes
+    assert {"up", "api", "triton", "redis", "redis-cache", "beat"} <= processes, processes
     stubs = [p for p in processes if p.startswith("triton/")]
     assert any("clip_image" in p for p in stubs) and any("clip_text" in p for p in stubs)
     assert all(s.rss_mib > 0 for s in samples)
@@ -94,6 +97,16 @@ def test_memory_is_sampled_for_every_process_of_up_and_compared_after_the_warm_u
         assert entry["end_mib"] == pytest.approx(end, abs=1e-3)
         assert entry["growth"] == pytest.approx((end - start) / start, abs=1e-4)
     assert {e["process"] for e in data["rss"]} == processes
+    # The query cache's Redis is held to the maxmemory `up` gave it, every other one to flat.
+    judged = {e["process"]: e for e in data["rss"]}
+    cache = judged.pop("redis-cache")
+    assert cache["bound_mib"] == 64 and cache["limit_mib"] > 64
+    peak = max(s.rss_mib for s in samples if s.process == "redis-cache")
+    assert cache["peak_mib"] == pytest.approx(peak, abs=1e-3)
+    assert all(e["bound_mib"] is None for e in judged.values())
+    report = (out / "report.md").read_text()
+    assert "redis-cache bounded by its maxmemory 64 MiB" in report
+    assert "| bounded: peak <= 96 MiB (maxmemory 64 MiB + 25% + 16 MiB) |" in report
 
 
 def test_the_syncs_ran_one_after_the_other_and_the_report_has_a_verdict_each(
@@ -106,8 +119,9 @@ def test_the_syncs_ran_one_after_the_other_and_the_report_has_a_verdict_each(
     assert [v["criterion"] for v in data["verdicts"]] == [
         "no errors",
         "p99 stable (last third within 1.5x the first)",
-        "resident memory of every process grows < 10%",
+        "resident memory: every process flat (grows < 10%), a bounded one within its bound",
     ]
+    assert MEMORY == data["verdicts"][2]["criterion"]
     for verdict in data["verdicts"]:
         word = "PASS" if verdict["passed"] else "FAIL"
         assert f"- **{word}** {verdict['criterion']}" in report
@@ -144,6 +158,56 @@ def test_a_20_percent_rise_in_memory_fails_and_a_flat_one_passes() -> None:
     assert not memory.passed and "triton" in memory.detail
     flat = rss_growth(_flat("api", 500, 0.05), 300, 300, 1800)
     assert verdicts(fine, fine, fine, flat, [])[2].passed
+
+
+def test_a_bounded_cache_is_judged_by_its_bound_and_fails_past_it() -> None:
+    """A cache with a maxmemory grows to it by design: held to the bound and an allowance
+    (64 MiB: 64 x 1.25 + 16 = 96 MiB), not to flatness; past that it fails, as does the same
+    growth in a process with no bound."""
+    fine = latency(_records([10.0] * 100))
+    api = _flat("api", 500, 0.0)
+
+    def judged(rise: float, bound: dict[str, float] | None) -> tuple[Growth, Verdict]:
+        samples = api + _flat("redis-cache", 12, rise)
+        growth = rss_growth(samples, 300, 300, 1800, bound)
+        cache = next(g for g in growth if g.process == "redis-cache")
+        return cache, verdicts(fine, fine, fine, growth, [])[2]
+
+    # 12 -> 84 MiB: seven times its size, yet within the bound's 96 MiB.
+    filled, memory = judged(6.0, {"redis-cache": 64.0})
+    assert filled.share > 1 and filled.peak_mib == pytest.approx(84.0)
+    assert filled.limit_mib == pytest.approx(96.0) and filled.held and memory.passed
+    assert filled.criterion == "bounded: peak <= 96 MiB (maxmemory 64 MiB + 25% + 16 MiB)"
+    assert "bounded: redis-cache peak 84 MiB of 96 MiB allowed" in memory.detail
+    # 12 -> 108 MiB: past it (a leak, or a bound not kept).
+    over, memory = judged(8.0, {"redis-cache": 64.0})
+    assert over.peak_mib == pytest.approx(108.0) and not over.held and not memory.passed
+    assert "not held: redis-cache peak 108 MiB of 96 MiB allowed" in memory.detail
+    # Without a bound the same growth is judged flat, and fails.
+    unbounded, memory = judged(6.0, None)
+    assert unbounded.bound_mib is None and unbounded.criterion == "flat: grows < 10%"
+    assert not unbounded.held and not memory.passed
+    # The bound holds over the whole run: a peak during the warm-up counts too.
+    spike = [RssSample(5.0, "redis-cache", 1, 200.0), *_flat("redis-cache", 12, 0.0)]
+    (early,) = rss_growth(spike, 300, 300, 1800, {"redis-cache": 64.0})
+    assert early.peak_mib == 200.0 and not early.held
+
+
+def test_the_bound_is_the_maxmemory_the_cache_server_keeps(tmp_path: Path) -> None:
+    with RedisServer(tmp_path / "cache") as server:
+        client = Redis.from_url(server.url)
+        try:
+            pid = int(client.info("server")["process_id"])
+            assert bounds(server.url, {"redis-cache": pid}) == {}  # no maxmemory: no bound
+            client.config_set("maxmemory", str(48 * 2**20))
+            assert bounds(server.url, {"redis": pid + 1, "redis-cache": pid}) == {
+                "redis-cache": 48.0
+            }
+            assert bounds(server.url, {"redis": pid + 1}) == {}  # not a child of this `up`
+        finally:
+            client.close()
+    assert bounds(server.url, {"redis-cache": pid}) == {}  # none answers
+    assert bounds(None, {"redis-cache": pid}) == {}
 
 
 def test_errors_a_failed_sync_p99_drift_and_a_restart_each_fail_their_verdict() -> None:
