@@ -142,6 +142,12 @@ class ApiSettings(BaseModel):
         description="Uncached text and image searches this replica has Triton embed at once; "
         "past it 503 at once (cached searches and more-like-this never count).",
     )
+    admission_wait_ms: float = Field(
+        50.0,
+        ge=0,
+        description="How long a search that needs Triton waits for one of those before "
+        "the 503 (absorbs a burst of a fraction of a second).",
+    )
     overload_retry_after_s: int = Field(
         1, ge=1, description="Retry-After of a 503 refused by admission control (overload)."
     )

@@ -89,7 +89,7 @@ async def embed_query(
     future: asyncio.Future[Embeddings] = asyncio.get_running_loop().create_future()
     svc.inflight[key] = future
     try:
-        with svc.admission.slot("text"):
+        async with svc.admission.slot("text", stages):
             vector = await _embed_text(svc, normalized, version, stages)
         future.set_result(vector)
     except BaseException as exc:
@@ -210,7 +210,7 @@ async def image_search(
         version = model_version_of(collection)
         spec = svc.embedder.manifest(version).image
         limits = svc.embedder.image_limits
-        with svc.admission.slot("image"):
+        async with svc.admission.slot("image", stages):
             with stages.timed("decode"):
                 # Decoded on the image threads, inside their memory budget.
                 pixels = await svc.images.run(

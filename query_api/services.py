@@ -111,6 +111,7 @@ class Services:
             ),
             admission=Admission(
                 api.max_embeds_in_flight,
+                api.admission_wait_ms / 1000,
                 api.overload_retry_after_s,
                 lambda kind: metrics.refused.labels(kind).inc(),
             ),

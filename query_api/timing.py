@@ -14,12 +14,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 # The stages a search can have, in the order it meets them.
-STAGES = ("resolve", "cache", "tokenize", "decode", "retrieve", "embed", "search")
+STAGES = ("resolve", "cache", "admit", "tokenize", "decode", "retrieve", "embed", "search")
 # What each stage is, for the header's `desc` (browsers' developer tools show it).
 # No commas in them: many parsers split the header at every comma, quotes or not.
 _DESCRIPTIONS = {
     "resolve": "live collection",
     "cache": "query cache (Redis)",
+    "admit": "waiting for an embedding slot",
     "tokenize": "tokenizer",
     "decode": "image decode",
     "retrieve": "stored vector",

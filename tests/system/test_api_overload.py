@@ -144,7 +144,16 @@ def test_every_search_names_its_stages_in_server_timing_and_the_histograms(
     again = o.text("stages of an uncached search")
     assert first.status_code == again.status_code == 200
     uncached, cached = _timings(first), _timings(again)
-    assert list(uncached) == ["resolve", "cache", "tokenize", "embed", "search", "other", "total"]
+    assert list(uncached) == [
+        "resolve",
+        "cache",
+        "admit",
+        "tokenize",
+        "embed",
+        "search",
+        "other",
+        "total",
+    ]
     # The second time the embedding comes from Redis: no tokenizer, no Triton.
     assert list(cached) == ["resolve", "cache", "search", "other", "total"]
     for stages in (uncached, cached):
