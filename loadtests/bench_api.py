@@ -330,19 +330,23 @@ def row(p: Phase) -> str:
     )
 
 
+# Server-Timing's stages (the API's histograms), then Triton's own view of the embed stage.
+_STAGES = ("resolve", "cache", "tokenize", "embed", "search", "other", "total")
 BREAKDOWN_HEADER = (
-    "| phase | rate /s | API: text embedding (tokenize + Triton call) | Triton: request "
-    "| Triton: queue | Triton: compute | Triton: mean batch | API: vector search |\n"
-    "|---|---:|---:|---:|---:|---:|---:|---:|"
+    "| phase | rate /s | "
+    + " | ".join(f"API: {s}" for s in _STAGES)
+    + " | Triton: request | Triton: queue | Triton: compute | Triton: mean batch |\n"
+    + "|---|---:|"
+    + "---:|" * (len(_STAGES) + 4)
 )
 
 
 def breakdown_row(p: Phase) -> str:
     b = p.breakdown
+    stages = " | ".join(f"{b[f'stage_{s}_ms']:.2f}" for s in _STAGES)
     return (
-        f"| {p.name} | {p.rate:g} | {b['api_embed_ms']:.1f} | {b['triton_request_ms']:.1f} "
-        f"| {b['triton_queue_ms']:.1f} | {b['triton_infer_ms']:.1f} | {b['batch']:.2f} "
-        f"| {b['api_search_ms']:.2f} |"
+        f"| {p.name} | {p.rate:g} | {stages} | {b['triton_request_ms']:.1f} "
+        f"| {b['triton_queue_ms']:.1f} | {b['triton_infer_ms']:.1f} | {b['batch']:.2f} |"
     )
 
 

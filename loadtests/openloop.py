@@ -20,8 +20,10 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.embedding.manifest import TEXT_MODEL
+from query_api.timing import STAGES
 
 REQUEST_TIMEOUT_S = 10.0
+SEARCH_ROUTE = "/v1/search"
 
 
 def fetch_text(url: str) -> str:
@@ -150,6 +152,15 @@ class Probe:
             ),
             "batch": ratio(requests, executions, 1),
         }
+        # Server-Timing's stages, as the API's histograms count them: the mean of each over
+        # the searches that had it (a cached search has no embed stage).
+        for stage in (*STAGES, "other", "total"):
+            labels = {"route": SEARCH_ROUTE, "stage": stage}
+            out[f"stage_{stage}_ms"] = ratio(
+                delta(0, "photosearch_request_stage_seconds_sum", **labels),
+                delta(0, "photosearch_request_stage_seconds_count", **labels),
+                1000,
+            )
         for key, name in (
             ("triton_request_ms", "nv_inference_request_duration_us"),
             ("triton_queue_ms", "nv_inference_queue_duration_us"),

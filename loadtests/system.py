@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -163,9 +164,16 @@ def attach(data_dir: Path, api_key: str | None) -> Target:
     return _from_state(state, api_key=api_key)
 
 
-def start(data_dir: Path, photos: Path, port: int, redis_port: int, log: Path) -> Target:
+def start(
+    data_dir: Path,
+    photos: Path,
+    port: int,
+    redis_port: int,
+    log: Path,
+    extra_args: Sequence[str] = (),
+) -> Target:
     """Start `photosearch up` on `photos` with a key for the internal apps; wait until it has
-    indexed them and says it is up."""
+    indexed them and says it is up. `extra_args`: more of up's options."""
     key = new_key()
     keys = [{"name": APP_NAME, "sha256": hash_key(key), "scopes": ["search"]}]
     # The caller's PHOTOSEARCH_* apply, as they would to `photosearch up`; the keys are ours.
@@ -174,6 +182,7 @@ def start(data_dir: Path, photos: Path, port: int, redis_port: int, log: Path) -
     env = {"PHOTOSEARCH_API__ANONYMOUS_RATE_PER_S": "0", **os.environ}
     env["PHOTOSEARCH_API__KEYS"] = json.dumps(keys)
     args = ["--photos", str(photos), "--port", str(port), "--redis-port", str(redis_port)]
+    args += extra_args
     say(f"starting photosearch up ({data_dir}); its output: {log}")
     up = UpProcess(data_dir, args, env, log)
     up.start()

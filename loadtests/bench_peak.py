@@ -1,0 +1,244 @@
+"""The query path at the design's peak, under `photosearch up`: where each millisecond goes,
+uncached p99 by rate, and what happens past capacity.
+
+    python -m loadtests.bench_peak [--data-dir var/benchmarks/peak] [--rates 50,80,100,120,150]
+                                   [--seconds 20] [--precision fp32|int8|fp16]
+
+It starts `photosearch up` (a first start exports ViT-B-32 with random weights and indexes the
+demo photos plus --variants JPEGs; later runs reuse the data directory), then sends text
+searches OPEN LOOP (each leaves at its time whether or not the earlier ones have answered;
+latency counts from that time), every query one never sent before, so each is a cache miss
+and Triton embeds it:
+
+1. at 2/s (the design's average): each stage's mean, from the API's Server-Timing histograms,
+   beside Triton's own queue and compute times;
+2. at each of --rates: p50, p99 and errors, and the same breakdown; the capacity is the
+   highest rate answered without an error at p99 <= 100 ms;
+3. at 2x and 3x that capacity: the goodput (answers/s), the p99 of the answered, the refused
+   (503) and how fast they were refused.
+
+No thresholds: it prints Markdown tables and says which of the issue's goals they meet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from loadtests import photoset
+from loadtests.bench_api import search_target
+from loadtests.machine import ROOT, commit, free_ports, machine
+from loadtests.openloop import Outcome, Probe, keep_alive, send, warm
+from loadtests.run import forget_cached_queries
+from loadtests.system import Target, start
+from loadtests.vocabulary import Queries
+from query_api.timing import STAGES
+
+P99_MS = 100.0
+CONNECTIONS = 512  # refusals come back at once: the generator must not be the bottleneck
+PAUSE_S = 2.0
+LOW_RATE = 2.0
+
+
+@dataclass
+class Run:
+    """One phase's outcomes and where its time went."""
+
+    name: str
+    rate: float
+    outcomes: list[Outcome]
+    breakdown: dict[str, float]
+
+    def of(self, status: int) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == status]
+
+    def ms(self, q: float, outcomes: list[Outcome] | None = None) -> float:
+        chosen = self.outcomes if outcomes is None else outcomes
+        if not chosen:
+            return float("nan")
+        return float(np.percentile([o.latency_s for o in chosen], q)) * 1000
+
+    @property
+    def errors(self) -> int:
+        return len(self.outcomes) - len(self.of(200))
+
+    def goodput(self, seconds: float) -> float:
+        return len(self.of(200)) / seconds
+
+    def holds(self) -> bool:
+        return self.errors == 0 and self.ms(99) <= P99_MS
+
+
+async def phase(target: Target, name: str, rate: float, seconds: float, queries: Queries) -> Run:
+    probe = Probe(target.metrics_url, target.triton_metrics or "")
+    count = max(1, round(rate * seconds))
+    targets = [search_target(queries.next()) for _ in range(count)]
+    headers = {"X-API-Key": target.api_key or ""}
+    async with keep_alive(target.url, CONNECTIONS, headers) as http:
+        await warm(http, min(64, count))
+        before = await probe.snapshot()
+        outcomes = await send(http, rate, targets)
+        run = Run(name, rate, outcomes, Probe.breakdown(before, await probe.snapshot()))
+    print(f"  {name} {rate:g}/s: {rate_row(run)}", flush=True)
+    await asyncio.sleep(PAUSE_S)
+    return run
+
+
+BREAKDOWN_HEADER = (
+    "| rate /s | "
+    + " | ".join(STAGES)
+    + " | other | API total | Triton: queue | Triton: compute | Triton: batch | client p50 |\n"
+    + "|---:|"
+    + "---:|" * (len(STAGES) + 7)
+)
+
+
+def breakdown_row(run: Run) -> str:
+    b = run.breakdown
+    cells = [f"{b.get(f'stage_{s}_ms', float('nan')):.2f}" for s in (*STAGES, "other", "total")]
+    return (
+        f"| {run.rate:g} | "
+        + " | ".join(cells)
+        + f" | {b['triton_queue_ms']:.2f} | {b['triton_infer_ms']:.2f} | {b['batch']:.2f} "
+        f"| {run.ms(50):.1f} |"
+    )
+
+
+RATE_HEADER = (
+    "| rate /s | sent | answered | errors | p50 ms | p90 ms | p99 ms | max ms | holds |\n"
+    "|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+)
+
+
+def rate_row(run: Run) -> str:
+    return (
+        f"| {run.rate:g} | {len(run.outcomes)} | {len(run.of(200))} | {run.errors} "
+        f"| {run.ms(50):.1f} | {run.ms(90):.1f} | {run.ms(99):.1f} | {run.ms(100):.1f} "
+        f"| {'yes' if run.holds() else 'no'} |"
+    )
+
+
+OVERLOAD_HEADER = (
+    "| load | rate /s | answered /s (goodput) | of capacity | answered p99 ms | refused 503 "
+    "| refusal p50 ms | refusal p99 ms | other errors |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def overload_row(run: Run, capacity: float, seconds: float) -> str:
+    refused = run.of(503)
+    other = len(run.outcomes) - len(run.of(200)) - len(refused)
+    return (
+        f"| {run.name} | {run.rate:g} | {run.goodput(seconds):.1f} "
+        f"| {run.goodput(seconds) / capacity:.0%} | {run.ms(99, run.of(200)):.1f} "
+        f"| {len(refused)} | {run.ms(50, refused):.1f} | {run.ms(99, refused):.1f} | {other} |"
+    )
+
+
+@dataclass
+class PeakFigures:
+    low: Run
+    steps: list[Run]
+    capacity: float | None
+    overload: list[Run]
+    seconds: float
+
+
+async def measure_target(target: Target, args: argparse.Namespace) -> PeakFigures:
+    if target.settings is not None:  # a query an earlier run sent must miss the cache too
+        print(f"cache emptied: {forget_cached_queries(target.settings)} queries", flush=True)
+    queries = Queries(seed=0)
+    print(f"uncached, {LOW_RATE:g}/s for {args.seconds:g} s ...", flush=True)
+    low = await phase(target, "low", LOW_RATE, args.seconds, queries)
+    steps = []
+    for rate in args.rates:
+        steps.append(await phase(target, "uncached", rate, args.seconds, queries))
+    held = [run.rate for run in steps if run.holds()]
+    capacity = max(held) if held else None
+    overload = []
+    if capacity:
+        for times in (2, 3):
+            name = f"{times}x capacity"
+            overload.append(await phase(target, name, capacity * times, args.seconds, queries))
+    return PeakFigures(low, steps, capacity, overload, args.seconds)
+
+
+def report(figures: PeakFigures, args: argparse.Namespace) -> str:
+    command = shlex.join(["python", "-m", "loadtests.bench_peak", *sys.argv[1:]])
+    lines = [
+        "",
+        f"# The query path at the peak, under `photosearch up` ({machine()}, commit {commit()})",
+        "",
+        f"`{command}`: ViT-B-32 (random weights, {args.precision}), text searches of queries "
+        f"never sent before, open loop, {args.seconds:g} s per rate.",
+        "",
+        "## Where the time goes (means per search, ms)",
+        "",
+        BREAKDOWN_HEADER,
+        *(breakdown_row(run) for run in (figures.low, *figures.steps)),
+        "",
+        "## Uncached searches by rate",
+        "",
+        RATE_HEADER,
+        *(rate_row(run) for run in (figures.low, *figures.steps)),
+        "",
+    ]
+    if figures.capacity is None:
+        lines.append("No rate held p99 <= 100 ms without errors: no overload phases.")
+    else:
+        lines += [
+            f"## Past capacity ({figures.capacity:g}/s: the highest rate held)",
+            "",
+            OVERLOAD_HEADER,
+            *(overload_row(r, figures.capacity, figures.seconds) for r in figures.overload),
+        ]
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data-dir", type=Path, default=ROOT / "var" / "benchmarks" / "peak")
+    parser.add_argument(
+        "--rates",
+        type=lambda s: [float(r) for r in s.split(",")],
+        default=[50.0, 80.0, 100.0, 120.0, 150.0],
+    )
+    parser.add_argument("--seconds", type=float, default=20.0, help="per rate")
+    parser.add_argument("--variants", type=int, default=200, help="photos beside the demo's")
+    parser.add_argument(
+        "--precision", default="fp32", choices=["fp32", "fp16", "int8"], help="up --precision"
+    )
+    return parser
+
+
+def measure(args: argparse.Namespace) -> PeakFigures:
+    photos = args.data_dir / "photos"
+    print(f"photos: {len(photoset.prepare(photos, args.variants))} in {photos}", flush=True)
+    port, redis_port = free_ports(2)
+    target = start(
+        args.data_dir,
+        photos,
+        port,
+        redis_port,
+        args.data_dir / "up.log",
+        extra_args=["--precision", args.precision],
+    )
+    try:
+        return asyncio.run(measure_target(target, args))
+    finally:
+        target.stop()
+
+
+def main() -> None:
+    args = parser().parse_args()
+    print(report(measure(args), args))
+
+
+if __name__ == "__main__":
+    main()
