@@ -105,9 +105,10 @@ async def embed_query(
 async def _embed_text(svc: Services, normalized: str, version: int, stages: Stages) -> Embeddings:
     embedder = svc.embedder
     with stages.timed("tokenize"):
+        tokenizer = await embedder.load_tokenizer(version)
         # A query is a few dozen characters: tokenizing it here (tens of microseconds)
         # costs less than the hop to a thread and back.
-        ids = embedder.tokenizer(version).encode_batch([normalized])
+        ids = tokenizer.encode_batch([normalized])
     with stages.timed("embed"):
         embeddings = await _timed_embed(
             svc,

@@ -147,6 +147,14 @@ class EmbeddingClient:
             self._tokenizers[version] = load_tokenizer(self.repository, version)
         return self._tokenizers[version]
 
+    async def load_tokenizer(self, version: int) -> TextTokenizer:
+        """`tokenizer(version)`, read from disk on the thread pool the first time (tens of
+        milliseconds that would otherwise stall an event loop)."""
+        if version in self._tokenizers:
+            return self._tokenizers[version]
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self.tokenizer, version)
+
     async def tokenize(self, texts: Sequence[str], *, model_version: int) -> list[list[int]]:
         """Token ids for each text, computed on the thread pool."""
         tokenizer = self.tokenizer(model_version)
