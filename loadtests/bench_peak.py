@@ -64,6 +64,10 @@ class Run:
             return float("nan")
         return float(np.percentile([o.latency_s for o in chosen], q)) * 1000
 
+    def lag_ms(self, q: float) -> float:
+        """How late the generator sent its requests (counted in every latency)."""
+        return float(np.percentile([o.lag_s for o in self.outcomes], q)) * 1000
+
     @property
     def errors(self) -> int:
         return len(self.outcomes) - len(self.of(200))
@@ -126,8 +130,8 @@ def rate_row(run: Run) -> str:
 
 OVERLOAD_HEADER = (
     "| load | rate /s | answered /s (goodput) | of capacity | answered p99 ms | refused 503 "
-    "| refusal p50 ms | refusal p99 ms | other errors |\n"
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "| refusal p50 ms | refusal p99 ms | other errors | send lag p99 ms |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -137,7 +141,8 @@ def overload_row(run: Run, capacity: float, seconds: float) -> str:
     return (
         f"| {run.name} | {run.rate:g} | {run.goodput(seconds):.1f} "
         f"| {run.goodput(seconds) / capacity:.0%} | {run.ms(99, run.of(200)):.1f} "
-        f"| {len(refused)} | {run.ms(50, refused):.1f} | {run.ms(99, refused):.1f} | {other} |"
+        f"| {len(refused)} | {run.ms(50, refused):.1f} | {run.ms(99, refused):.1f} | {other} "
+        f"| {run.lag_ms(99):.1f} |"
     )
 
 
