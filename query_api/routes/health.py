@@ -46,7 +46,9 @@ async def readyz(services: ServicesDep) -> JSONResponse:
     checks: dict[str, Any] = {}
     version: int | None = None
     try:
-        collection = await services.live_collection()
+        # Asked of the store, never the name searches reuse for a second: the probe reports
+        # what is live now (and refreshes that name for the searches after it).
+        collection = await services.live_collection(fresh=True)
         version = model_version_of(collection)
         checks["vector_store"] = {"ok": True, "collection": collection}
     except Unavailable as exc:
