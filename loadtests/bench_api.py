@@ -497,10 +497,8 @@ def report(args: argparse.Namespace, figures: ApiFigures) -> str:
     return "\n".join(lines)
 
 
-def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def store_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and the store this benchmark builds once and reuses (bench_recall too)."""
     parser.add_argument("--arch", default="ViT-B-32", help="exported when --repository is empty")
     parser.add_argument(
         "--repository",
@@ -516,6 +514,13 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--photos", type=int, default=100_000)
     parser.add_argument("--clusters", type=int, default=1000, help="centres of the vectors")
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    store_arguments(parser)
     parser.add_argument("--rebuild", action="store_true", help="build the store again")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each phase")
     parser.add_argument(

@@ -35,7 +35,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 import numpy as np
 
@@ -45,13 +44,13 @@ from core.settings import Settings
 from core.vectorstore import SearchTuning, VectorStore, collection_name, open_store
 from loadtests.bench_api import (
     STORE_SEED,
-    default_repository,
     ensure_model,
     ensure_store,
     fill_store,
+    store_arguments,
     store_clusters,
 )
-from loadtests.machine import ROOT, commit, machine
+from loadtests.machine import commit, machine
 
 K = 10  # recall@K, and the searches' limit
 TARGET = 0.99  # what the issue asks at every recommended setting
@@ -292,21 +291,7 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--arch", default="ViT-B-32", help="exported when --repository is empty")
-    parser.add_argument(
-        "--repository",
-        type=Path,
-        default=default_repository(),
-        help="model repository (its version and dims name the store; default: bench_api's)",
-    )
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=ROOT / "var" / "bench-api" / "data",
-        help="bench_api's store, built there when missing (default: var/bench-api/data)",
-    )
-    parser.add_argument("--photos", type=int, default=100_000)
-    parser.add_argument("--clusters", type=int, default=1000, help="centres of the vectors")
+    store_arguments(parser)  # bench_api's store, built there when missing
     parser.add_argument("--queries", type=int, default=500, help="queries of each kind")
     parser.add_argument(
         "--kinds",

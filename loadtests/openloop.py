@@ -135,23 +135,9 @@ class Probe:
         def ratio(num: float, den: float, scale: float) -> float:
             return num / den * scale if den else float("nan")
 
-        api_calls = delta(0, "photosearch_triton_request_duration_seconds_count", model="text")
-        searches = delta(0, "photosearch_vector_search_duration_seconds_count", kind="text")
         requests = delta(1, "nv_inference_request_success", model=TEXT_MODEL)
         executions = delta(1, "nv_inference_exec_count", model=TEXT_MODEL)
-        out = {
-            "api_embed_ms": ratio(
-                delta(0, "photosearch_triton_request_duration_seconds_sum", model="text"),
-                api_calls,
-                1000,
-            ),
-            "api_search_ms": ratio(
-                delta(0, "photosearch_vector_search_duration_seconds_sum", kind="text"),
-                searches,
-                1000,
-            ),
-            "batch": ratio(requests, executions, 1),
-        }
+        out = {"batch": ratio(requests, executions, 1)}
         # Server-Timing's stages, as the API's histograms count them: the mean of each over
         # the searches that had it (a cached search has no embed stage).
         for stage in (*STAGES, "other", "total"):
