@@ -40,18 +40,19 @@ def search(page: Page, q: str) -> None:
 
 
 def cards(page: Page) -> list[tuple[str, str]]:
-    """(id, shown score) of every result card, in order."""
+    """(id, shown score) of every result card, in order; "" where a card has no score (a
+    photo's near-duplicates are a list, not a ranking)."""
     found: list[list[str]] = page.eval_on_selector_all(
         "[data-testid=result]",
         "els => els.map(e => [e.dataset.id, e.querySelector('[data-testid=result-score]')"
-        ".textContent])",
+        "?.textContent ?? ''])",
     )
     return [(i, s) for i, s in found]
 
 
 def shown(body: dict[str, Any]) -> list[tuple[str, str]]:
-    """(id, score) of an API answer as the page should show them: "z" leaves no "-0.00"."""
-    return [(r["id"], f"{r['score']:z.2f}") for r in body["results"]]
+    """(id, score) of an API answer as the page should show them: "z" leaves no "-0.000"."""
+    return [(r["id"], f"{r['score']:z.3f}") for r in body["results"]]
 
 
 def thumbnails_loaded(page: Page) -> None:

@@ -93,7 +93,7 @@ def test_text_search_shows_the_api_results_with_loaded_thumbnails(site: Site, pa
 
 
 def test_filters_narrow_the_results_as_the_api_does(site: Site, page: Page) -> None:
-    """Photographer, tags (repeated tags_any), whole-day dates and a minimum score."""
+    """Photographer, tags (repeated tags_any), whole-day dates and a minimum similarity."""
     page.goto(site.url)
     open_filters(page)
     query = "a photo"
@@ -105,7 +105,7 @@ def test_filters_narrow_the_results_as_the_api_does(site: Site, page: Page) -> N
     assert set(ids_of(body)) == ana and len(ana) == 4
 
     page.get_by_label("Photographer").fill("")
-    page.get_by_label("Tags (comma-separated)").fill("cat, night")
+    page.get_by_label("Any of these tags").fill("cat, night")
     search(page, query)
     body = site.api("/v1/search", q=query, limit=20, tags_any=["cat", "night"])
     assert cards(page) == shown(body)
@@ -115,7 +115,7 @@ def test_filters_narrow_the_results_as_the_api_does(site: Site, page: Page) -> N
     assert set(ids_of(body)) == tagged and 0 < len(tagged) < 12
 
     # Photo i was created on 2024-01-01 + 10 i days: 01-11 .. 02-10 holds photos 1 to 4.
-    page.get_by_label("Tags (comma-separated)").fill("")
+    page.get_by_label("Any of these tags").fill("")
     page.get_by_label("Created from").fill("2024-01-11")
     page.get_by_label("Created to").fill("2024-02-10")
     search(page, query)
@@ -123,11 +123,15 @@ def test_filters_narrow_the_results_as_the_api_does(site: Site, page: Page) -> N
 
     page.get_by_label("Created from").fill("")
     page.get_by_label("Created to").fill("")
-    everything = site.api("/v1/search", q=query, limit=20)
+    # The minimum is a cosine similarity: the score a vector search shows (a hybrid one
+    # shows its rank fusion's).
+    everything = site.api("/v1/search", q=query, limit=20, mode="vector")
     threshold = round(everything["results"][5]["score"], 4)
-    page.get_by_label("Minimum score").fill(str(threshold))
+    page.get_by_label("Minimum similarity").fill(str(threshold))
+    page.get_by_test_id("options").locator("summary").click()
+    page.get_by_label("Match by").select_option("vector")
     search(page, query)
-    body = site.api("/v1/search", q=query, limit=20, score_threshold=threshold)
+    body = site.api("/v1/search", q=query, limit=20, score_threshold=threshold, mode="vector")
     assert cards(page) == shown(body)
     assert 0 < len(body["results"]) < 12
     assert all(r["score"] >= threshold for r in body["results"])
