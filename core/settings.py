@@ -271,6 +271,20 @@ class IndexerSettings(BaseModel):
         "the live index is refused (nothing past the share is deleted) unless forced "
         "(`--force`, `force: true`).",
     )
+    # loadtests/bench_duplicates.py: the lowest threshold at which the indexer's grouping of
+    # the demo photos and their altered copies put no two different photos in one group
+    # (hiding a distinct photo in search is worse than showing a copy). Measured on ViT-B-32
+    # with random weights (none can be downloaded here): there only JPEG re-encodings and
+    # downscales stay above it, crops, flips, rotations mostly fall below; run it on the real
+    # weights' export (--repository) to set this for them.
+    duplicate_threshold: float = Field(
+        0.99,
+        gt=0,
+        le=1,
+        description="Cosine similarity of two photos' image embeddings at or above which a "
+        "photo written joins its nearest neighbour's near-duplicate group (the searches "
+        "collapse a group into one result).",
+    )
     metrics_host: str = Field(
         "127.0.0.1",
         description="`photosearch worker`: address of its Prometheus listener (0.0.0.0 in a "

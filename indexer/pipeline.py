@@ -52,6 +52,14 @@ def embed_photos(
         vectors = rt.run(
             rt.embedder.encode_images(np.stack(pixels), model_version=model_version, chunk=chunk)
         )
-        write_points(rt.store, collection, source, model_version, good, vectors)
+        write_points(
+            rt.store,
+            collection,
+            source,
+            model_version,
+            good,
+            vectors,
+            duplicate_threshold=rt.settings.indexer.duplicate_threshold,
+        )
         result.done = [photo.key for photo, _ in good]
     return result

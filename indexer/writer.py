@@ -8,8 +8,9 @@ from typing import Any
 
 from core.embedding.arrays import Embeddings
 from core.sources import Source
-from core.vectorstore import KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
+from core.vectorstore import GROUP_FIELD, KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
 from indexer.catalog import Photo
+from indexer.duplicates import assign_groups
 
 # A photo with the label of the shard it is written in.
 ShardPhoto = tuple[Photo, str]
@@ -48,12 +49,22 @@ def write_points(
     model_version: int,
     photos: Sequence[ShardPhoto],
     vectors: Embeddings,
+    *,
+    duplicate_threshold: float,
 ) -> None:
-    """Upsert; ids derive from photo ids, so writing a batch again replaces the same points."""
+    """Upsert, each photo in its near-duplicate group; ids derive from photo ids, so writing a
+    batch again replaces the same points."""
+    groups = assign_groups(
+        store, collection, [photo.photo_id for photo, _ in photos], vectors, duplicate_threshold
+    )
     store.upsert(
         collection,
         [
-            PhotoPoint(photo.photo_id, vector, build_payload(photo, source, model_version, shard))
-            for (photo, shard), vector in zip(photos, vectors, strict=True)
+            PhotoPoint(
+                photo.photo_id,
+                vector,
+                build_payload(photo, source, model_version, shard) | {GROUP_FIELD: group},
+            )
+            for (photo, shard), vector, group in zip(photos, vectors, groups, strict=True)
         ],
     )
