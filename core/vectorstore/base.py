@@ -14,8 +14,13 @@ from core.embedding.arrays import Embeddings
 if TYPE_CHECKING:
     from core.settings import QdrantSettings
 
-# The one named vector of every collection: the CLIP image embedding.
+# The one dense named vector of every collection: the CLIP image embedding.
 VECTOR_NAME = "image"
+# The sparse named vector: the words of a photo's title, tags and photographer, weighted for
+# BM25 by core/keywords.py; the engine multiplies each word by its IDF over the collection.
+KEYWORDS_VECTOR = "keywords"
+# A photo's near-duplicate group: the id of the group's first photo (indexer/duplicates.py).
+GROUP_FIELD = "dup_group"
 # Blue-green: searches read LIVE_ALIAS; PREVIOUS_ALIAS keeps the collection a rollback returns to.
 LIVE_ALIAS = "photos"
 PREVIOUS_ALIAS = "photos-previous"
@@ -25,7 +30,15 @@ PREVIOUS_ALIAS = "photos-previous"
 SHARD_FIELD = "shard"
 KEY_FIELD = "source_key"
 # Payload fields with an index: the filters the search API offers, and the sync's identity.
-KEYWORD_FIELDS = ("photo_id", "tags", "photographer", "license", SHARD_FIELD, KEY_FIELD)
+KEYWORD_FIELDS = (
+    "photo_id",
+    "tags",
+    "photographer",
+    "license",
+    SHARD_FIELD,
+    KEY_FIELD,
+    GROUP_FIELD,
+)
 DATETIME_FIELDS = ("created_at",)
 INTEGER_FIELDS = ("model_version",)
 # What points() reads of each point, and how many points a page holds.
@@ -44,6 +57,11 @@ class StoreError(Exception):
 
 class CollectionNotFound(StoreError):
     """No collection or alias of that name."""
+
+
+class KeywordsUnavailable(StoreError):
+    """The collection has no keyword vector: a Qdrant server's collection built before keyword
+    search (a server cannot add a named vector to a collection); a reindex builds one."""
 
 
 def point_id(photo_id: str) -> str:
@@ -77,12 +95,21 @@ class PhotoPoint:
 
 
 @dataclass(frozen=True)
+class SparseVector:
+    """A sparse vector: word ids (core/keywords.py) and their weights."""
+
+    indices: tuple[int, ...]
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class Hit:
-    """One search result."""
+    """One search result; `vector` only where the search was asked for vectors."""
 
     photo_id: str
     score: float
     payload: dict[str, Any]
+    vector: Embeddings | None = None
 
 
 @dataclass(frozen=True)
@@ -219,13 +246,18 @@ class VectorStore(Protocol):
         """Write points (id = point_id(photo_id)), replacing vector and payload; durable."""
 
     def set_payload(self, collection: str, photo_id: str, payload: dict[str, Any]) -> None:
-        """Replace a stored photo's payload and keep its vector."""
+        """Write a stored photo's payload fields, merged (fields not named, such as GROUP_FIELD,
+        are kept), and its keywords vector from the new payload; the embedding is kept."""
 
     def set_payloads(self, collection: str, payloads: Mapping[str, dict[str, Any]]) -> None:
         """set_payload for many photos (photo id -> payload), in one request."""
 
     def set_shard(self, collection: str, shard: str, photo_ids: Sequence[str]) -> None:
         """Label photos with a shard, keeping the rest of their payload."""
+
+    def set_group(self, collection: str, group: str, photo_ids: Sequence[str]) -> None:
+        """Put photos in a near-duplicate group (GROUP_FIELD), keeping the rest of their
+        payload."""
 
     def delete(self, collection: str, photo_ids: Sequence[str]) -> None:
         """Delete photos by identity; unknown ids are ignored."""
@@ -262,9 +294,63 @@ class VectorStore(Protocol):
         filter: SearchFilter | None = None,
         score_threshold: float | None = None,
         tuning: SearchTuning | None = None,
+        with_vectors: bool = False,
     ) -> list[Hit]:
         """Nearest photos by cosine similarity, best first; `tuning` replaces the store's
         search parameters for this search (exact search, the recall benchmark)."""
+
+    def keyword_search(
+        self,
+        collection: str,
+        keywords: SparseVector,
+        *,
+        limit: int,
+        filter: SearchFilter | None = None,
+        with_vectors: bool = False,
+    ) -> list[Hit]:
+        """Photos whose title, tags or photographer hold the query's words, best BM25 score
+        first (core.keywords.query_vector); KeywordsUnavailable on a collection without them."""
+
+    def recommend(
+        self,
+        collection: str,
+        positive: Sequence[Embeddings],
+        negative: Sequence[Embeddings],
+        *,
+        limit: int,
+        offset: int = 0,
+        filter: SearchFilter | None = None,
+        score_threshold: float | None = None,
+        with_vectors: bool = False,
+    ) -> list[Hit]:
+        """More like the positive examples and not like the negative ones (Qdrant's
+        recommendation query, best-score strategy), best first."""
+
+    def nearest_each(
+        self,
+        collection: str,
+        vectors: Embeddings,
+        *,
+        score_threshold: float,
+        exclude_ids: Sequence[str] = (),
+    ) -> list[Hit | None]:
+        """For each vector of [N, D], its nearest stored photo at or above the threshold (not
+        one of exclude_ids), or None; one batched query. The indexer's near-duplicate groups."""
+
+    def group_members(
+        self,
+        collection: str,
+        groups: Sequence[str],
+        *,
+        filter: SearchFilter | None = None,
+        limit_each: int = 100,
+    ) -> dict[str, list[str]]:
+        """The photo ids of each near-duplicate group (GROUP_FIELD) that match the filter, at
+        most limit_each a group, in photo id order; groups without any are left out."""
+
+    def group_sizes(self, collection: str, *, limit: int) -> list[tuple[str, int]]:
+        """The largest near-duplicate groups of two or more photos: (group, size), largest
+        first, then by group."""
 
     def retrieve(
         self, collection: str, photo_ids: Sequence[str], *, with_vectors: bool = False

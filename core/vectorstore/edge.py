@@ -14,28 +14,26 @@ import numpy as np
 import qdrant_edge as qe
 
 from core.atomicfile import write_atomic
-from core.embedding.arrays import Embeddings
 from core.vectorstore import edge_filters
 from core.vectorstore.base import (
+    GROUP_FIELD,
     MAX_SHARDS,
     POINT_FIELDS,
     SCROLL_PAGE,
     SHARD_FIELD,
-    VECTOR_NAME,
     CollectionInfo,
     CollectionNotFound,
-    Hit,
     IndexedPoint,
     PhotoPoint,
-    SearchFilter,
     SearchTuning,
-    StoredPhoto,
     StoreError,
     indexed_point,
     model_version_of,
     point_id,
 )
 from core.vectorstore.diskspace import MB, DiskReserve, folder_bytes
+from core.vectorstore.edge_keywords import add_keywords, keyword_updates, point_vectors
+from core.vectorstore.edge_search import EdgeSearches
 from core.vectorstore.edge_shard import (
     OpenShard,
     create_indexes,
@@ -50,7 +48,7 @@ def _write_json_atomic(path: Path, data: object) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True), durable=True)
 
 
-class EdgeStore:
+class EdgeStore(EdgeSearches):
     """Qdrant Edge in-process. One process owns `path`: shards are not shared between processes.
 
     Edge calls hold the GIL while they run (optimize() included), so they serialize with other
@@ -87,10 +85,12 @@ class EdgeStore:
             for meta in sorted(self._shards_dir.glob("*.json")):
                 shard_dir = self._shards_dir / meta.stem
                 if shard_dir.is_dir():
-                    dim = int(json.loads(meta.read_text(encoding="utf-8"))["dim"])
+                    about = json.loads(meta.read_text(encoding="utf-8"))
                     with engine_errors():
                         shard = qe.EdgeShard.load(str(shard_dir))
-                    self._collections[meta.stem] = OpenShard(shard, dim, RWLock())
+                    self._collections[meta.stem] = OpenShard(
+                        shard, int(about["dim"]), RWLock(), keywords=bool(about.get("keywords"))
+                    )
         except BaseException:
             self.close()  # release the shards already opened: their folders stay locked
             raise
@@ -104,10 +104,16 @@ class EdgeStore:
             raise CollectionNotFound(name)
         return target
 
+    def _open(self, name: str) -> OpenShard:
+        with self._mutex:
+            return self._collections[self._resolve_locked(name)]
+
+    def _has_keywords(self, name: str) -> bool:
+        return self._open(name).keywords
+
     @contextmanager
     def _shard(self, name: str) -> Iterator[qe.EdgeShard]:
-        with self._mutex:
-            coll = self._collections[self._resolve_locked(name)]
+        coll = self._open(name)
         with coll.lock.read(), engine_errors():
             if coll.shard is None:  # dropped or closed while we waited
                 raise CollectionNotFound(name)
@@ -143,15 +149,24 @@ class EdgeStore:
                 except BaseException:
                     shard.close()  # else it keeps the folder locked
                     raise
-            _write_json_atomic(self._shards_dir / f"{name}.json", {"dim": dim})
-            self._collections[name] = OpenShard(shard, dim, RWLock())
+            _write_json_atomic(self._shards_dir / f"{name}.json", {"dim": dim, "keywords": True})
+            self._collections[name] = OpenShard(shard, dim, RWLock(), keywords=True)
 
     def ensure_indexes(self, collection: str) -> None:
-        with self._shard(collection) as shard:
+        name = self.resolve(collection)
+        coll = self._open(name)
+        with self._shard(name) as shard:
             missing = missing_indexes(shard)
             if missing:  # a collection of an earlier release: a write, which needs room
                 self._room.check("payload index")
                 create_indexes(shard, missing)
+            if not coll.keywords:  # and its keywords: every photo's vector is written
+                self._room.check("keywords")
+                add_keywords(shard)
+                shard.flush()  # before the metadata file says it is done
+                meta = {"dim": coll.dim, "keywords": True}
+                _write_json_atomic(self._shards_dir / f"{name}.json", meta)
+                coll.keywords = True
 
     def finish_bulk_load(self, collection: str) -> None:
         self.optimize(collection)
@@ -234,34 +249,30 @@ class EdgeStore:
     def upsert(self, collection: str, points: Sequence[PhotoPoint]) -> None:
         if not points:
             return
-        batch = [
-            qe.Point(
-                point_id(p.photo_id),
-                {VECTOR_NAME: np.asarray(p.vector, dtype=np.float32).tolist()},
-                {**p.payload, "photo_id": p.photo_id},
-            )
-            for p in points
-        ]
+        # Without the keywords vector (a shard of an earlier release), until ensure_indexes.
+        keywords = self._has_keywords(collection)
+        batch = []
+        for p in points:
+            payload = {**p.payload, "photo_id": p.photo_id}
+            embedding = np.asarray(p.vector, dtype=np.float32).tolist()
+            vectors = point_vectors(embedding, payload if keywords else {})
+            batch.append(qe.Point(point_id(p.photo_id), vectors, payload))
         self._room.check("upsert")
         with self._shard(collection) as shard:
             # The WAL makes this survive a killed process without a flush (tested).
             shard.update(qe.UpdateOperation.upsert_points(batch))
 
     def set_payload(self, collection: str, photo_id: str, payload: dict[str, Any]) -> None:
-        op = qe.UpdateOperation.overwrite_payload(
-            [point_id(photo_id)], {**payload, "photo_id": photo_id}
-        )
-        self._room.check("payload update")
-        with self._shard(collection) as shard:
-            shard.update(op)
+        self.set_payloads(collection, {photo_id: payload})
 
     def set_payloads(self, collection: str, payloads: Mapping[str, dict[str, Any]]) -> None:
         if not payloads:
             return
-        ops = [
-            qe.UpdateOperation.overwrite_payload([point_id(pid)], {**payload, "photo_id": pid})
-            for pid, payload in payloads.items()
-        ]
+        written = {pid: {**payload, "photo_id": pid} for pid, payload in payloads.items()}
+        # The keywords first: the payload's meta_hash says the photo is up to date. The payload
+        # is merged, so fields it does not name (the indexer's group label) are kept.
+        ops = keyword_updates(written) if self._has_keywords(collection) else []
+        ops += [qe.UpdateOperation.set_payload([point_id(pid)], p) for pid, p in written.items()]
         self._room.check("payload update")
         with self._shard(collection) as shard:
             for op in ops:
@@ -272,6 +283,16 @@ class EdgeStore:
             return
         op = qe.UpdateOperation.set_payload(
             [point_id(pid) for pid in photo_ids], {SHARD_FIELD: shard}
+        )
+        self._room.check("payload update")
+        with self._shard(collection) as edge:
+            edge.update(op)
+
+    def set_group(self, collection: str, group: str, photo_ids: Sequence[str]) -> None:
+        if not photo_ids:
+            return
+        op = qe.UpdateOperation.set_payload(
+            [point_id(pid) for pid in photo_ids], {GROUP_FIELD: group}
         )
         self._room.check("payload update")
         with self._shard(collection) as edge:
@@ -337,52 +358,6 @@ class EdgeStore:
         if not keys:
             return []
         return list(self._scroll(collection, edge_filters.with_keys(keys)))
-
-    def search(
-        self,
-        collection: str,
-        vector: Embeddings,
-        *,
-        limit: int,
-        offset: int = 0,
-        filter: SearchFilter | None = None,
-        score_threshold: float | None = None,
-        tuning: SearchTuning | None = None,
-    ) -> list[Hit]:
-        params = (tuning or self._tuning).params(qe.SearchParams, qe.QuantizationSearchParams)
-        request = qe.QueryRequest(
-            limit=limit,
-            offset=offset,
-            query=qe.Query.Nearest(
-                np.asarray(vector, dtype=np.float32).tolist(), using=VECTOR_NAME
-            ),
-            filter=edge_filters.search_filter(filter) if filter is not None else None,
-            score_threshold=score_threshold,
-            with_payload=True,
-            params=params,
-        )
-        with self._shard(collection) as shard:
-            scored = shard.query(request)
-        return [
-            Hit(str((p.payload or {}).get("photo_id")), p.score, p.payload or {}) for p in scored
-        ]
-
-    def retrieve(
-        self, collection: str, photo_ids: Sequence[str], *, with_vectors: bool = False
-    ) -> list[StoredPhoto]:
-        if not photo_ids:
-            return []
-        ids: list[qe.PointId] = [point_id(pid) for pid in photo_ids]
-        with self._shard(collection) as shard:
-            records = shard.retrieve(ids, True, with_vectors)
-        found: dict[str, StoredPhoto] = {}
-        for record in records:
-            pid = str((record.payload or {}).get("photo_id"))
-            vectors = record.vector if with_vectors and isinstance(record.vector, dict) else {}
-            vector = vectors.get(VECTOR_NAME)
-            array = None if vector is None else np.asarray(vector, dtype=np.float32)
-            found[pid] = StoredPhoto(pid, record.payload or {}, array)
-        return [found[pid] for pid in dict.fromkeys(photo_ids) if pid in found]
 
     def optimize(self, collection: str) -> None:
         # It writes new segments beside the old ones before it drops them: up to their size.

@@ -12,9 +12,11 @@ from core.vectorstore.base import (
     DATETIME_FIELDS,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
+    KEYWORDS_VECTOR,
     VECTOR_NAME,
     StoreError,
 )
+from core.vectorstore.edge_keywords import SPARSE_PARAMS
 from core.vectorstore.rwlock import RWLock
 
 # Qdrant's server default (KB of vectors): below it a segment is scanned, not searched by graph.
@@ -29,6 +31,9 @@ class OpenShard:
     shard: qe.EdgeShard | None
     dim: int
     lock: RWLock
+    # Whether it has the keywords vector: a shard of an earlier release gets it (and its
+    # photos theirs) in ensure_indexes; the metadata file says so once that has finished.
+    keywords: bool
     dropping: bool = False
 
 
@@ -48,6 +53,7 @@ def shard_config(
     int8 = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, always_ram=True)
     return qe.EdgeConfig(
         vectors={VECTOR_NAME: qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
+        sparse_vectors={KEYWORDS_VECTOR: SPARSE_PARAMS},
         hnsw_config=qe.HnswIndexConfig(
             m=hnsw_m, ef_construct=hnsw_ef_construct, full_scan_threshold=_FULL_SCAN_THRESHOLD_KB
         ),

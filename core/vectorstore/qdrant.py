@@ -13,11 +13,11 @@ from qdrant_client import models as qm
 from qdrant_client.conversions.common_types import PointId
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from core.embedding.arrays import Embeddings
 from core.settings import QdrantSettings
 from core.vectorstore import qdrant_filters
 from core.vectorstore.base import (
     DATETIME_FIELDS,
+    GROUP_FIELD,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     MAX_SHARDS,
@@ -27,10 +27,8 @@ from core.vectorstore.base import (
     VECTOR_NAME,
     CollectionInfo,
     CollectionNotFound,
-    Hit,
     IndexedPoint,
     PhotoPoint,
-    SearchFilter,
     SearchTuning,
     StoredPhoto,
     StoreError,
@@ -38,6 +36,8 @@ from core.vectorstore.base import (
     model_version_of,
     point_id,
 )
+from core.vectorstore.qdrant_keywords import SPARSE_CONFIG, keyword_updates, point_vectors
+from core.vectorstore.qdrant_search import QdrantSearches
 
 
 def _is_local(client: QdrantClient) -> bool:
@@ -45,7 +45,7 @@ def _is_local(client: QdrantClient) -> bool:
     return options.get("location") == ":memory:" or options.get("path") is not None
 
 
-class QdrantStore:
+class QdrantStore(QdrantSearches):
     """A VectorStore on qdrant-client. The server orders concurrent requests itself; local mode
     is plain Python dicts, so there every call is serialized here."""
 
@@ -57,6 +57,7 @@ class QdrantStore:
         self._guard: AbstractContextManager[Any] = (
             threading.RLock() if self._local else nullcontext()
         )
+        self._keywords: dict[str, bool] = {}
 
     @contextmanager
     def _op(self, name: str | None = None) -> Iterator[None]:
@@ -81,6 +82,7 @@ class QdrantStore:
     def create_collection(self, name: str, dim: int, *, bulk: bool = False) -> None:
         model_version_of(name)
         s = self._settings
+        self._keywords.pop(name, None)
         with self._op(name):
             if name in self._collection_names():
                 size = self._dim(name)
@@ -105,6 +107,7 @@ class QdrantStore:
                         size=dim, distance=qm.Distance.COSINE, on_disk=s.on_disk
                     )
                 },
+                sparse_vectors_config=SPARSE_CONFIG,
                 # m=0 defers the HNSW graphs of a bulk load: built once by finish_bulk_load,
                 # not rebuilt segment after segment while 1e8 points arrive (Qdrant's advice).
                 hnsw_config=qm.HnswConfigDiff(
@@ -167,6 +170,7 @@ class QdrantStore:
             if aliased:
                 raise StoreError(f"collection {name!r} is aliased by {', '.join(aliased)}")
             self._client.delete_collection(name)
+            self._keywords.pop(name, None)
 
     def collections(self) -> list[CollectionInfo]:
         versions: dict[str, int] = {}
@@ -224,38 +228,36 @@ class QdrantStore:
         raise CollectionNotFound(name)
 
     def upsert(self, collection: str, points: Sequence[PhotoPoint]) -> None:
+        if not points:
+            return
+        # A collection of an earlier release has no keywords vector to write to.
+        keywords = self._has_keywords(collection)
         step = self._settings.upsert_batch
         for start in range(0, len(points), step):
-            batch = [
-                qm.PointStruct(
-                    id=point_id(p.photo_id),
-                    vector={VECTOR_NAME: np.asarray(p.vector, dtype=np.float32).tolist()},
-                    payload={**p.payload, "photo_id": p.photo_id},
+            batch = []
+            for p in points[start : start + step]:
+                payload = {**p.payload, "photo_id": p.photo_id}
+                embedding = np.asarray(p.vector, dtype=np.float32).tolist()
+                vectors = point_vectors(embedding, payload if keywords else {})
+                batch.append(
+                    qm.PointStruct(id=point_id(p.photo_id), vector=vectors, payload=payload)
                 )
-                for p in points[start : start + step]
-            ]
             with self._op(collection):
                 self._client.upsert(collection, points=batch, wait=True)
 
     def set_payload(self, collection: str, photo_id: str, payload: dict[str, Any]) -> None:
-        with self._op(collection):
-            self._client.overwrite_payload(
-                collection,
-                payload={**payload, "photo_id": photo_id},
-                points=[point_id(photo_id)],
-                wait=True,
-            )
+        self.set_payloads(collection, {photo_id: payload})
 
     def set_payloads(self, collection: str, payloads: Mapping[str, dict[str, Any]]) -> None:
         if not payloads:
             return
-        ops: list[qm.UpdateOperation] = [
-            qm.OverwritePayloadOperation(
-                overwrite_payload=qm.SetPayload(
-                    payload={**payload, "photo_id": pid}, points=[point_id(pid)]
-                )
-            )
-            for pid, payload in payloads.items()
+        written = {pid: {**payload, "photo_id": pid} for pid, payload in payloads.items()}
+        # The keywords first: the payload's meta_hash says the photo is up to date. The payload
+        # is merged, so fields it does not name (the indexer's group label) are kept.
+        ops = keyword_updates(written) if self._has_keywords(collection) else []
+        ops += [
+            qm.SetPayloadOperation(set_payload=qm.SetPayload(payload=p, points=[point_id(pid)]))
+            for pid, p in written.items()
         ]
         with self._op(collection):
             self._client.batch_update_points(collection, ops, wait=True)
@@ -267,6 +269,17 @@ class QdrantStore:
             self._client.set_payload(
                 collection,
                 payload={SHARD_FIELD: shard},
+                points=[point_id(pid) for pid in photo_ids],
+                wait=True,
+            )
+
+    def set_group(self, collection: str, group: str, photo_ids: Sequence[str]) -> None:
+        if not photo_ids:
+            return
+        with self._op(collection):
+            self._client.set_payload(
+                collection,
+                payload={GROUP_FIELD: group},
                 points=[point_id(pid) for pid in photo_ids],
                 wait=True,
             )
@@ -342,40 +355,6 @@ class QdrantStore:
         if not keys:
             return []
         return list(self._scroll(collection, qdrant_filters.with_keys(keys)))
-
-    def search(
-        self,
-        collection: str,
-        vector: Embeddings,
-        *,
-        limit: int,
-        offset: int = 0,
-        filter: SearchFilter | None = None,
-        score_threshold: float | None = None,
-        tuning: SearchTuning | None = None,
-    ) -> list[Hit]:
-        params = None
-        if not self._local:  # local mode is exact and warns about search params
-            params = (tuning or self._tuning).params(qm.SearchParams, qm.QuantizationSearchParams)
-        with self._op(collection):
-            response = self._client.query_points(
-                collection,
-                query=np.asarray(vector, dtype=np.float32).tolist(),
-                using=VECTOR_NAME,
-                limit=limit,
-                offset=offset,
-                query_filter=qdrant_filters.search_filter(filter) if filter is not None else None,
-                score_threshold=score_threshold,
-                search_params=params,
-                with_payload=True,
-            )
-        hits = []
-        for point in response.points:
-            payload = dict(point.payload or {})
-            hits.append(
-                Hit(photo_id=str(payload.get("photo_id")), score=point.score, payload=payload)
-            )
-        return hits
 
     def retrieve(
         self, collection: str, photo_ids: Sequence[str], *, with_vectors: bool = False

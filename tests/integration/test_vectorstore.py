@@ -195,15 +195,11 @@ def test_delete_ignores_unknown_ids(filled: VectorStore) -> None:
     assert "p1" not in ids(filled.search(COLL, VECS[1], limit=N))
 
 
-def test_set_payload_keeps_the_vector(filled: VectorStore) -> None:
+def test_set_payload_merges_and_keeps_the_vector(filled: VectorStore) -> None:
     filled.set_payload(COLL, "p4", {"tags": ["renamed"], "content_version": "c4", "meta_hash": "x"})
     [stored] = filled.retrieve(COLL, ["p4"], with_vectors=True)
-    assert stored.payload == {
-        "photo_id": "p4",
-        "tags": ["renamed"],
-        "content_version": "c4",
-        "meta_hash": "x",
-    }
+    # The fields named are written, the others kept (the indexer's group label among them).
+    assert stored.payload == payload(4) | {"tags": ["renamed"], "meta_hash": "x"}
     assert stored.vector is not None
     np.testing.assert_allclose(stored.vector, VECS[4], atol=1e-5)
     assert ids(
@@ -272,7 +268,7 @@ def test_set_payloads_rewrites_many_photos_and_keeps_their_vectors(shards: Vecto
     shards.set_payloads(COLL, {f"p{i}": {"shard": "z", "title": f"t{i}"} for i in range(5)})
     assert shards.shard_sizes(COLL)["z"] == 5
     [p2] = shards.retrieve(COLL, ["p2"], with_vectors=True)
-    assert p2.payload == {"shard": "z", "title": "t2", "photo_id": "p2"}
+    assert p2.payload == sharded(2, "").payload | {"shard": "z", "title": "t2"}
     assert p2.vector is not None and np.allclose(p2.vector, VECS[2], atol=1e-6)
 
 

@@ -95,6 +95,11 @@ def _query(c: QdrantClient, name: str, body: m.QueryRequest) -> m.QueryResponse:
     )
 
 
+def _query_batch(c: QdrantClient, name: str, body: m.QueryRequestBatch) -> list[m.QueryResponse]:
+    # One at a time through _query, which leaves out the search params local mode warns about.
+    return [_query(c, name, request) for request in body.searches]
+
+
 def _update(c: QdrantClient, name: str, body: m.UpdateCollection) -> bool:
     c.update_collection(
         name,
@@ -147,6 +152,7 @@ API: list[tuple[str, str, Any, Call]] = [
     ),
     ("POST", "/collections/{name}/points/scroll", m.ScrollRequest, _scroll),
     ("POST", "/collections/{name}/points/query", m.QueryRequest, _query),
+    ("POST", "/collections/{name}/points/query/batch", m.QueryRequestBatch, _query_batch),
     (
         "POST",
         "/collections/{name}/points/count",

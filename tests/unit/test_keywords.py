@@ -1,0 +1,79 @@
+"""The words of photos and queries, and their BM25 weights."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.keywords import (
+    AVERAGE_WORDS,
+    K1,
+    B,
+    document_vector,
+    photo_words,
+    query_vector,
+    word_id,
+    words,
+)
+
+
+def weight_of(word: str, payload: dict[str, object]) -> float:
+    vector = document_vector(payload)
+    return dict(zip(vector.indices, vector.values, strict=True))[word_id(word)]
+
+
+def test_words_fold_case_and_accents() -> None:
+    # "à" is "a" once folded: a stopword.
+    assert words("Café CRÈME, brûlée à Zürich") == ["cafe", "creme", "brulee", "zurich"]
+    assert words("ÉTÉ") == words("été") == words("ete") == ["ete"]
+    assert words("Straße") == ["strasse"]
+
+
+def test_stopwords_are_left_out() -> None:
+    assert words("A dog in the snow, with an owner") == ["dog", "snow", "owner"]
+    assert words("The of AND") == []
+    assert query_vector("the and of") == query_vector("")
+    assert query_vector("").indices == ()
+
+
+def test_a_photo_s_words_are_its_title_tags_and_photographer() -> None:
+    payload = {
+        "title": "Old Lighthouse",
+        "tags": ["coast", "sea fog"],
+        "photographer": "Ann Lee",
+        "license": "cc-by",
+        "extra": {"camera": "leica"},
+    }
+    assert photo_words(payload) == ["old", "lighthouse", "coast", "sea", "fog", "ann", "lee"]
+    assert photo_words({"title": None, "tags": [], "photographer": None}) == []
+    assert document_vector({"title": None, "tags": []}).indices == ()
+
+
+def test_document_weights_are_bm25_term_frequencies() -> None:
+    vector = document_vector({"title": "dog cat bird fish"})
+    assert list(vector.indices) == sorted(vector.indices)
+    norm = K1 * (1 - B + B * 4 / AVERAGE_WORDS)
+    assert weight_of("dog", {"title": "dog cat bird fish"}) == pytest.approx((K1 + 1) / (1 + norm))
+
+
+def test_weights_saturate_as_a_word_repeats() -> None:
+    # Four words each time: only how often "dog" occurs changes.
+    once = weight_of("dog", {"title": "dog cat bird fish"})
+    twice = weight_of("dog", {"title": "dog dog bird fish"})
+    four = weight_of("dog", {"title": "dog dog dog dog"})
+    assert once < twice < four < K1 + 1
+    # Each further occurrence adds less than the one before.
+    assert (four - twice) / 2 < twice - once
+    # A word in a longer text weighs less (length normalization).
+    assert weight_of("dog", {"title": "dog " + "cat " * 20}) < once
+
+
+def test_a_query_holds_each_distinct_word_once() -> None:
+    vector = query_vector("Dog dog DOG on the beach")
+    assert vector.indices == tuple(sorted({word_id("dog"), word_id("beach")}))
+    assert vector.values == (1.0, 1.0)
+    assert query_vector(["dog", "Beach dog"]) == vector
+
+
+def test_word_ids_are_stable_32_bit_numbers() -> None:
+    assert word_id("dog") == word_id("dog") != word_id("cat")
+    assert all(0 <= word_id(w) < 2**32 for w in ("dog", "cat", "zurich", "x" * 500))
