@@ -134,6 +134,15 @@ class ApiSettings(BaseModel):
         1.0, gt=0, description="Deadline of the text or image embedding of one request."
     )
     search_timeout_s: float = Field(2.0, gt=0, description="Deadline of one vector search.")
+    # A page of 20 from the best 100: room for a few bursts of near-duplicates to collapse and
+    # for diversity to choose among; loadtests/bench_search.py measures its cost.
+    rerank_pool: int = Field(
+        100,
+        ge=1,
+        le=10_000,
+        description="Candidates read to collapse near-duplicates, diversify or sort by date "
+        "(more when a collapsed page needs them; sort=newest orders exactly these).",
+    )
     # Little's law: at the ~150 text queries/s one CPU Triton serves, 16 in flight is ~100 ms
     # of work; a GPU Triton serves more, and a replica's share of it is what this bounds.
     max_embeds_in_flight: int = Field(

@@ -96,7 +96,7 @@ RootPath = Annotated[str, Depends(root_path)]
 
 
 # The query parameters a caller may repeat (lists); any other given twice is ambiguous.
-_REPEATABLE = frozenset({"tags_any", "tags_all"})
+_REPEATABLE = frozenset({"tags_any", "tags_all", "not", "positive", "negative"})
 
 
 async def once_each(request: Request) -> None:
@@ -105,6 +105,5 @@ async def once_each(request: Request) -> None:
     params = request.query_params
     repeated = sorted({k for k in params if k not in _REPEATABLE and len(params.getlist(k)) > 1})
     if repeated:
-        raise ApiError(
-            422, f"{', '.join(repeated)}: give each once (only tags_any and tags_all repeat)"
-        )
+        lists = ", ".join(sorted(_REPEATABLE))
+        raise ApiError(422, f"{', '.join(repeated)}: give each once (only {lists} repeat)")

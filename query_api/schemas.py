@@ -22,6 +22,10 @@ MAX_LIMIT = 100
 MAX_OFFSET = 10_000
 MAX_TAGS = 20
 MAX_EXCLUDED = 100
+MAX_NOT = 5
+MAX_EXAMPLES = 20
+# How many of a group's other photos a result lists (its count says how many there are).
+MAX_DUPLICATE_IDS = 20
 
 
 def _refuse_surrogates(text: str) -> None:
@@ -97,10 +101,40 @@ class Filters(BaseModel):
 
 
 class Page(Filters):
-    """How many results, from where, and the filters."""
+    """How many results, from where, the filters, and how the results are arranged."""
 
     limit: int = Field(20, ge=1, le=MAX_LIMIT, description="Results per page.")
     offset: int = Field(0, ge=0, le=MAX_OFFSET, description="Results to skip (pagination).")
+    collapse: StrictBool = Field(
+        True,
+        description="One photo per near-duplicate group (crops, re-encodings, bursts of one "
+        "scene): the best of the group stands for the rest, listed in its `duplicates`. "
+        "false: every photo.",
+    )
+    diversity: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="0: by relevance alone. Up to 1: re-rank the most relevant candidates by "
+        "maximal marginal relevance, trading relevance for results that look unlike each other.",
+    )
+    sort: Literal["relevance", "newest"] = Field(
+        "relevance",
+        description="newest: the most relevant candidates (PHOTOSEARCH_API__RERANK_POOL, and "
+        "above score_threshold), newest created_at first.",
+    )
+
+    @field_validator("collapse", mode="before")
+    @classmethod
+    def _flag(cls, value: object) -> object:
+        # A query string is text: "true"/"false" (and 1/0) are its booleans; JSON's are strict.
+        if isinstance(value, str) and value.lower() in {"true", "false", "1", "0"}:
+            return value.lower() in {"true", "1"}
+        return value
+
+    def rearranged(self) -> bool:
+        """Whether the results are more than the store's own ranking, paged."""
+        return self.collapse or self.diversity > 0 or self.sort != "relevance"
 
     @field_validator("limit", "offset", mode="before")
     @classmethod
@@ -111,22 +145,87 @@ class Page(Filters):
         return value
 
 
+def _query_text(q: str) -> str:
+    if not q.strip():
+        raise ValueError("the query is blank")
+    # Category Cc: C0, DEL and C1 (U+0080..U+009F); tabs and newlines are only spaces.
+    if any(unicodedata.category(c) == "Cc" and c not in "\t\n\r" for c in q):
+        raise ValueError("the query holds control characters")
+    return q
+
+
 class TextSearch(Page):
     """A text query with its page and filters (GET query string or POST JSON body)."""
 
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
     q: str = Field(
         min_length=1, max_length=MAX_QUERY_CHARS, description="What the photo shows, in words."
+    )
+    mode: Literal["hybrid", "vector", "keyword"] = Field(
+        "hybrid",
+        description="hybrid: the photos' embeddings and the words of their title, tags and "
+        "photographer, the two rankings fused (reciprocal rank fusion); vector: embeddings "
+        "only; keyword: words only (BM25; case and accents ignored).",
+    )
+    not_: list[str] = Field(
+        default_factory=list,
+        alias="not",
+        max_length=MAX_NOT,
+        description="Descriptions to move away from (repeat `not` in a query string): the "
+        "query's embedding less not_weight times theirs; photos holding all the words of one "
+        "of them leave the keyword ranking.",
+    )
+    not_weight: float = Field(
+        0.5, ge=0.0, le=1.0, description="How far `not` moves the query away (0: not at all)."
     )
 
     @field_validator("q")
     @classmethod
     def _not_blank(cls, q: str) -> str:
-        if not q.strip():
-            raise ValueError("the query is blank")
-        # Category Cc: C0, DEL and C1 (U+0080..U+009F); tabs and newlines are only spaces.
-        if any(unicodedata.category(c) == "Cc" and c not in "\t\n\r" for c in q):
-            raise ValueError("the query holds control characters")
-        return q
+        return _query_text(q)
+
+    @field_validator("not_")
+    @classmethod
+    def _nots(cls, nots: list[str]) -> list[str]:
+        for text in nots:
+            if len(text) > MAX_QUERY_CHARS:
+                raise ValueError(f"a `not` description is longer than {MAX_QUERY_CHARS} characters")
+            _query_text(text)
+        return nots
+
+    @model_validator(mode="after")
+    def _threshold_needs_a_vector(self) -> TextSearch:
+        if self.mode == "keyword" and self.score_threshold is not None:
+            raise ValueError(
+                "score_threshold is a cosine similarity to the query's embedding: "
+                "give it with mode=hybrid or mode=vector, not mode=keyword"
+            )
+        return self
+
+
+class RecommendSearch(Page):
+    """More like these photos and not like those (GET query string or POST JSON body)."""
+
+    positive: list[str] = Field(
+        min_length=1,
+        max_length=MAX_EXAMPLES,
+        description="Photo ids to find more like (repeat `positive` in a query string).",
+    )
+    negative: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_EXAMPLES,
+        description="Photo ids whose like to keep away (repeat `negative`).",
+    )
+
+    @field_validator("positive", "negative")
+    @classmethod
+    def _ids(cls, ids: list[str]) -> list[str]:
+        for photo_id in ids:
+            if not photo_id or len(photo_id) > 1024:
+                raise ValueError("a photo id must be 1 to 1024 characters")
+            _refuse_surrogates(photo_id)
+        return ids
 
 
 class PhotoMetadata(BaseModel):
@@ -149,12 +248,34 @@ class Photo(BaseModel):
     thumbnail_url: str
 
 
+class Duplicates(BaseModel):
+    """The other photos of a result's near-duplicate group that match the search's filters."""
+
+    group: str = Field(description="The group's id (GET /v1/photos/{id}/duplicates lists it).")
+    count: int = Field(description="How many other photos the result stands for.")
+    ids: list[str] = Field(description=f"The first {MAX_DUPLICATE_IDS} of their ids.")
+
+
 class Result(Photo):
-    score: float = Field(description="Cosine similarity to the query, -1..1.")
+    score: float = Field(
+        description="The ranking score: cosine similarity to the query (-1..1) for vector, "
+        "image, more-like-this and recommend searches; the reciprocal rank fusion score "
+        "for mode=hybrid; BM25 for mode=keyword."
+    )
+    duplicates: Duplicates | None = Field(
+        None,
+        description="With collapse (the default): the near-duplicates this result stands "
+        "for; null when it stands for none, or without collapse.",
+    )
 
 
 class SearchResponse(BaseModel):
     results: list[Result]
+    mode: Literal["hybrid", "vector", "keyword"] | None = Field(
+        None,
+        description="A text search: the mode that ran (hybrid runs as vector on a collection "
+        "built before keyword search, until a reindex). Null for the other searches.",
+    )
     model_version: int = Field(description="The model version that embedded the query.")
     collection: str = Field(description="The collection searched (built with model_version).")
     cached: bool | None = Field(
@@ -168,6 +289,12 @@ class SearchResponse(BaseModel):
     took_ms: float
 
 
+class DuplicatesResponse(BaseModel):
+    photo_id: str
+    group: str
+    photos: list[Photo] = Field(description="The other photos of its near-duplicate group.")
+
+
 class ErrorResponse(BaseModel):
     """Every 4xx and 5xx answer."""
 
@@ -177,86 +304,6 @@ class ErrorResponse(BaseModel):
         None, description="422: the first few validation errors (loc, msg, type)."
     )
     more_errors: int | None = Field(None, description="422: how many errors were left out.")
-
-
-class SourceRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    source: str | None = Field(
-        None, max_length=2000, description="file:///dir or s3://bucket/prefix; default: the last."
-    )
-    # Strict: 0.0 or "yes" for a flag that deletes photos is a mistake to refuse, not to guess.
-    force: StrictBool = Field(
-        False,
-        description="Go on even past PHOTOSEARCH_INDEXER__MAX_DELETE_SHARE: a sync that would "
-        "delete more than that share of the live index, or a reindex whose switch would drop "
-        "it, is refused otherwise (the job says so).",
-    )
-
-
-class SyncRequest(SourceRequest):
-    kind: Literal["sync", "increment"] = Field(
-        "sync",
-        description="sync: list the whole source; increment: what the change feed reported.",
-    )
-
-
-class ReindexRequest(SourceRequest):
-    model_version: int = Field(ge=1, description="The exported model version to rebuild with.")
-
-
-class JobAccepted(BaseModel):
-    job_id: str
-    kind: str
-    status_url: str
-    joined: bool = Field(
-        False, description="True: the same job was running already; this is that job."
-    )
-
-
-class RollbackResponse(BaseModel):
-    job_id: str
-    state: Literal["done", "failed", "queued", "running"]
-    message: str
-
-
-class Job(BaseModel):
-    id: str
-    kind: str
-    state: str
-    source: str
-    collection: str
-    model_version: int
-    phase: str = Field(description="A reindex: load, indexing or catch-up.")
-    round: int = Field(description="A reindex: 0 the load, then each catch-up pass.")
-    listed: int = Field(description="Photos listed so far.")
-    shards_total: int = Field(description="Shards of the round (more as big ones are split).")
-    shards_planned: int
-    estimated_total: int = Field(description="total, extrapolated while shards are planned.")
-    total: int
-    done: int
-    failed: int
-    skipped: int
-    deleted: int
-    updated: int
-    unchanged: int
-    images_per_s: float
-    eta_s: float | None
-    created_at: float
-    started_at: float
-    finished_at: float
-    message: str
-    force: bool = Field(False, description="Asked with force: no delete guard.")
-    refused: bool = Field(
-        False,
-        description="Refused by the delete guard (failed): the message gives the counts, the "
-        "share and how to force it.",
-    )
-    live_count: int = Field(0, description="Photos of the live index when the guard counted.")
-    delete_budget: int = Field(0, description="Deletions the job may make without force.")
-    held: int = Field(
-        0, description="Deletions held back until the whole listing was seen within the budget."
-    )
-    problems: list[str] = Field(default_factory=list)
 
 
 class ModelResponse(BaseModel):

@@ -10,20 +10,25 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
+
+import numpy as np
 
 from core.embedding.arrays import Embeddings
 from core.embedding.errors import EmbeddingError
 from core.embedding.images import prepare_image
 from core.querycache import normalize_query
-from core.vectorstore import CollectionNotFound, Hit, StoredPhoto, model_version_of
+from core.vectorstore import CollectionNotFound, StoredPhoto, model_version_of
+from query_api.arrange import Arranged, Fetch, Ranking, arrange
 from query_api.errors import ApiError, Unavailable
+from query_api.hybrid import HybridPlan, Mode
 from query_api.schemas import (
     MAX_OFFSET,
     Page,
     Photo,
     PhotoMetadata,
+    RecommendSearch,
     Result,
     SearchResponse,
     TextSearch,
@@ -32,6 +37,7 @@ from query_api.services import Services
 from query_api.timing import Stages
 
 _METADATA = tuple(PhotoMetadata.model_fields)
+R = TypeVar("R")
 
 
 def photo_urls(root: str, photo_id: str) -> dict[str, str]:
@@ -121,40 +127,45 @@ async def _embed_text(svc: Services, normalized: str, version: int, stages: Stag
     return vector
 
 
-async def _search(
-    svc: Services,
-    kind: str,
-    collection: str,
-    vector: Embeddings,
-    page: Page,
-    stages: Stages,
-    exclude: str = "",
-) -> list[Hit]:
-    exclude_ids = (exclude,) if exclude else ()
-    with stages.timed("search"):
-        return await svc.in_store(
-            f"search:{kind}",
-            lambda: svc.store.search(
-                collection,
-                vector,
-                limit=page.limit + 1,  # one more tells whether a next page exists
-                offset=page.offset,
-                filter=page.to_store(exclude_ids),
-                score_threshold=page.score_threshold,
-            ),
+def _nearest(
+    svc: Services, collection: str, vector: Embeddings, page: Page, exclude: tuple[str, ...]
+) -> Fetch:
+    def fetch(limit: int, offset: int, with_vectors: bool) -> Ranking:
+        hits = svc.store.search(
+            collection,
+            vector,
+            limit=limit,
+            offset=offset,
+            filter=page.to_store(exclude),
+            score_threshold=page.score_threshold,
+            with_vectors=with_vectors,
         )
+        return Ranking(hits, more=len(hits) == limit)
+
+    return fetch
 
 
 def _response(
-    root: str, hits: list[Hit], collection: str, cached: bool | None, page: Page, start: float
+    root: str,
+    arranged: Arranged,
+    collection: str,
+    cached: bool | None,
+    page: Page,
+    start: float,
+    mode: Mode | None = None,
 ) -> SearchResponse:
     results = [
-        Result(score=hit.score, **to_photo(root, hit.photo_id, hit.payload))
-        for hit in hits[: page.limit]
+        Result(
+            score=hit.score,
+            duplicates=arranged.duplicates.get(hit.photo_id),
+            **to_photo(root, hit.photo_id, hit.payload),
+        )
+        for hit in arranged.hits[: page.limit]
     ]
-    more = len(hits) > page.limit and page.offset + page.limit <= MAX_OFFSET
+    more = len(arranged.hits) > page.limit and page.offset + page.limit <= MAX_OFFSET
     return SearchResponse(
         results=results,
+        mode=mode,
         model_version=model_version_of(collection),
         collection=collection,
         cached=cached,
@@ -166,16 +177,15 @@ def _response(
 
 
 async def _with_live_collection(
-    svc: Services, stages: Stages, run: Callable[[str], Awaitable[tuple[list[Hit], bool]]]
-) -> tuple[list[Hit], bool, str]:
+    svc: Services, stages: Stages, run: Callable[[str], Awaitable[R]]
+) -> tuple[R, str]:
     """Resolve the live collection and run; once more, asking the store, if it was dropped
     in between (or since the name was last asked)."""
     for attempt in (1, 2):
         with stages.timed("resolve"):
             collection = await svc.live_collection(fresh=attempt == 2)
         try:
-            hits, cached = await run(collection)
-            return hits, cached, collection
+            return await run(collection), collection
         except CollectionNotFound:
             if attempt == 2:
                 raise Unavailable(
@@ -192,14 +202,40 @@ async def text_search(
     """`reveal_cache`: say whether the embedding came from the cache. Only to an operator (an
     admin key): to anyone else it would tell whether some other caller searched the phrase."""
     start = time.perf_counter()
+
+    async def run(collection: str) -> tuple[Arranged, bool, Mode]:
+        vector, cached = None, True
+        if query.mode != "keyword":
+            vector, cached = await _query_vector(svc, query, model_version_of(collection), stages)
+        if query.mode == "vector":
+            assert vector is not None
+            fetch = _nearest(svc, collection, vector, query, ())
+            return await arrange(svc, "text", collection, query, stages, fetch), cached, "vector"
+        plan = HybridPlan.of(svc.store, collection, query, vector)
+        arranged = await arrange(svc, "text", collection, query, stages, plan.fetch, pooled=True)
+        return arranged, cached, plan.mode_ran
+
+    (arranged, cached, mode), collection = await _with_live_collection(svc, stages, run)
+    reveal = cached if reveal_cache and query.mode != "keyword" else None
+    return _response(root, arranged, collection, reveal, query, start, mode)
+
+
+async def _query_vector(
+    svc: Services, query: TextSearch, version: int, stages: Stages
+) -> tuple[Embeddings, bool]:
+    """The query's embedding, moved away from its `not` descriptions: q - w x mean(not),
+    unit length again (as Marqo's negative weights and rclip's "-" do)."""
     normalized = normalize_query(query.q)
-
-    async def run(collection: str) -> tuple[list[Hit], bool]:
-        vector, cached = await embed_query(svc, normalized, model_version_of(collection), stages)
-        return await _search(svc, "text", collection, vector, query, stages), cached
-
-    hits, cached, collection = await _with_live_collection(svc, stages, run)
-    return _response(root, hits, collection, cached if reveal_cache else None, query, start)
+    if not query.not_ or query.not_weight == 0:
+        return await embed_query(svc, normalized, version, stages)
+    texts = [normalized, *dict.fromkeys(normalize_query(t) for t in query.not_)]
+    embedded = await asyncio.gather(*(embed_query(svc, t, version, stages) for t in texts))
+    vectors = np.stack([np.asarray(v, dtype=np.float32) for v, _ in embedded])
+    moved = vectors[0] - query.not_weight * vectors[1:].mean(axis=0)
+    norm = float(np.linalg.norm(moved))
+    if norm < 1e-6:  # the query is its own `not`: nothing is left to search for
+        raise ApiError(422, "the query and its `not` descriptions cancel each other out")
+    return (moved / norm).astype(np.float32), all(c for _, c in embedded)
 
 
 async def image_search(
@@ -207,7 +243,7 @@ async def image_search(
 ) -> SearchResponse:
     start = time.perf_counter()
 
-    async def run(collection: str) -> tuple[list[Hit], bool]:
+    async def run(collection: str) -> Arranged:
         version = model_version_of(collection)
         spec = svc.embedder.manifest(version).image
         limits = svc.embedder.image_limits
@@ -227,10 +263,26 @@ async def image_search(
                         timeout_s=svc.settings.api.embed_timeout_s * 5,
                     ),
                 )
-        return await _search(svc, "image", collection, vectors[0], page, stages), False
+        fetch = _nearest(svc, collection, vectors[0], page, ())
+        return await arrange(svc, "image", collection, page, stages, fetch)
 
-    hits, _, collection = await _with_live_collection(svc, stages, run)
-    return _response(root, hits, collection, None, page, start)
+    arranged, collection = await _with_live_collection(svc, stages, run)
+    return _response(root, arranged, collection, None, page, start)
+
+
+async def _stored_vectors(
+    svc: Services, collection: str, photo_ids: list[str], stages: Stages
+) -> list[Embeddings]:
+    """The stored vectors of photos, in the order asked; 404 names a photo not indexed."""
+    with stages.timed("retrieve"):
+        found = await svc.in_store(
+            "retrieve", lambda: svc.store.retrieve(collection, photo_ids, with_vectors=True)
+        )
+    vectors = {record.photo_id: record.vector for record in found}
+    for photo_id in photo_ids:
+        if vectors.get(photo_id) is None:
+            raise ApiError(404, f"no photo {photo_id!r} in the index")
+    return [v for pid in dict.fromkeys(photo_ids) if (v := vectors[pid]) is not None]
 
 
 async def similar_search(
@@ -239,15 +291,43 @@ async def similar_search(
     """More like this: the stored vector of a photo, not a new embedding; never itself."""
     start = time.perf_counter()
 
-    async def run(collection: str) -> tuple[list[Hit], bool]:
-        with stages.timed("retrieve"):
-            found = await svc.in_store(
-                "retrieve", lambda: svc.store.retrieve(collection, [photo_id], with_vectors=True)
-            )
-        if not found or found[0].vector is None:
-            raise ApiError(404, f"no photo {photo_id!r} in the index")
-        vector = found[0].vector
-        return await _search(svc, "similar", collection, vector, page, stages, photo_id), False
+    async def run(collection: str) -> Arranged:
+        (vector,) = await _stored_vectors(svc, collection, [photo_id], stages)
+        fetch = _nearest(svc, collection, vector, page, (photo_id,))
+        return await arrange(svc, "similar", collection, page, stages, fetch, exclude=(photo_id,))
 
-    hits, _, collection = await _with_live_collection(svc, stages, run)
-    return _response(root, hits, collection, None, page, start)
+    arranged, collection = await _with_live_collection(svc, stages, run)
+    return _response(root, arranged, collection, None, page, start)
+
+
+async def recommend_search(
+    svc: Services, root: str, query: RecommendSearch, stages: Stages
+) -> SearchResponse:
+    """More like these and not like those: the store's recommendation query over the stored
+    vectors of the examples, none of which is a result."""
+    start = time.perf_counter()
+    examples = tuple(dict.fromkeys([*query.positive, *query.negative]))
+
+    async def run(collection: str) -> Arranged:
+        vectors = await _stored_vectors(svc, collection, list(examples), stages)
+        by_id = dict(zip(examples, vectors, strict=True))
+        positive = [by_id[p] for p in dict.fromkeys(query.positive)]
+        negative = [by_id[n] for n in dict.fromkeys(query.negative) if n not in query.positive]
+
+        def fetch(limit: int, offset: int, with_vectors: bool) -> Ranking:
+            hits = svc.store.recommend(
+                collection,
+                positive,
+                negative,
+                limit=limit,
+                offset=offset,
+                filter=query.to_store(examples),
+                score_threshold=query.score_threshold,
+                with_vectors=with_vectors,
+            )
+            return Ranking(hits, more=len(hits) == limit)
+
+        return await arrange(svc, "recommend", collection, query, stages, fetch, exclude=examples)
+
+    arranged, collection = await _with_live_collection(svc, stages, run)
+    return _response(root, arranged, collection, None, query, start)

@@ -14,7 +14,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 # The stages a search can have, in the order it meets them.
-STAGES = ("resolve", "cache", "admit", "tokenize", "decode", "retrieve", "embed", "search")
+STAGES = (
+    "resolve",
+    "cache",
+    "admit",
+    "tokenize",
+    "decode",
+    "retrieve",
+    "embed",
+    "search",
+    "rerank",
+)
 # What each stage is, for the header's `desc` (browsers' developer tools show it).
 # No commas in them: many parsers split the header at every comma, quotes or not.
 _DESCRIPTIONS = {
@@ -22,10 +32,12 @@ _DESCRIPTIONS = {
     "cache": "query cache (Redis)",
     "admit": "waiting for an embedding slot",
     "tokenize": "tokenizer",
+    "fetch": "image fetched from its URL",
     "decode": "image decode",
     "retrieve": "stored vector",
     "embed": "Triton: queue + batch + compute",
-    "search": "vector search",
+    "search": "vector and keyword search",
+    "rerank": "fusion + collapse + diversity + sort",
     "other": "routing + validation + serialization",
     "total": "the API's whole time",
 }

@@ -13,9 +13,11 @@ from core.jobs import FINISHED, JobKind, JobState, JobStatus
 from core.sources import SourceError, check_source
 from core.submit import Submitted, submit_reindex, submit_rollback, submit_sync
 from query_api.deps import AdminCaller, ServicesDep
+from query_api.duplicates import largest_groups
 from query_api.errors import ApiError
-from query_api.schemas import (
-    ErrorResponse,
+from query_api.schemas import ErrorResponse
+from query_api.schemas_admin import (
+    DuplicateGroups,
     Job,
     JobAccepted,
     ReindexRequest,
@@ -149,3 +151,13 @@ async def collections(services: ServicesDep, caller: AdminCaller) -> list[dict[s
     """Every collection with its model version, size and aliases."""
     found = await services.in_store("collections", services.store.collections)
     return [asdict(c) for c in found]
+
+
+@router.get("/duplicates", response_model=DuplicateGroups, responses=ERRORS)
+async def duplicate_groups(
+    services: ServicesDep,
+    caller: AdminCaller,
+    limit: Annotated[int, Query(ge=1, le=1000, description="How many groups.")] = 50,
+) -> DuplicateGroups:
+    """The largest near-duplicate groups of the live collection, with their first ids."""
+    return await largest_groups(services, limit)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Header, Query, Response
 from core.embedding.images import ImageLimits
 from core.vectorstore import CollectionNotFound, StoredPhoto
 from query_api.deps import ReadCaller, RootPath, SearchCaller, ServicesDep, StagesDep, once_each
+from query_api.duplicates import photo_duplicates
 from query_api.errors import ApiError
 from query_api.photos import (
     etag_of,
@@ -17,7 +18,7 @@ from query_api.photos import (
     read_original,
     thumbnail_key,
 )
-from query_api.schemas import ErrorResponse, Page, Photo, SearchResponse
+from query_api.schemas import DuplicatesResponse, ErrorResponse, Page, Photo, SearchResponse
 from query_api.search import similar_search, stored_photo
 from query_api.services import Services
 
@@ -67,6 +68,15 @@ async def similar(
 ) -> SearchResponse:
     """More like this: neighbours of the photo's stored vector, never the photo itself."""
     return await similar_search(services, root, photo_id, page, stages)
+
+
+@router.get("/{photo_id:path}/duplicates", response_model=DuplicatesResponse, responses=ERRORS)
+async def duplicates(
+    photo_id: str, services: ServicesDep, caller: ReadCaller, root: RootPath
+) -> DuplicatesResponse:
+    """The photo's near-duplicates: the other photos of its group (crops, re-encodings,
+    resizes, bursts of one scene), as the indexer grouped them."""
+    return await photo_duplicates(services, root, photo_id)
 
 
 @router.get("/{photo_id:path}/image", responses=ERRORS)

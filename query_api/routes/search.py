@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends, File, Query, UploadFile
 
 from query_api.deps import RootPath, SearchCaller, ServicesDep, StagesDep, once_each
 from query_api.errors import ApiError
-from query_api.schemas import ErrorResponse, Page, SearchResponse, TextSearch
-from query_api.search import image_search, text_search
+from query_api.schemas import ErrorResponse, Page, RecommendSearch, SearchResponse, TextSearch
+from query_api.search import image_search, recommend_search, text_search
 
 router = APIRouter(prefix="/v1/search", tags=["search"], dependencies=[Depends(once_each)])
 
@@ -41,6 +41,34 @@ async def search_post(
 ) -> SearchResponse:
     """The same search with a JSON body (long filter lists)."""
     return await text_search(services, root, query, "admin" in caller.scopes, stages)
+
+
+# 404: an example photo is not in the index.
+RECOMMEND_ERRORS: dict[int | str, dict[str, object]] = {**ERRORS, 404: {"model": ErrorResponse}}
+
+
+@router.get("/recommend", response_model=SearchResponse, responses=RECOMMEND_ERRORS)
+async def recommend_get(
+    query: Annotated[RecommendSearch, Query()],
+    services: ServicesDep,
+    caller: SearchCaller,
+    root: RootPath,
+    stages: StagesDep,
+) -> SearchResponse:
+    """More like these photos and not like those: repeat `positive` and `negative`."""
+    return await recommend_search(services, root, query, stages)
+
+
+@router.post("/recommend", response_model=SearchResponse, responses=RECOMMEND_ERRORS)
+async def recommend_post(
+    query: RecommendSearch,
+    services: ServicesDep,
+    caller: SearchCaller,
+    root: RootPath,
+    stages: StagesDep,
+) -> SearchResponse:
+    """The same with a JSON body."""
+    return await recommend_search(services, root, query, stages)
 
 
 @router.post("/image", response_model=SearchResponse, responses=ERRORS)

@@ -56,7 +56,9 @@ class Api:
     def search(
         self, q: str, headers: dict[str, str] | None = None, **params: Any
     ) -> dict[str, Any]:
-        response = self.get("/v1/search", headers, params={"q": q, **params})
+        # These tests check the vector ranking against an exact one: the embedding's mode
+        # (test_api_search_features.py has the hybrid and keyword ones).
+        response = self.get("/v1/search", headers, params={"q": q, "mode": "vector", **params})
         assert response.status_code == 200, response.text
         body: dict[str, Any] = response.json()
         return body
@@ -174,7 +176,7 @@ def test_filters_select_by_metadata_and_pages_tile_the_ranking(api: Api) -> None
         assert [r["id"] for r in body["results"]] == want, params
         posted = httpx.post(
             api.url + "/v1/search",
-            json={"q": "a city at night", "limit": 100, **params},
+            json={"q": "a city at night", "mode": "vector", "limit": 100, **params},
             headers=SEARCH,
         ).json()
         assert [r["id"] for r in posted["results"]] == want, params

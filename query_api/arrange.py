@@ -1,0 +1,118 @@
+"""From a ranking to a page: the store pages a plain ranking itself; a fused one, or one
+with near-duplicates collapsed, diversified or sorted by date, is arranged here from a pool
+of the best candidates, and each result is told which near-duplicates it stands for."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from core.vectorstore import Hit
+from query_api.ranking import collapse, diversify, group_of, newest_first
+from query_api.schemas import MAX_DUPLICATE_IDS, MAX_LIMIT, MAX_OFFSET, Duplicates, Page
+from query_api.services import Services
+from query_api.timing import Stages
+
+# The most candidates a collapsed ranking reads to fill its deepest page: each doubling of
+# the pool costs one more store query, and past this a page may be short of groups.
+MAX_POOL = 4 * (MAX_OFFSET + MAX_LIMIT + 1)
+# How many of a group's photos are read to count them: a group is a burst of one scene, tens
+# of photos; one larger than this is counted as this many.
+MAX_GROUP_READ = 1000
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Candidates, best first, and whether the store may hold more past them."""
+
+    hits: list[Hit]
+    more: bool
+
+
+# A ranking of the live collection: (limit, offset, with_vectors) -> the hits; blocking, run
+# on the store's threads.
+Fetch = Callable[[int, int, bool], Ranking]
+
+
+@dataclass(frozen=True)
+class Arranged:
+    """A page of results (one more than asked: it tells whether a next page exists) and the
+    near-duplicates each stands for (photo id -> Duplicates)."""
+
+    hits: list[Hit]
+    duplicates: dict[str, Duplicates]
+
+
+async def arrange(
+    svc: Services,
+    kind: str,
+    collection: str,
+    page: Page,
+    stages: Stages,
+    fetch: Fetch,
+    *,
+    pooled: bool = False,
+    exclude: tuple[str, ...] = (),
+) -> Arranged:
+    """A page of the ranking `fetch` gives. `pooled`: the ranking cannot be paged by the
+    store (a fusion of two); `exclude`: photo ids that are no result (the examples of a
+    more-like-this) and no one's near-duplicate either."""
+    if not (pooled or page.rearranged()):
+        with stages.timed("search"):
+            ranking = await svc.in_store(
+                f"search:{kind}", lambda: fetch(page.limit + 1, page.offset, False)
+            )
+        return Arranged(ranking.hits, {})
+
+    need = page.offset + page.limit + 1
+    # Sorted by date: always the same pool, so its pages follow each other; past it, none.
+    least = svc.settings.api.rerank_pool
+    pool = least if page.sort == "newest" else max(need, least)
+    vectors = page.diversity > 0
+    while True:
+        with stages.timed("search"):
+            ranking = await svc.in_store(f"search:{kind}", partial(fetch, pool, 0, vectors))
+        with stages.timed("rerank"):
+            hits = collapse(ranking.hits) if page.collapse else list(ranking.hits)
+        if len(hits) >= need or not ranking.more or pool >= MAX_POOL or page.sort == "newest":
+            break
+        pool = min(pool * 2, MAX_POOL)  # a page of collapsed bursts: read deeper
+    with stages.timed("rerank"):
+        if page.diversity > 0:
+            hits = diversify(hits, page.diversity, need)
+        if page.sort == "newest":
+            hits = newest_first(hits)
+        hits = hits[page.offset : need]
+    duplicates = await _duplicates(svc, collection, page, stages, hits[: page.limit], exclude)
+    return Arranged(hits, duplicates)
+
+
+async def _duplicates(
+    svc: Services,
+    collection: str,
+    page: Page,
+    stages: Stages,
+    hits: list[Hit],
+    exclude: tuple[str, ...],
+) -> dict[str, Duplicates]:
+    """For each result, the other photos of its group that match the search's filters."""
+    if not page.collapse or not hits:
+        return {}
+    groups = sorted({group_of(h) for h in hits})
+    with stages.timed("search"):
+        members = await svc.in_store(
+            "duplicates",
+            lambda: svc.store.group_members(
+                collection, groups, filter=page.to_store(exclude), limit_each=MAX_GROUP_READ
+            ),
+        )
+    found: dict[str, Duplicates] = {}
+    for hit in hits:
+        group = group_of(hit)
+        others = [pid for pid in members.get(group, []) if pid != hit.photo_id]
+        if others:
+            found[hit.photo_id] = Duplicates(
+                group=group, count=len(others), ids=others[:MAX_DUPLICATE_IDS]
+            )
+    return found

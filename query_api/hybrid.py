@@ -1,0 +1,107 @@
+"""A text search by words, or by words and embedding together: the keyword ranking (BM25 over
+title, tags and photographer) fused with the vector ranking by reciprocal rank fusion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from core.embedding.arrays import Embeddings
+from core.keywords import photo_words, query_vector, words
+from core.vectorstore import Hit, KeywordsUnavailable, SparseVector, VectorStore
+from query_api.arrange import Ranking
+from query_api.errors import ApiError
+from query_api.ranking import fuse
+from query_api.schemas import TextSearch
+
+Mode = Literal["hybrid", "vector", "keyword"]
+
+
+@dataclass
+class HybridPlan:
+    """The rankings a hybrid or keyword search reads; `mode_ran` becomes "vector" when the
+    collection has no keyword vectors (a server's collection from before them)."""
+
+    store: VectorStore
+    collection: str
+    query: TextSearch
+    vector: Embeddings | None  # None in keyword mode: no embedding is made
+    keywords: SparseVector
+    # The words of each `not` description: a photo holding all of one leaves the ranking.
+    unwanted: list[frozenset[str]] = field(default_factory=list)
+    mode_ran: Mode = "hybrid"
+
+    @classmethod
+    def of(
+        cls, store: VectorStore, collection: str, query: TextSearch, vector: Embeddings | None
+    ) -> HybridPlan:
+        keywords = query_vector(query.q)
+        if query.mode == "keyword" and not keywords.indices:
+            raise ApiError(
+                422,
+                "the query holds no word to match: mode=keyword leaves out words such as "
+                "'a', 'the' and 'of'",
+            )
+        unwanted = [frozenset(found) for t in query.not_ if (found := words(t))]
+        return cls(store, collection, query, vector, keywords, unwanted, query.mode)
+
+    def fetch(self, limit: int, offset: int, with_vectors: bool) -> Ranking:
+        """The best `limit` candidates of each ranking (`offset` is 0: a pool), fused."""
+        threshold = self.query.score_threshold
+        by_words, full = self._by_words(limit, with_vectors or threshold is not None)
+        if self.query.mode == "keyword":
+            assert by_words is not None
+            return Ranking(by_words, more=full)
+        assert self.vector is not None
+        by_vector = self.store.search(
+            self.collection,
+            self.vector,
+            limit=limit,
+            filter=self.query.to_store(),
+            score_threshold=threshold,
+            with_vectors=with_vectors,
+        )
+        if by_words is None:
+            self.mode_ran = "vector"
+            return Ranking(by_vector, more=len(by_vector) == limit)
+        if threshold is not None:  # the threshold is a cosine similarity: the words' too
+            query = np.asarray(self.vector, dtype=np.float32)
+            by_words = [h for h in by_words if _cosine(h.vector, query) >= threshold]
+        return Ranking(fuse([by_vector, by_words]), more=full or len(by_vector) == limit)
+
+    def _by_words(self, limit: int, with_vectors: bool) -> tuple[list[Hit] | None, bool]:
+        """The keyword ranking (None: the collection has none) and whether it was full."""
+        if not self.keywords.indices:
+            return [], False
+        try:
+            hits = self.store.keyword_search(
+                self.collection,
+                self.keywords,
+                limit=limit,
+                filter=self.query.to_store(),
+                with_vectors=with_vectors,
+            )
+        except KeywordsUnavailable:
+            if self.query.mode == "keyword":
+                raise ApiError(
+                    409,
+                    f"{self.collection} was built before keyword search: a reindex "
+                    "(photosearch index reindex) gives it keywords; until then use "
+                    "mode=vector or hybrid",
+                ) from None
+            return None, False
+        full = len(hits) == limit
+        if self.unwanted:
+            hits = [h for h in hits if not self._unwanted(h)]
+        return hits, full
+
+    def _unwanted(self, hit: Hit) -> bool:
+        held = set(photo_words(hit.payload))
+        return any(unwanted <= held for unwanted in self.unwanted)
+
+
+def _cosine(vector: Embeddings | None, query: Embeddings) -> float:
+    # Stored and query vectors are unit length: the dot product is the cosine.
+    return -1.0 if vector is None else float(np.dot(vector, query))

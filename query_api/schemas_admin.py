@@ -1,0 +1,100 @@
+"""What the admin routes accept and answer: sync, reindex and rollback jobs, near-duplicate
+groups (a key with the admin scope)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+from query_api.schemas import MAX_DUPLICATE_IDS
+
+
+class DuplicateGroup(BaseModel):
+    group: str
+    size: int = Field(description="Photos in the group.")
+    ids: list[str] = Field(description=f"The first {MAX_DUPLICATE_IDS} of their ids.")
+
+
+class DuplicateGroups(BaseModel):
+    groups: list[DuplicateGroup] = Field(description="The largest groups first.")
+
+
+class SourceRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    source: str | None = Field(
+        None, max_length=2000, description="file:///dir or s3://bucket/prefix; default: the last."
+    )
+    # Strict: 0.0 or "yes" for a flag that deletes photos is a mistake to refuse, not to guess.
+    force: StrictBool = Field(
+        False,
+        description="Go on even past PHOTOSEARCH_INDEXER__MAX_DELETE_SHARE: a sync that would "
+        "delete more than that share of the live index, or a reindex whose switch would drop "
+        "it, is refused otherwise (the job says so).",
+    )
+
+
+class SyncRequest(SourceRequest):
+    kind: Literal["sync", "increment"] = Field(
+        "sync",
+        description="sync: list the whole source; increment: what the change feed reported.",
+    )
+
+
+class ReindexRequest(SourceRequest):
+    model_version: int = Field(ge=1, description="The exported model version to rebuild with.")
+
+
+class JobAccepted(BaseModel):
+    job_id: str
+    kind: str
+    status_url: str
+    joined: bool = Field(
+        False, description="True: the same job was running already; this is that job."
+    )
+
+
+class RollbackResponse(BaseModel):
+    job_id: str
+    state: Literal["done", "failed", "queued", "running"]
+    message: str
+
+
+class Job(BaseModel):
+    id: str
+    kind: str
+    state: str
+    source: str
+    collection: str
+    model_version: int
+    phase: str = Field(description="A reindex: load, indexing or catch-up.")
+    round: int = Field(description="A reindex: 0 the load, then each catch-up pass.")
+    listed: int = Field(description="Photos listed so far.")
+    shards_total: int = Field(description="Shards of the round (more as big ones are split).")
+    shards_planned: int
+    estimated_total: int = Field(description="total, extrapolated while shards are planned.")
+    total: int
+    done: int
+    failed: int
+    skipped: int
+    deleted: int
+    updated: int
+    unchanged: int
+    images_per_s: float
+    eta_s: float | None
+    created_at: float
+    started_at: float
+    finished_at: float
+    message: str
+    force: bool = Field(False, description="Asked with force: no delete guard.")
+    refused: bool = Field(
+        False,
+        description="Refused by the delete guard (failed): the message gives the counts, the "
+        "share and how to force it.",
+    )
+    live_count: int = Field(0, description="Photos of the live index when the guard counted.")
+    delete_budget: int = Field(0, description="Deletions the job may make without force.")
+    held: int = Field(
+        0, description="Deletions held back until the whole listing was seen within the budget."
+    )
+    problems: list[str] = Field(default_factory=list)
