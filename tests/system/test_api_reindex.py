@@ -51,7 +51,9 @@ class SearchLoop(threading.Thread):
             n = 0
             while not self.stop.is_set():
                 q = LOOP_QUERIES[n % len(LOOP_QUERIES)]
-                response = client.get("/v1/search", params={"q": q, "limit": 5})
+                # The ranking is checked against the store's vector search: that mode, every photo.
+                params = {"q": q, "limit": 5, "mode": "vector", "collapse": "false"}
+                response = client.get("/v1/search", params=params)
                 self.answers.append((q, response.status_code, response.json()))
                 n += 1
                 time.sleep(0.02)
