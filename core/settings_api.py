@@ -3,12 +3,18 @@ the deadlines it keeps; a part of the one tree in core/settings.py, apart only f
 
 from __future__ import annotations
 
-from ipaddress import IPv4Network, IPv6Network
+import re
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-__all__ = ["ApiKey", "ApiSettings"]
+__all__ = ["HOST_NAME", "ApiKey", "ApiSettings"]
+
+# A DNS name: dot-separated labels of letters, digits, hyphens (and underscores, which some
+# internal names carry), each 1-63 long and not starting or ending with a hyphen.
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+HOST_NAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")
 
 
 class ApiKey(BaseModel):
@@ -108,6 +114,40 @@ class ApiSettings(BaseModel):
     max_upload_pixels: int = Field(
         12_000_000, ge=1, description="Most pixels of an image accepted by image search."
     )
+    # An image search by URL makes this server fetch from the network: by default only public
+    # addresses, so a caller cannot make it reach the cluster, the cloud's metadata service
+    # (169.254.169.254) or anything else behind the firewall.
+    image_url_allow: tuple[str, ...] = Field(
+        (),
+        description="Hosts an image search by URL may fetch from although they are not "
+        'public: a JSON list of host names and addresses or CIDRs (["images.internal", '
+        '"10.1.0.0/16"]); empty: public addresses only.',
+    )
+    image_url_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="Deadline of fetching an image by URL: resolving, connecting, every "
+        "redirect and the whole body (504 past it).",
+    )
+
+    @field_validator("image_url_allow")
+    @classmethod
+    def _hosts_or_networks(cls, entries: tuple[str, ...]) -> tuple[str, ...]:
+        # Checked here, so a typo fails at startup instead of silently allowing nothing.
+        normalized = []
+        for entry in entries:
+            value = entry.strip().lower().rstrip(".")
+            try:
+                ip_network(value, strict=False)
+            except ValueError:
+                if not HOST_NAME.fullmatch(value):
+                    raise ValueError(
+                        f"image_url_allow: {entry!r} is neither a host name (ASCII; xn-- for "
+                        "an international one) nor an address or CIDR"
+                    ) from None
+            normalized.append(value)
+        return tuple(normalized)
+
     max_json_bytes: int = Field(
         64 * 1024, ge=1024, description="Largest JSON body (searches and admin calls)."
     )
