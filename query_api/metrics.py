@@ -73,6 +73,14 @@ class Metrics:
             buckets=_BUCKETS,
             registry=r,
         )
+        self.image_url_fetches = Counter(
+            "photosearch_image_url_fetches_total",
+            "Images fetched for searches by URL, by outcome: fetched, invalid_url, "
+            "refused_address, too_many_redirects, upstream_status, not_image, too_large, "
+            "upstream_error, timeout.",
+            ["outcome"],
+            registry=r,
+        )
         self.search_seconds = Histogram(
             "photosearch_vector_search_duration_seconds",
             "Vector-store searches, by kind of query.",

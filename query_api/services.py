@@ -29,6 +29,7 @@ from core.vectorstore import (
 from query_api.admission import Admission
 from query_api.auth import KeyRing
 from query_api.errors import Unavailable
+from query_api.imagefetch import ImageFetcher
 from query_api.imagework import ImageWork
 from query_api.metrics import Metrics
 from query_api.ratelimit import RateLimits, TokenBuckets
@@ -54,6 +55,8 @@ class Services:
     store_pool: ThreadPoolExecutor
     images: ImageWork
     admission: Admission
+    # Fetches the images of searches by URL (an HTTP client, closed with the rest).
+    fetcher: ImageFetcher
     own_store: bool
     # In-flight text embeddings: concurrent misses of one query share one Triton call.
     inflight: dict[tuple[int, str], asyncio.Future[Embeddings]] = field(default_factory=dict)
@@ -115,6 +118,9 @@ class Services:
                 api.overload_retry_after_s,
                 lambda kind: metrics.refused.labels(kind).inc(),
             ),
+            fetcher=ImageFetcher.from_settings(
+                api, lambda outcome: metrics.image_url_fetches.labels(outcome).inc()
+            ),
             own_store=store is None,
         )
 
@@ -128,6 +134,7 @@ class Services:
         if self.background:
             await asyncio.wait(self.background, timeout=1.0)
         await self.embedder.close()
+        await self.fetcher.aclose()
         await self.redis.aclose()
         self.jobs.redis.close()
         self.tasks.close()

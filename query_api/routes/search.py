@@ -1,13 +1,13 @@
-"""Search by text (GET or POST) and by an uploaded image."""
+"""Search by text (GET or POST) and by an image (uploaded, or fetched from its URL)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Query, UploadFile
+from fastapi import APIRouter, Depends, Query, Request
 
 from query_api.deps import RootPath, SearchCaller, ServicesDep, StagesDep, once_each
-from query_api.errors import ApiError
+from query_api.imagebody import OPENAPI, read_image_query
 from query_api.schemas import ErrorResponse, Page, RecommendSearch, SearchResponse, TextSearch
 from query_api.search import image_search, recommend_search, text_search
 
@@ -71,18 +71,25 @@ async def recommend_post(
     return await recommend_search(services, root, query, stages)
 
 
-@router.post("/image", response_model=SearchResponse, responses=ERRORS)
+# 502 / 504: the server of an image's URL failed or was too slow.
+IMAGE_ERRORS: dict[int | str, dict[str, object]] = {
+    **ERRORS,
+    **{code: {"model": ErrorResponse} for code in (502, 504)},
+}
+
+
+@router.post("/image", response_model=SearchResponse, responses=IMAGE_ERRORS, openapi_extra=OPENAPI)
 async def search_image(
-    file: Annotated[UploadFile, File(description="A JPEG, PNG, WebP, GIF or TIFF image.")],
+    request: Request,
     page: Annotated[Page, Query()],
     services: ServicesDep,
     caller: SearchCaller,
     root: RootPath,
     stages: StagesDep,
 ) -> SearchResponse:
-    """Photos that look like an uploaded image."""
-    limit = services.settings.api.max_upload_bytes
-    data = await file.read(limit + 1)
-    if len(data) > limit:
-        raise ApiError(413, f"the image is larger than the limit of {limit} bytes")
-    return await image_search(services, root, data, page, stages)
+    """Photos that look like an image: uploaded as `file`, or fetched from its `url`."""
+    query = await read_image_query(request, services.settings.api)
+    if isinstance(query, str):
+        with stages.timed("fetch"):
+            query = await services.fetcher.fetch(query)
+    return await image_search(services, root, query, page, stages)
