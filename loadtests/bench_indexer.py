@@ -20,19 +20,8 @@ import onnxruntime as ort
 
 from core.embedding.images import prepare_image
 from core.embedding.manifest import IMAGE_MODEL, list_versions, load_manifest
-from core.jobs import Jobs
-from core.settings import Settings
-from core.submit import queue_sync
-from core.taskqueue import create_celery
 from loadtests.bench_model import throughput
-from loadtests.machine import (
-    bench_settings,
-    process_env,
-    redis_process,
-    running,
-    triton_ports,
-    worker_process,
-)
+from loadtests.machine import bench_settings, redis_process, running, sync_folder, triton_ports
 from loadtests.photoset import sized
 from model.repository import version_dir
 from model.triton_server import TritonServer
@@ -75,12 +64,7 @@ def indexing_rate(
             values = bench_settings(
                 work / f"data{run}", server.url, repo, redis_url, batch_size=batch_size
             )
-            settings = Settings(**values)
-            jobs, app = Jobs.from_settings(settings), create_celery(settings)
-            with running(worker_process(process_env(values), work / f"worker{run}.log")):
-                job = jobs.wait(queue_sync(app, jobs, str(photos)), timeout_s=1800)
-            app.close()
-            assert job is not None and job.state == "done" and job.failed == 0, job
+            job = sync_folder(values, photos, work / f"worker{run}.log", timeout_s=1800)
             print(f"  run {run + 1}: {job.done} photos, {job.images_per_s:.1f} img/s", flush=True)
             best, count = max(best, job.images_per_s), job.done
     return best, count

@@ -21,6 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.jobs import Jobs, JobStatus
+from core.settings import Settings
+from core.submit import queue_sync
+from core.taskqueue import create_celery
 from model.triton_server import Ports
 from photosearch.up.probes import http_ok, redis_process_id
 from photosearch.up.processes import Child, redis_binary
@@ -163,6 +167,20 @@ def worker_process(
         return b" ready." in log.read_bytes()[offset:]
 
     return Child("worker", command, log, env=env, ready=ready, stop_timeout_s=stop_timeout_s)
+
+
+def sync_folder(values: Mapping[str, Any], folder: Path, log: Path, timeout_s: float) -> JobStatus:
+    """A full sync of `folder` into the store of the settings `values`, by a worker started
+    for it and stopped after: the finished job (AssertionError unless every photo was done)."""
+    settings = Settings(**values)
+    jobs, app = Jobs.from_settings(settings), create_celery(settings)
+    try:
+        with running(worker_process(process_env(values), log)):
+            job = jobs.wait(queue_sync(app, jobs, str(folder)), timeout_s=timeout_s)
+    finally:
+        app.close()
+    assert job is not None and job.state == "done" and job.failed == 0, job
+    return job
 
 
 def redis_process(folder: Path) -> tuple[Child, str]:

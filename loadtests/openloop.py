@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import httpx
@@ -58,14 +60,44 @@ class Outcome:
     cached: bool | None = None
     took_ms: float | None = None
     error: str = ""
+    stages: dict[str, float] = field(default_factory=dict)  # Server-Timing: stage -> ms
 
 
-async def one_request(client: aiohttp.ClientSession, target: str, at: float) -> Outcome:
+@dataclass(frozen=True)
+class Request:
+    """A POST of `target` with a body: JSON, or a form made for each send (a form's file
+    part is read as it is sent). A bare target string is a GET."""
+
+    target: str
+    json: dict[str, Any] | None = None
+    form: Callable[[], aiohttp.FormData] | None = None
+
+    def body(self) -> dict[str, Any]:
+        return {"json": self.json} if self.form is None else {"data": self.form()}
+
+
+def server_timing(header: str) -> dict[str, float]:
+    """The stages of a Server-Timing header (query_api/timing.py writes it): name -> ms."""
+    stages: dict[str, float] = {}
+    for part in header.split(","):
+        name, *params = (p.strip() for p in part.split(";"))
+        for param in params:
+            if name and param.startswith("dur="):
+                stages[name] = float(param[4:])
+    return stages
+
+
+async def one_request(client: aiohttp.ClientSession, target: str | Request, at: float) -> Outcome:
     loop = asyncio.get_running_loop()
     lag = loop.time() - at
     try:
-        async with client.get(target) as response:
+        if isinstance(target, Request):
+            answer = client.post(target.target, **target.body())
+        else:
+            answer = client.get(target)
+        async with answer as response:
             status, body = response.status, await response.read()
+            timing = response.headers.get("Server-Timing", "")
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         now = loop.time()
         return Outcome(now - at, lag, now, 0, error=f"{type(exc).__name__}: {exc}"[:200])
@@ -74,7 +106,10 @@ async def one_request(client: aiohttp.ClientSession, target: str, at: float) -> 
         error = f"{status}: {body[:200].decode(errors='replace')}"
         return Outcome(now - at, lag, now, status, error=error)
     data = json.loads(body)
-    return Outcome(now - at, lag, now, 200, bool(data.get("cached")), data.get("took_ms"))
+    took = data.get("took_ms")
+    return Outcome(
+        now - at, lag, now, 200, bool(data.get("cached")), took, stages=server_timing(timing)
+    )
 
 
 def keep_alive(url: str, connections: int, headers: dict[str, str]) -> aiohttp.ClientSession:
@@ -99,7 +134,9 @@ async def warm(client: aiohttp.ClientSession, count: int) -> None:
     await asyncio.gather(*(one() for _ in range(count)))
 
 
-async def send(client: aiohttp.ClientSession, rate: float, targets: list[str]) -> list[Outcome]:
+async def send(
+    client: aiohttp.ClientSession, rate: float, targets: Sequence[str | Request]
+) -> list[Outcome]:
     """One request per target at `rate`/s on a fixed schedule (open loop); all the outcomes."""
     loop = asyncio.get_running_loop()
     start = loop.time() + 0.05
@@ -187,6 +224,11 @@ class Phase:
 
     def lag_p99_ms(self) -> float:
         return float(np.percentile([o.lag_s for o in self.outcomes], 99)) * 1000
+
+    def stage_p50_ms(self, stage: str) -> float:
+        """The median of a Server-Timing stage over the answers that had it (NaN: none)."""
+        spent = [o.stages[stage] for o in self.outcomes if stage in o.stages]
+        return float(np.median(spent)) if spent else float("nan")
 
     def holds(self, p99_ms: float) -> bool:
         """No errors, every answer cached or not as expected, and p99 within p99_ms."""

@@ -6,6 +6,8 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from core.vectorstore import GROUP_FIELD
+
 # Stock-photo searches: 3-7 words drawn from these, each query unique within a run.
 ADJECTIVES = [
     "red", "blue", "golden", "old", "young", "happy", "smiling", "busy", "quiet", "snowy",
@@ -82,9 +84,15 @@ class Queries:
         return [self.next() for _ in range(count)]
 
 
+def photo_key(i: int) -> str:
+    """The identity of the bench store's photo i: folders of 1000, as a camera's are."""
+    return f"{i // 1000:03d}/IMG_{i:07d}.jpg"
+
+
 def photo_payload(r: random.Random, i: int, version: int, now: str) -> tuple[str, dict[str, Any]]:
-    """A photo's identity and the payload the indexer would write for it."""
-    key = f"{i // 1000:03d}/IMG_{i:07d}.jpg"
+    """A photo's identity and the payload the indexer would write for it (a photo alone in
+    its near-duplicate group, as most are)."""
+    key = photo_key(i)
     created = datetime(2005, 1, 1, tzinfo=UTC) + timedelta(seconds=r.randrange(20 * 365 * 86400))
     subject = r.choice(SUBJECTS)
     return key, {
@@ -100,4 +108,5 @@ def photo_payload(r: random.Random, i: int, version: int, now: str) -> tuple[str
         "meta_hash": f"{r.getrandbits(64):016x}",
         "model_version": version,
         "indexed_at": now,
+        GROUP_FIELD: key,
     }

@@ -135,3 +135,55 @@ def test_the_docs_page_holds_measured_numbers() -> None:
     assert "--quick" not in command[1] and "--only" not in command[1]
     assert re.search(r"^- date: \d{4}-\d\d-\d\d \d\d:\d\d UTC", text, re.M)
     assert re.search(r"^- commit: [0-9a-f]{7,}(\+dirty)?$", text, re.M)
+
+
+def markdown_tables(text: str) -> list[list[list[str]]]:
+    """Each table of `text`: its rows (the header's first, the --- line left out) of cells."""
+    tables: list[list[list[str]]] = []
+    last = False
+    for line in text.splitlines():
+        row = line.startswith("|")
+        if row and not line.startswith("|---"):
+            if not last:
+                tables.append([])
+            tables[-1].append([cell.strip() for cell in line.split("|")[1:-1]])
+        last = row
+    return tables
+
+
+def test_the_search_benchmark_ranks_the_demo_photos_by_their_words_and_answers_every_search(
+    repository: Path, tmp_path: Path
+) -> None:
+    """bench_search at tiny sizes (the tiny model, 2000 points, 2 requests a phase): the
+    keyword ranking finds what the queries name, the API fuses as the benchmark does, and
+    every kind of search is answered."""
+    command = ["--repository", str(repository), "--data-dir", str(tmp_path / "data")]
+    command += ["--photos", "2000", "--clusters", "20", "--seconds", "1"]
+    result = subprocess.run(
+        [sys.executable, "-m", "loadtests.bench_search", *command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    relevance, cost = markdown_tables(result.stdout)
+
+    # | ranking | recall@10 | MRR@10: all (60) | MRR@10: title (20) | ...
+    assert relevance[0][:3] == ["ranking", "recall@10", "MRR@10: all (60)"]
+    rows = {row[0]: row[1:] for row in relevance[1:]}
+    assert float(rows["keyword (API)"][1]) >= 0.9, rows["keyword (API)"]
+    assert float(rows["keyword (API)"][0]) == 1.0  # every relevant photo in its top 10
+    assert rows["hybrid (API: RRF k=60)"] == rows["RRF k=60 (here)"]
+    assert 0 < float(rows["random order (chance)"][1]) < float(rows["keyword (API)"][1])
+
+    # | search | query embedding | requests | errors | cache flag wrong | p50 ms | p99 ms | ...
+    assert cost[0][:5] == ["search", "query embedding", "requests", "errors", "cache flag wrong"]
+    searches = [row[0] for row in cost[1:]]
+    for kind in ("vector", "hybrid", "keyword", "recommend", "image upload", "image by URL"):
+        assert any(s.startswith(kind) for s in searches), (kind, searches)
+    search = cost[0].index("API: search")  # each answer's Server-Timing names its stages
+    for row in cost[1:]:
+        assert row[2:5] == ["2", "0", "0"], row  # requests, errors, cache flag wrong
+        assert float(row[search]) > 0, row
