@@ -229,7 +229,11 @@ async def _query_vector(
     if not query.not_ or query.not_weight == 0:
         return await embed_query(svc, normalized, version, stages)
     texts = [normalized, *dict.fromkeys(normalize_query(t) for t in query.not_)]
-    embedded = await asyncio.gather(*(embed_query(svc, t, version, stages) for t in texts))
+    each = [Stages() for _ in texts]
+    embedded = await asyncio.gather(
+        *(embed_query(svc, t, version, st) for t, st in zip(texts, each, strict=True))
+    )
+    stages.overlapped(each)
     vectors = np.stack([np.asarray(v, dtype=np.float32) for v, _ in embedded])
     moved = vectors[0] - query.not_weight * vectors[1:].mean(axis=0)
     norm = float(np.linalg.norm(moved))

@@ -9,7 +9,7 @@ routing, validation, serialization, the event loop's own waits) to the header an
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -19,6 +19,7 @@ STAGES = (
     "cache",
     "admit",
     "tokenize",
+    "fetch",
     "decode",
     "retrieve",
     "embed",
@@ -52,6 +53,13 @@ class Stages:
 
     def add(self, name: str, seconds: float) -> None:
         self.spent[name] = self.spent.get(name, 0.0) + seconds
+
+    def overlapped(self, concurrent: Sequence[Stages]) -> None:
+        """Add the stages of work that ran side by side (a query and its `not` descriptions,
+        embedded at once): each stage's longest, the part of it the request waited for, so the
+        stages still add up to no more than the request's time."""
+        for name in dict.fromkeys(n for stages in concurrent for n in stages.spent):
+            self.add(name, max(stages.spent.get(name, 0.0) for stages in concurrent))
 
     @contextmanager
     def timed(self, name: str) -> Iterator[None]:

@@ -52,7 +52,12 @@ class SearchLoop(threading.Thread):
             while not self.stop.is_set():
                 q = LOOP_QUERIES[n % len(LOOP_QUERIES)]
                 # The ranking is checked against the store's vector search: that mode, every photo.
-                params = {"q": q, "limit": 5, "mode": "vector", "collapse": "false"}
+                params: dict[str, str | int] = {
+                    "q": q,
+                    "limit": 5,
+                    "mode": "vector",
+                    "collapse": "false",
+                }
                 response = client.get("/v1/search", params=params)
                 self.answers.append((q, response.status_code, response.json()))
                 n += 1
