@@ -337,6 +337,19 @@ class VectorStore(Protocol):
         """For each vector of [N, D], its nearest stored photo at or above the threshold (not
         one of exclude_ids), or None; one batched query. The indexer's near-duplicate groups."""
 
+    def neighbours_each(
+        self,
+        collection: str,
+        vectors: Embeddings,
+        *,
+        score_threshold: float,
+        limit: int,
+        exclude_ids: Sequence[str] = (),
+    ) -> list[list[Hit]]:
+        """For each vector of [N, D], its `limit` nearest stored photos at or above the
+        threshold (not among exclude_ids), best first; one batched query. A reindex's grouping
+        pass (indexer/regroup.py)."""
+
     def group_members(
         self,
         collection: str,

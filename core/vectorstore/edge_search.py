@@ -151,12 +151,26 @@ class EdgeSearches:
         score_threshold: float,
         exclude_ids: Sequence[str] = (),
     ) -> list[Hit | None]:
+        found = self.neighbours_each(
+            collection, vectors, score_threshold=score_threshold, limit=1, exclude_ids=exclude_ids
+        )
+        return [hits[0] if hits else None for hits in found]
+
+    def neighbours_each(
+        self,
+        collection: str,
+        vectors: Embeddings,
+        *,
+        score_threshold: float,
+        limit: int,
+        exclude_ids: Sequence[str] = (),
+    ) -> list[list[Hit]]:
         if len(vectors) == 0:
             return []
         where = _where(SearchFilter(exclude_ids=tuple(exclude_ids)))
         requests = [
             qe.QueryRequest(
-                limit=1,
+                limit=limit,
                 query=qe.Query.Nearest(row.tolist(), using=VECTOR_NAME),
                 filter=where,
                 score_threshold=score_threshold,
@@ -167,7 +181,7 @@ class EdgeSearches:
         ]
         with self._shard(collection) as shard:
             found = shard.query_batch(qe.QueryBatchRequest(requests))
-        return [_hit(points[0]) if points else None for points in found]
+        return [[_hit(point) for point in points] for points in found]
 
     def group_members(
         self,

@@ -174,6 +174,20 @@ class QdrantSearches:
         score_threshold: float,
         exclude_ids: Sequence[str] = (),
     ) -> list[Hit | None]:
+        found = self.neighbours_each(
+            collection, vectors, score_threshold=score_threshold, limit=1, exclude_ids=exclude_ids
+        )
+        return [hits[0] if hits else None for hits in found]
+
+    def neighbours_each(
+        self,
+        collection: str,
+        vectors: Embeddings,
+        *,
+        score_threshold: float,
+        limit: int,
+        exclude_ids: Sequence[str] = (),
+    ) -> list[list[Hit]]:
         if len(vectors) == 0:
             return []
         where = _where(SearchFilter(exclude_ids=tuple(exclude_ids)))
@@ -181,7 +195,7 @@ class QdrantSearches:
             qm.QueryRequest(
                 query=row.tolist(),
                 using=VECTOR_NAME,
-                limit=1,
+                limit=limit,
                 filter=where,
                 score_threshold=score_threshold,
                 params=self._params(),
@@ -191,7 +205,7 @@ class QdrantSearches:
         ]
         with self._op(collection):
             found = self._client.query_batch_points(collection, requests)
-        return [_hit(response.points[0]) if response.points else None for response in found]
+        return [[_hit(point) for point in response.points] for response in found]
 
     def group_members(
         self,
