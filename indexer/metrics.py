@@ -103,10 +103,21 @@ class IndexerMetrics:
             ["kind", "state"],
             registry=r,
         )
+        # A batch's search costs what the collection's index allows: one made without an
+        # index (a reindex's load) would scan a growing collection (indexer/regroup.py).
+        self.duplicate_searches = Counter(
+            "photosearch_indexer_duplicate_searches_total",
+            "Batched nearest-neighbour requests of the near-duplicate grouping: before a "
+            "batch's upsert (write), or by a reindex's grouping pass (pass).",
+            ["by"],
+            registry=r,
+        )
         # Every series exists from the start at 0: increase() over a series that first appears
         # at 1 sees no increase, and the first failed job would raise no alert.
         for result in ("done", "skipped", "failed"):
             self.photos.labels(result)
+        for by in ("write", "pass"):
+            self.duplicate_searches.labels(by)
         for kind in JobKind:
             for state in FINISHED:
                 self.jobs_finished.labels(kind.value, state.value)
