@@ -58,6 +58,7 @@ _INTS = (
     *("listed", "total", "done", "failed", "skipped", "deleted", "updated", "unchanged"),
     *("batches_total", "batches_done", "model_version", "round", "changes"),
     *("shards_total", "shards_planned", "live_count", "delete_budget", "held"),
+    "regrouped",
 )
 _BOOLS = ("force", "refused")
 _FLOATS = ("created_at", "started_at", "finished_at")
@@ -73,7 +74,7 @@ class JobStatus:
     source: str = ""
     collection: str = ""
     model_version: int = 0
-    phase: str = ""  # a reindex: load, indexing, catch-up
+    phase: str = ""  # a reindex: load, indexing, grouping, catch-up
     listed: int = 0  # photos listed so far (the catalogue known)
     total: int = 0  # photos to embed or skip, known so far
     done: int = 0
@@ -86,7 +87,9 @@ class JobStatus:
     batches_done: int = 0
     shards_total: int = 0  # of the round (grows while big shards are split)
     shards_planned: int = 0
-    round: int = 0  # a reindex: 0 the load, then catch-up passes; a sync: 1 its held shards
+    # A reindex: 0 the load, 1 the grouping pass, then catch-up passes; a sync: 1 its held
+    # shards.
+    round: int = 0
     changes: int = 0  # of the round: embedded, updated or deleted photos it planned
     # The delete guard (indexer/deleteguard.py): the live index's size when the job started,
     # the deletions it may make, those held back until the whole listing was seen; forced
@@ -94,6 +97,9 @@ class JobStatus:
     live_count: int = 0
     delete_budget: int = 0
     held: int = 0
+    # A reindex's grouping pass: photos it moved to another near-duplicate group than the
+    # load's batches gave them.
+    regrouped: int = 0
     force: bool = False
     refused: bool = False
     created_at: float = 0.0

@@ -56,10 +56,11 @@ def _describe(job: Any) -> str:
     eta = "-" if job.eta_s is None else f"{job.eta_s:.0f}s"
     phase = f" {job.phase} round {job.round}" if job.phase else ""
     planning = f"  planned {job.shards_planned}/{job.shards_total} shards" if job.planning else ""
+    regrouped = f"  regrouped {job.regrouped}" if job.regrouped else ""
     return (
         f"{job.id}  {job.kind:<9} {job.state:<10}{phase} listed {job.listed}  done {job.done}  "
         f"failed {job.failed}  skipped {job.skipped}  total {job.total}  "
-        f"deleted {job.deleted}  updated {job.updated}{planning}  "
+        f"deleted {job.deleted}  updated {job.updated}{planning}{regrouped}  "
         f"{job.images_per_s:.1f} img/s  ETA {eta}  {job.collection}"
         + (f"\n    {job.message}" if job.message else "")
     )

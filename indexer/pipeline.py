@@ -30,8 +30,11 @@ def embed_photos(
     model_version: int,
     source_uri: str,
     photos: Sequence[ShardPhoto],
+    group_with_stored: bool = True,
 ) -> BatchResult:
-    """Embed and upsert a batch. Bad photos are skipped; Triton/store/I-O failures raise."""
+    """Embed and upsert a batch. Bad photos are skipped; Triton/store/I-O failures raise.
+    group_with_stored: search the stored photos for each one's near-duplicate group (False:
+    the batch alone, in a reindex's load)."""
     source = rt.source(source_uri)
     manifest = rt.embedder.manifest(model_version)
     spec = manifest.image
@@ -60,6 +63,9 @@ def embed_photos(
             good,
             vectors,
             duplicate_threshold=rt.settings.indexer.duplicate_threshold,
+            group_with_stored=group_with_stored,
         )
+        if group_with_stored:
+            rt.metrics.duplicate_searches.labels("write").inc()
         result.done = [photo.key for photo, _ in good]
     return result

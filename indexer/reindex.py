@@ -1,10 +1,12 @@
 """A full reindex beside the live collection, verified before an atomic switch; rollback.
 
 Its phases: the load (round 0: every shard of the source into a new collection, whose search
-index a Qdrant server defers), the index build, then catch-up rounds that plan every shard
-again while the reindex holds the live collection (so no increment writes to the old one
-only). A round that changes nothing is the verification: each shard's listing equals its
-points, and the collection's count per shard (a facet) equals what the round expected. Then
+index a Qdrant server defers; each batch grouped within itself), the index build, the grouping
+pass (round 1: near-duplicate groups over the whole collection with the index,
+indexer/regroup.py), then catch-up rounds that plan every shard again while the reindex holds
+the live collection (so no increment writes to the old one only). A round that changes
+nothing is the verification: each shard's listing equals its points, and the collection's
+count per shard (a facet) equals what the round expected. Then
 the popular queries are embedded with the new model and the aliases switch, the alias lock
 held for that alone, unless the new collection holds fewer than (1 - max_delete_share) x the
 live one's photos and the reindex is not forced (indexer/deleteguard.py).
@@ -17,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from core.embedding.arrays import Embeddings
-from core.jobs import FINISHED, LIVE_LOCK, JobState
+from core.jobs import FINISHED, LIVE_LOCK, JobKind, JobState, JobStatus
 from core.querycache import prewarm
 from core.vectorstore import (
     LIVE_ALIAS,
@@ -28,9 +30,19 @@ from core.vectorstore import (
     model_version_of,
 )
 from indexer.deleteguard import refuse, switch_refusal
+from indexer.regroup import group_units
 from indexer.runtime import Runtime
 from indexer.shards import ShardMap, load_map
 from indexer.sync import IndexerError, alias_lock, start_round
+
+# Round 0 is the load; the grouping pass is round 1, the catch-up passes follow.
+GROUPING_ROUND = 1
+
+
+def loading(job: JobStatus) -> bool:
+    """A reindex's load: its collection has no search index to find near-duplicates with
+    yet, so each batch is grouped within itself, and the grouping pass does the rest."""
+    return job.kind == JobKind.REINDEX and job.phase == "load"
 
 
 def start_reindex(rt: Runtime, job_id: str, model_version: int, source_uri: str) -> None:
@@ -76,22 +88,32 @@ def advance(rt: Runtime, job_id: str) -> None:
         if not rt.store.index_ready(job.collection):
             rt.jobs.update(job_id, message="building the search index of the new collection")
             return
+        # The round first: a step that dies between the two is taken again, the round's
+        # start being once only.
+        shards = load_map(rt.store, job.collection)
+        rt.work.start_round(job_id, GROUPING_ROUND, group_units(shards))
+        rt.jobs.update(job_id, phase="grouping", message="grouping near-duplicates, shard by shard")
+        return
+    if job.phase == "grouping":
+        if not rt.work.round_done(job_id, GROUPING_ROUND):
+            return
         holder = rt.jobs.claim_lock(LIVE_LOCK, job_id)
         if holder is not None:
             rt.jobs.update(job_id, message=f"waiting for job {holder} on the live collection")
             return
+        start_round(rt, job_id, GROUPING_ROUND + 1, load_map(rt.store, job.collection))
         rt.jobs.update(job_id, phase="catch-up", message="")
-        start_round(rt, job_id, 1, load_map(rt.store, job.collection))
         return
     if not ended:
         return
+    passes = job.round - GROUPING_ROUND
     if job.changes == 0:
         switch(rt, job_id)
-    elif job.round >= rt.settings.indexer.catch_up_rounds:
+    elif passes >= rt.settings.indexer.catch_up_rounds:
         rt.jobs.finish(
             job_id,
             JobState.FAILED,
-            f"the source still changed in catch-up pass {job.round} ({job.changes} photos); "
+            f"the source still changed in catch-up pass {passes} ({job.changes} photos); "
             "run the reindex again at a quieter time",
         )
     else:

@@ -33,6 +33,7 @@ from core.taskqueue import EMBED_BATCH, FINALIZE, OPTIMIZE, PLAN, settings_of
 from core.vectorstore import StoreError
 from indexer import increment as incrementing
 from indexer import planner
+from indexer import regroup as regrouping
 from indexer import reindex as reindexing
 from indexer import sync as syncing
 from indexer.catalog import Photo
@@ -174,7 +175,7 @@ class BatchTask(Task[Any, Any]):
 
 @shared_task(name="indexer.plan", bind=True, base=JobTask, **RETRY)
 def plan(self: Task[Any, Any], job_id: str) -> None:
-    """Plan one shard of the job (or one chunk of its feed)."""
+    """Plan one unit of the job: a shard, a chunk of its feed, or a shard to group."""
     rt = runtime(self)
     token = str(self.request.id)
     unit = rt.work.claim_unit(job_id, token)
@@ -187,6 +188,10 @@ def plan(self: Task[Any, Any], job_id: str) -> None:
         if unit["kind"] == "feed":
             unit_id = f"feed:{unit['seq']}"
             planned = incrementing.plan_feed(rt, job, int(unit["seq"]), worker)
+        elif unit["kind"] == "group":  # a shard of a reindex's grouping pass
+            shard = ShardRange.from_wire(unit)
+            unit_id = shard.id
+            planned = regrouping.group_shard(rt, job, shard, worker)
         else:
             shard = ShardRange.from_wire(unit)
             unit_id = shard.id
@@ -234,6 +239,7 @@ def embed_batch(self: Task[Any, Any], job_id: str) -> None:
             model_version=job.model_version,
             source_uri=job.source,
             photos=photos,
+            group_with_stored=not reindexing.loading(job),
         )
     rt.metrics.photos.labels("done").inc(len(result.done))
     rt.metrics.photos.labels("skipped").inc(len(result.skipped))

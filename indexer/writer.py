@@ -10,7 +10,7 @@ from core.embedding.arrays import Embeddings
 from core.sources import Source
 from core.vectorstore import GROUP_FIELD, KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
 from indexer.catalog import Photo
-from indexer.duplicates import assign_groups
+from indexer.duplicates import assign, assign_groups
 
 # A photo with the label of the shard it is written in.
 ShardPhoto = tuple[Photo, str]
@@ -51,12 +51,16 @@ def write_points(
     vectors: Embeddings,
     *,
     duplicate_threshold: float,
+    group_with_stored: bool = True,
 ) -> None:
     """Upsert, each photo in its near-duplicate group; ids derive from photo ids, so writing a
-    batch again replaces the same points."""
-    groups = assign_groups(
-        store, collection, [photo.photo_id for photo, _ in photos], vectors, duplicate_threshold
-    )
+    batch again replaces the same points. group_with_stored=False groups the batch within
+    itself only: a reindex's load, grouped by a pass once indexed (indexer/regroup.py)."""
+    ids = [photo.photo_id for photo, _ in photos]
+    if group_with_stored:
+        groups = assign_groups(store, collection, ids, vectors, duplicate_threshold)
+    else:
+        groups = assign(ids, vectors, [None] * len(ids), duplicate_threshold).labels
     store.upsert(
         collection,
         [

@@ -67,8 +67,10 @@ class Job(BaseModel):
     source: str
     collection: str
     model_version: int
-    phase: str = Field(description="A reindex: load, indexing or catch-up.")
-    round: int = Field(description="A reindex: 0 the load, then each catch-up pass.")
+    phase: str = Field(description="A reindex: load, indexing, grouping or catch-up.")
+    round: int = Field(
+        description="A reindex: 0 the load, 1 the grouping pass, then each catch-up pass."
+    )
     listed: int = Field(description="Photos listed so far.")
     shards_total: int = Field(description="Shards of the round (more as big ones are split).")
     shards_planned: int
@@ -96,5 +98,8 @@ class Job(BaseModel):
     delete_budget: int = Field(0, description="Deletions the job may make without force.")
     held: int = Field(
         0, description="Deletions held back until the whole listing was seen within the budget."
+    )
+    regrouped: int = Field(
+        0, description="A reindex's grouping pass: photos moved to another near-duplicate group."
     )
     problems: list[str] = Field(default_factory=list)
