@@ -17,12 +17,24 @@ from core.embedding.arrays import Embeddings
 from core.embedding.client import EmbeddingClient
 from core.jobs import Jobs, JobStatus
 from core.settings import Settings
-from core.vectorstore import GROUP_FIELD, LIVE_ALIAS, PhotoPoint, open_store
+from core.submit import queue_sync, submit_reindex
+from core.taskqueue import all_queues
+from core.vectorstore import GROUP_FIELD, LIVE_ALIAS, PhotoPoint, VectorStore, open_store
+from indexer.app import create_app
+from indexer.host import worker_thread
+from indexer.runtime import Runtime
 from loadtests.bench_duplicates import ALTERATIONS
 from model.triton_server import TritonServer
 from tests.support.deployfiles import ROOT
 from tests.support.images import encode, photo
-from tests.support.indexing import WorkerProcess, indexer_settings, tasks, wait_job, write_manifest
+from tests.support.indexing import (
+    WorkerProcess,
+    indexer_settings,
+    tasks,
+    wait_idle,
+    wait_job,
+    write_manifest,
+)
 from tests.support.qdrant_server import qdrant_stand_in
 
 # The tests' tiny model has random weights: it tells photos apart far less than CLIP does.
@@ -81,8 +93,6 @@ def settings(
 def synced(settings: Settings, root: Path, log: Path) -> JobStatus:
     """A sync of the folder by a worker that has stopped when it returns (Qdrant Edge has one
     owner: the test reads the store then)."""
-    from core.submit import queue_sync
-
     jobs = Jobs.from_settings(settings)
     with WorkerProcess(settings, log) as worker:
         job = wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker)
@@ -90,13 +100,17 @@ def synced(settings: Settings, root: Path, log: Path) -> JobStatus:
     return job
 
 
+def groups_in(store: VectorStore, collection: str) -> dict[str, str | None]:
+    """Photo id -> its near-duplicate group, of every photo of a collection."""
+    ids = [p.photo_id for p in store.points(collection)]
+    return {p.photo_id: p.payload.get(GROUP_FIELD) for p in store.retrieve(collection, ids)}
+
+
 def groups(settings: Settings) -> dict[str, str | None]:
     """Photo id -> its near-duplicate group, of every photo of the live collection."""
     store = open_store(settings)
     try:
-        collection = store.resolve(LIVE_ALIAS)
-        ids = [p.photo_id for p in store.points(collection)]
-        return {p.photo_id: p.payload.get(GROUP_FIELD) for p in store.retrieve(collection, ids)}
+        return groups_in(store, store.resolve(LIVE_ALIAS))
     finally:
         store.close()
 
@@ -174,6 +188,64 @@ def test_copies_share_their_original_s_group_through_deletes_changes_and_retitle
     retitled = synced(settings, root, log)
     assert (retitled.done, retitled.updated) == (0, 2), retitled
     assert groups(settings) == changed
+
+
+def test_a_reindex_groups_the_copies_as_the_sync_did_searching_only_after_its_load(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """The load of a reindex groups each batch within itself, with no search of a collection
+    that has no index yet; the grouping pass, once the index is built, gives the sync's groups.
+    This process owns the store and runs the worker on its threads (one owner of Qdrant Edge),
+    so the test reads the worker's counters."""
+    root = tmp_path / "photos"
+    write(root, FIRST | LATER)
+    jobs = Jobs.from_settings(settings)
+    # Batches of one photo: the load alone would group nothing.
+    one_by_one = settings.model_copy(
+        update={"indexer": settings.indexer.model_copy(update={"batch_size": 1})}
+    )
+    store = open_store(settings)
+    try:
+        sync = Runtime(settings, store=store)
+        with worker_thread(create_app(settings), sync, queues=all_queues(settings)):
+            job = wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)))
+        sync.close()
+        assert (job.state, job.done) == ("done", len(FIRST) + len(LATER)), job
+        synced = store.resolve(LIVE_ALIAS)
+        # One batch in key order: each group named by its first photo.
+        expected = {key: f"{name}.png" for key, (name, _) in (FIRST | LATER).items()}
+        assert groups_in(store, synced) == expected
+
+        reindex = Runtime(one_by_one, store=store)
+        registry = reindex.metrics.registry
+
+        def searches(by: str) -> float | None:
+            return registry.get_sample_value(
+                "photosearch_indexer_duplicate_searches_total", {"by": by}
+            )
+
+        before = {by: searches(by) for by in ("write", "pass")}
+        app = create_app(one_by_one)
+        with worker_thread(app, reindex, queues=all_queues(one_by_one)):
+            job_id = submit_reindex(tasks(one_by_one), jobs, 1, str(root)).job_id
+            job = wait_job(jobs, job_id)
+            wait_idle(jobs)
+        reindex.close()
+        assert job.state == "done", (job, jobs.problems(job_id))
+        rebuilt = store.resolve(LIVE_ALIAS)
+        assert rebuilt != synced
+        assert groups_in(store, rebuilt) == expected
+        # Load (round 0), grouping pass (1), a catch-up that changed nothing (2): every copy
+        # was moved by the pass from the group of its own that its batch gave it.
+        copies = sum(1 for _, alteration in (FIRST | LATER).values() if alteration)
+        assert (job.phase, job.round, job.regrouped) == ("catch-up", 2, copies), job
+        # No batch searched the stored photos (the load, and the catch-up wrote nothing);
+        # the pass did.
+        assert searches("write") == before["write"]
+        after = searches("pass")
+        assert after is not None and before["pass"] is not None and after > before["pass"]
+    finally:
+        store.close()
 
 
 def embed_files(client: EmbeddingClient, files: list[bytes]) -> Embeddings:
