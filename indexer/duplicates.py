@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.embedding.arrays import Embeddings
-from core.vectorstore import GROUP_FIELD, Hit, VectorStore
+from core.vectorstore import GROUP_FIELD, Hit, VectorStore, nearest_each
 
 # Members of a group relabelled per request when the photo that named it leaves (far more
 # than the up-to-64 photos of a batch, which are left out of every page).
@@ -101,8 +101,8 @@ def assign_groups(
     """The group label of each photo about to be written (in order), after labelling what the
     store needs for it. Run before the batch's upsert; running it again (a retried batch) finds
     the same groups, since the batch's own points are left out of the search."""
-    stored = store.nearest_each(
-        collection, vectors, score_threshold=threshold, exclude_ids=photo_ids
+    stored = nearest_each(
+        store, collection, vectors, score_threshold=threshold, exclude_ids=photo_ids
     )
     grouping = assign(photo_ids, vectors, stored, threshold)
     for photo_id in grouping.unlabelled:

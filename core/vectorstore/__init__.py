@@ -30,6 +30,7 @@ from core.vectorstore.base import (
     VectorStore,
     collection_name,
     model_version_of,
+    nearest_each,
     point_id,
 )
 
@@ -58,6 +59,7 @@ __all__ = [
     "VectorStore",
     "collection_name",
     "model_version_of",
+    "nearest_each",
     "open_store",
     "point_id",
 ]

@@ -326,17 +326,6 @@ class VectorStore(Protocol):
         """More like the positive examples and not like the negative ones (Qdrant's
         recommendation query, best-score strategy), best first."""
 
-    def nearest_each(
-        self,
-        collection: str,
-        vectors: Embeddings,
-        *,
-        score_threshold: float,
-        exclude_ids: Sequence[str] = (),
-    ) -> list[Hit | None]:
-        """For each vector of [N, D], its nearest stored photo at or above the threshold (not
-        one of exclude_ids), or None; one batched query. The indexer's near-duplicate groups."""
-
     def neighbours_each(
         self,
         collection: str,
@@ -375,3 +364,19 @@ class VectorStore(Protocol):
 
     def close(self) -> None:
         """Flush and release the store."""
+
+
+def nearest_each(
+    store: VectorStore,
+    collection: str,
+    vectors: Embeddings,
+    *,
+    score_threshold: float,
+    exclude_ids: Sequence[str] = (),
+) -> list[Hit | None]:
+    """For each vector of [N, D], its nearest stored photo at or above the threshold (not one
+    of exclude_ids), or None; one batched query. The indexer's near-duplicate groups."""
+    found = store.neighbours_each(
+        collection, vectors, score_threshold=score_threshold, limit=1, exclude_ids=exclude_ids
+    )
+    return [hits[0] if hits else None for hits in found]

@@ -166,19 +166,6 @@ class QdrantSearches:
             with_vectors=_vectors(with_vectors),
         )
 
-    def nearest_each(
-        self,
-        collection: str,
-        vectors: Embeddings,
-        *,
-        score_threshold: float,
-        exclude_ids: Sequence[str] = (),
-    ) -> list[Hit | None]:
-        found = self.neighbours_each(
-            collection, vectors, score_threshold=score_threshold, limit=1, exclude_ids=exclude_ids
-        )
-        return [hits[0] if hits else None for hits in found]
-
     def neighbours_each(
         self,
         collection: str,

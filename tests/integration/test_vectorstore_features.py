@@ -27,6 +27,7 @@ from core.vectorstore import (
     SearchTuning,
     VectorStore,
     collection_name,
+    nearest_each,
     open_store,
     point_id,
 )
@@ -242,7 +243,7 @@ def test_a_negative_example_pushes_a_photo_down(store: VectorStore) -> None:
 
 def test_nearest_each_is_one_answer_per_vector_in_order(store: VectorStore) -> None:
     queries = np.stack([VECS["p14"], -VECS["p14"], VECS["p10"]])
-    found = store.nearest_each(COLL, queries, score_threshold=0.9, exclude_ids=["p14"])
+    found = nearest_each(store, COLL, queries, score_threshold=0.9, exclude_ids=["p14"])
     assert len(found) == 3
     first, second, third = found
     assert first is not None and first.photo_id == "p15"  # p14 itself is excluded
@@ -252,13 +253,13 @@ def test_nearest_each_is_one_answer_per_vector_in_order(store: VectorStore) -> N
     assert third is not None and third.photo_id == "p10"
     assert third.score == pytest.approx(1.0, abs=1e-3)
     # p16 is p14 at 0.85: found at a threshold of 0.8, not at 0.9.
-    [near] = store.nearest_each(COLL, VECS["p16"][None], score_threshold=0.8, exclude_ids=["p16"])
+    [near] = nearest_each(store, COLL, VECS["p16"][None], score_threshold=0.8, exclude_ids=["p16"])
     assert near is not None and near.photo_id == "p14"
     assert near.score == pytest.approx(0.85, abs=2e-3)
-    assert store.nearest_each(
-        COLL, VECS["p16"][None], score_threshold=0.9, exclude_ids=["p16"]
+    assert nearest_each(
+        store, COLL, VECS["p16"][None], score_threshold=0.9, exclude_ids=["p16"]
     ) == [None]
-    assert store.nearest_each(COLL, np.zeros((0, DIM), np.float32), score_threshold=0.9) == []
+    assert nearest_each(store, COLL, np.zeros((0, DIM), np.float32), score_threshold=0.9) == []
 
 
 def test_group_members_in_photo_id_order_within_the_filter(store: VectorStore) -> None:
