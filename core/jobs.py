@@ -19,7 +19,9 @@ _CLAIM_LOCK = """
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then
   local state = redis.call('HGET', ARGV[2] .. holder, 'state')
-  if state and state ~= 'done' and state ~= 'failed' then return holder end
+  if state and state ~= 'done' and state ~= 'failed' and state ~= 'cancelled' then
+    return holder
+  end
 end
 redis.call('SET', KEYS[1], ARGV[1])
 return false
@@ -49,11 +51,16 @@ class JobState(StrEnum):
     PLANNING = "planning"
     RUNNING = "running"
     FINALIZING = "finalizing"
+    # A dependency (Triton, Redis, the store) stayed down past the retry budget: the job keeps
+    # its locks and its work, and goes on by itself once the dependency answers.
+    PAUSED = "paused"
     DONE = "done"
     FAILED = "failed"
+    # Ended by an operator; a reindex keeps its work to be resumed (`index reindex --resume`).
+    CANCELLED = "cancelled"
 
 
-FINISHED = (JobState.DONE, JobState.FAILED)
+FINISHED = (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
 _INTS = (
     *("listed", "total", "done", "failed", "skipped", "deleted", "updated", "unchanged"),
     *("batches_total", "batches_done", "model_version", "round", "changes"),

@@ -36,7 +36,7 @@ from indexer.runtime import Runtime
 _RESERVE = """
 local state = redis.call('HGET', KEYS[1], 'state')
 local total = tonumber(redis.call('HGET', KEYS[1], 'delete_reserved') or '0')
-if state == 'done' or state == 'failed' then return {0, total} end
+if state == 'done' or state == 'failed' or state == 'cancelled' then return {0, total} end
 local old = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
 local n = tonumber(ARGV[2])
 if n <= old then return {1, total} end

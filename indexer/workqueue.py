@@ -43,7 +43,7 @@ local function round_done()
 end
 local function finished()
   local state = redis.call('HGET', KEYS[1], 'state')
-  return state == 'done' or state == 'failed'
+  return state == 'done' or state == 'failed' or state == 'cancelled'
 end
 """
 # KEYS: 1 job, 2 units, 3 unit claims, 4 plan tokens, 5 work, 6 items, 7 work claims,
