@@ -334,10 +334,12 @@ class VectorStore(Protocol):
         score_threshold: float,
         limit: int,
         exclude_ids: Sequence[str] = (),
+        fields: Sequence[str] | None = None,
     ) -> list[list[Hit]]:
         """For each vector of [N, D], its `limit` nearest stored photos at or above the
         threshold (not among exclude_ids), best first; one batched query. A reindex's grouping
-        pass (indexer/regroup.py)."""
+        pass (indexer/regroup.py). fields: the payload fields each hit carries besides
+        photo_id (None: its whole payload)."""
 
     def group_members(
         self,
@@ -355,9 +357,21 @@ class VectorStore(Protocol):
         first, then by group."""
 
     def retrieve(
-        self, collection: str, photo_ids: Sequence[str], *, with_vectors: bool = False
+        self,
+        collection: str,
+        photo_ids: Sequence[str],
+        *,
+        with_vectors: bool = False,
+        fields: Sequence[str] | None = None,
     ) -> list[StoredPhoto]:
-        """Stored photos by identity, in the order asked; missing ones are left out."""
+        """Stored photos by identity, in the order asked; missing ones are left out. fields:
+        the payload fields read besides photo_id (None: the whole payload)."""
+
+    def shard_vectors(
+        self, collection: str, shard: str, *, fields: Sequence[str] = (), page: int = SCROLL_PAGE
+    ) -> Iterator[list[StoredPhoto]]:
+        """One shard's photos with their embeddings and only these payload fields (and
+        photo_id), `page` at a time: a whole-collection pass reads no more than it uses."""
 
     def optimize(self, collection: str) -> None:
         """Build the search index now where the engine does not do it in the background."""
@@ -376,7 +390,19 @@ def nearest_each(
 ) -> list[Hit | None]:
     """For each vector of [N, D], its nearest stored photo at or above the threshold (not one
     of exclude_ids), or None; one batched query. The indexer's near-duplicate groups."""
+    # The grouping reads a neighbour's id and group label only (indexer/duplicates.py).
     found = store.neighbours_each(
-        collection, vectors, score_threshold=score_threshold, limit=1, exclude_ids=exclude_ids
+        collection,
+        vectors,
+        score_threshold=score_threshold,
+        limit=1,
+        exclude_ids=exclude_ids,
+        fields=(GROUP_FIELD,),
     )
     return [hits[0] if hits else None for hits in found]
+
+
+def payload_fields(fields: Sequence[str] | None) -> list[str] | None:
+    """The payload fields a read selects: these and photo_id (which names a point's photo);
+    None: all of them."""
+    return None if fields is None else list(dict.fromkeys(["photo_id", *fields]))

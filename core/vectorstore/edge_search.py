@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 
 import numpy as np
@@ -21,6 +21,7 @@ from core.vectorstore.base import (
     SearchTuning,
     SparseVector,
     StoredPhoto,
+    payload_fields,
     point_id,
 )
 from core.vectorstore.edge_keywords import sparse
@@ -39,6 +40,16 @@ def _vector(vectors: object) -> Embeddings | None:
     """The embedding among a point's named vectors, if it was read."""
     vector = vectors.get(VECTOR_NAME) if isinstance(vectors, dict) else None
     return None if vector is None else np.asarray(vector, dtype=np.float32)
+
+
+def _payload(fields: Sequence[str] | None) -> qe.PayloadSelector | bool:
+    selected = payload_fields(fields)
+    return True if selected is None else qe.PayloadSelector.Include(selected)
+
+
+def _stored(record: qe.Record) -> StoredPhoto:
+    payload = record.payload or {}
+    return StoredPhoto(str(payload.get("photo_id")), payload, _vector(record.vector))
 
 
 def _where(f: SearchFilter | None) -> qe.Filter | None:
@@ -151,6 +162,7 @@ class EdgeSearches:
         score_threshold: float,
         limit: int,
         exclude_ids: Sequence[str] = (),
+        fields: Sequence[str] | None = None,
     ) -> list[list[Hit]]:
         if len(vectors) == 0:
             return []
@@ -161,7 +173,7 @@ class EdgeSearches:
                 query=qe.Query.Nearest(row.tolist(), using=VECTOR_NAME),
                 filter=where,
                 score_threshold=score_threshold,
-                with_payload=True,
+                with_payload=_payload(fields),
                 params=self._params(),
             )
             for row in np.asarray(vectors, dtype=np.float32)
@@ -219,15 +231,37 @@ class EdgeSearches:
         return sorted(sizes, key=lambda size: (-size[1], size[0]))
 
     def retrieve(
-        self, collection: str, photo_ids: Sequence[str], *, with_vectors: bool = False
+        self,
+        collection: str,
+        photo_ids: Sequence[str],
+        *,
+        with_vectors: bool = False,
+        fields: Sequence[str] | None = None,
     ) -> list[StoredPhoto]:
         if not photo_ids:
             return []
         ids: list[qe.PointId] = [point_id(pid) for pid in photo_ids]
         with self._shard(collection) as shard:
-            records = shard.retrieve(ids, True, _vectors(with_vectors))
-        found: dict[str, StoredPhoto] = {}
-        for record in records:
-            pid = str((record.payload or {}).get("photo_id"))
-            found[pid] = StoredPhoto(pid, record.payload or {}, _vector(record.vector))
+            records = shard.retrieve(ids, _payload(fields), _vectors(with_vectors))
+        found = {photo.photo_id: photo for photo in map(_stored, records)}
         return [found[pid] for pid in dict.fromkeys(photo_ids) if pid in found]
+
+    def shard_vectors(
+        self, collection: str, shard: str, *, fields: Sequence[str] = (), page: int = SCROLL_PAGE
+    ) -> Iterator[list[StoredPhoto]]:
+        offset: qe.PointId | None = None
+        while True:
+            request = qe.ScrollRequest(
+                offset=offset,
+                limit=page,
+                filter=edge_filters.shard_filter(shard),
+                with_payload=_payload(fields),
+                with_vector=[VECTOR_NAME],
+            )
+            # One page per lock hold, as the store's other scrolls.
+            with self._shard(collection) as edge:
+                records, offset = edge.scroll(request)
+            if records:
+                yield [_stored(record) for record in records]
+            if offset is None:
+                return

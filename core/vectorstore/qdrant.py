@@ -37,7 +37,7 @@ from core.vectorstore.base import (
     point_id,
 )
 from core.vectorstore.qdrant_keywords import SPARSE_CONFIG, keyword_updates, point_vectors
-from core.vectorstore.qdrant_search import QdrantSearches
+from core.vectorstore.qdrant_search import QdrantSearches, payload, stored
 
 
 def _is_local(client: QdrantClient) -> bool:
@@ -357,17 +357,15 @@ class QdrantStore(QdrantSearches):
         return list(self._scroll(collection, qdrant_filters.with_keys(keys)))
 
     def retrieve(
-        self, collection: str, photo_ids: Sequence[str], *, with_vectors: bool = False
+        self,
+        collection: str,
+        photo_ids: Sequence[str],
+        *,
+        with_vectors: bool = False,
+        fields: Sequence[str] | None = None,
     ) -> list[StoredPhoto]:
-        records = self._records(collection, photo_ids, True, with_vectors=with_vectors)
-        found: dict[str, StoredPhoto] = {}
-        for record in records:
-            payload = dict(record.payload or {})
-            vector = None
-            if with_vectors and isinstance(record.vector, dict) and VECTOR_NAME in record.vector:
-                vector = np.asarray(record.vector[VECTOR_NAME], dtype=np.float32)
-            pid = str(payload.get("photo_id"))
-            found[pid] = StoredPhoto(pid, payload, vector)
+        records = self._records(collection, photo_ids, payload(fields), with_vectors=with_vectors)
+        found = {photo.photo_id: photo for photo in map(stored, records)}
         return [found[pid] for pid in dict.fromkeys(photo_ids) if pid in found]
 
     def optimize(self, collection: str) -> None:

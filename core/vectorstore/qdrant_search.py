@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -23,8 +23,10 @@ from core.vectorstore.base import (
     SearchFilter,
     SearchTuning,
     SparseVector,
+    StoredPhoto,
     StoreError,
     model_version_of,
+    payload_fields,
 )
 from core.vectorstore.qdrant_keywords import sparse
 
@@ -34,11 +36,24 @@ def _vectors(with_vectors: bool) -> list[str] | bool:
 
 
 def _hit(point: qm.ScoredPoint) -> Hit:
-    payload = dict(point.payload or {})
-    vector = None
-    if isinstance(point.vector, dict) and VECTOR_NAME in point.vector:
-        vector = np.asarray(point.vector[VECTOR_NAME], dtype=np.float32)
-    return Hit(str(payload.get("photo_id")), point.score, payload, vector)
+    found = dict(point.payload or {})
+    return Hit(str(found.get("photo_id")), point.score, found, _vector(point.vector))
+
+
+def _vector(vectors: object) -> Embeddings | None:
+    """The embedding among a point's named vectors, if it was read."""
+    vector = vectors.get(VECTOR_NAME) if isinstance(vectors, dict) else None
+    return None if vector is None else np.asarray(vector, dtype=np.float32)
+
+
+def payload(fields: Sequence[str] | None) -> qm.PayloadSelectorInclude | bool:
+    selected = payload_fields(fields)
+    return True if selected is None else qm.PayloadSelectorInclude(include=selected)
+
+
+def stored(record: qm.Record) -> StoredPhoto:
+    found = dict(record.payload or {})
+    return StoredPhoto(str(found.get("photo_id")), found, _vector(record.vector))
 
 
 def _where(f: SearchFilter | None) -> qm.Filter | None:
@@ -174,6 +189,7 @@ class QdrantSearches:
         score_threshold: float,
         limit: int,
         exclude_ids: Sequence[str] = (),
+        fields: Sequence[str] | None = None,
     ) -> list[list[Hit]]:
         if len(vectors) == 0:
             return []
@@ -186,7 +202,7 @@ class QdrantSearches:
                 filter=where,
                 score_threshold=score_threshold,
                 params=self._params(),
-                with_payload=True,
+                with_payload=payload(fields),
             )
             for row in np.asarray(vectors, dtype=np.float32)
         ]
@@ -239,3 +255,22 @@ class QdrantSearches:
             hits = self._client.facet(collection, GROUP_FIELD, limit=limit, exact=True).hits
         sizes = [(str(hit.value), hit.count) for hit in hits if hit.count >= 2]
         return sorted(sizes, key=lambda size: (-size[1], size[0]))
+
+    def shard_vectors(
+        self, collection: str, shard: str, *, fields: Sequence[str] = (), page: int = SCROLL_PAGE
+    ) -> Iterator[list[StoredPhoto]]:
+        offset: PointId | None = None
+        while True:
+            with self._op(collection):
+                records, offset = self._client.scroll(
+                    collection,
+                    scroll_filter=qdrant_filters.shard_filter(shard),
+                    limit=page,
+                    offset=offset,
+                    with_payload=payload(fields),
+                    with_vectors=[VECTOR_NAME],
+                )
+            if records:
+                yield [stored(record) for record in records]
+            if offset is None:
+                return

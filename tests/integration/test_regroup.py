@@ -3,8 +3,9 @@ sync in photo id order, whatever the shard order and page size, and the same whe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -13,10 +14,12 @@ from core.embedding.arrays import Embeddings
 from core.settings import QdrantSettings, Settings
 from core.vectorstore import (
     GROUP_FIELD,
+    KEY_FIELD,
     SHARD_FIELD,
     Hit,
     PhotoPoint,
     SearchTuning,
+    StoredPhoto,
     VectorStore,
     collection_name,
     open_store,
@@ -144,3 +147,73 @@ def test_the_pass_gives_the_groups_of_a_sync_in_id_order_and_again_the_same(
         [group] = assign_groups(store, SYNCED, [pid], VECS[pid][None], THRESHOLD)
         store.upsert(SYNCED, [PhotoPoint(pid, VECS[pid], {GROUP_FIELD: group})])
     assert groups(store, SYNCED) == GROUPS
+
+
+class Reads:
+    """A store that notes which methods a pass calls and every payload field they return."""
+
+    def __init__(self, store: VectorStore) -> None:
+        self.store = store
+        self.calls: set[str] = set()
+        self.photo_fields: set[str] = set()  # of the shard's own photos
+        self.hit_fields: set[str] = set()  # of their neighbours
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self.store, name)
+
+        def noted(*args: Any, **kwargs: Any) -> Any:
+            self.calls.add(name)
+            result = method(*args, **kwargs)
+            if name == "shard_vectors":
+                return self._pages(result)
+            if name == "retrieve":
+                self._photos(result)
+            if name == "neighbours_each":
+                self.hit_fields.update(k for hits in result for hit in hits for k in hit.payload)
+            return result
+
+        return noted
+
+    def _photos(self, photos: list[StoredPhoto]) -> None:
+        self.photo_fields.update(k for photo in photos for k in photo.payload)
+        assert all(photo.vector is not None for photo in photos)
+
+    def _pages(self, pages: Iterator[list[StoredPhoto]]) -> Iterator[list[StoredPhoto]]:
+        for page in pages:
+            self._photos(page)
+            yield page
+
+
+def test_the_pass_reads_ids_vectors_and_the_group_label_only(
+    store: VectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pages of 2, so that chains leave the page and the pass also retrieves photos by id.
+    monkeypatch.setattr(regroup, "PAGE", 2)
+    store.upsert(
+        COLL,
+        [
+            PhotoPoint(
+                pid,
+                v,
+                {
+                    SHARD_FIELD: shard_of(pid),
+                    KEY_FIELD: f"day1/{pid}.jpg",
+                    GROUP_FIELD: pid,
+                    "title": f"photo {pid} by the sea",
+                    "tags": ["sea", "boat"],
+                    "source_uri": f"file:///photos/day1/{pid}.jpg",
+                },
+            )
+            for pid, v in VECS.items()
+        ],
+    )
+    reads = Reads(store)
+    for label in SHARDS:
+        regroup_shard(cast(VectorStore, reads), COLL, label, THRESHOLD)
+
+    assert groups(store, COLL) == GROUPS
+    assert reads.calls <= {"shard_vectors", "retrieve", "neighbours_each", "set_group"}
+    assert "retrieve" in reads.calls  # the chains that left a page were read too
+    # What the engine returned, not only what was asked: the selection reached it.
+    assert reads.photo_fields == {"photo_id", GROUP_FIELD}
+    assert reads.hit_fields == {"photo_id"}
