@@ -30,6 +30,24 @@ _RELEASE_LOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+# The same for a job that goes on (a resume): one that had failed or been cancelled is queued
+# again in the same step, so that the lock it takes holds (a finished holder's is taken over).
+_REOPEN_LOCK = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then
+  local state = redis.call('HGET', ARGV[2] .. holder, 'state')
+  if state and state ~= 'done' and state ~= 'failed' and state ~= 'cancelled' then
+    return holder
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+local own = redis.call('HGET', KEYS[2], 'state')
+if own == 'failed' or own == 'cancelled' then
+  redis.call('HSET', KEYS[2], 'state', 'queued', 'finished_at', '0')
+end
+redis.call('HSET', KEYS[2], 'message', ARGV[3])
+return false
+"""
 _MAX_PROBLEMS = 1000
 
 
@@ -67,7 +85,7 @@ _INTS = (
     *("shards_total", "shards_planned", "live_count", "delete_budget", "held"),
     "regrouped",
 )
-_BOOLS = ("force", "refused")
+_BOOLS = ("force", "refused", "dropped")
 _FLOATS = ("created_at", "started_at", "finished_at")
 
 
@@ -109,6 +127,9 @@ class JobStatus:
     regrouped: int = 0
     force: bool = False
     refused: bool = False
+    # A failed or cancelled reindex whose collection `index drop` deleted: it resumes no more,
+    # and holds no room for a new reindex.
+    dropped: bool = False
     created_at: float = 0.0
     started_at: float = 0.0
     finished_at: float = 0.0
@@ -173,6 +194,7 @@ class Jobs:
         self.on_finish = on_finish
         self._claim_lock = redis.register_script(_CLAIM_LOCK)
         self._release_lock = redis.register_script(_RELEASE_LOCK)
+        self._reopen_lock = redis.register_script(_REOPEN_LOCK)
 
     @classmethod
     def from_settings(cls, settings: Settings, **redis_options: Any) -> Jobs:
@@ -252,6 +274,16 @@ class Jobs:
         lock whose job has finished, or whose record expired, is taken over)."""
         holder = self._claim_lock(
             keys=[self._key("lock", name)], args=[job_id, self._key("job", "")]
+        )
+        return holder.decode() if holder else None
+
+    def reopen(self, name: str, job_id: str, message: str) -> str | None:
+        """Take a lock for a job that goes on again (a resume), as claim_lock does; one that
+        had failed or been cancelled is queued again in the same step, with this message. The
+        id of the running job that holds the lock instead, if any (then nothing changes)."""
+        holder = self._reopen_lock(
+            keys=[self._key("lock", name), self._key("job", job_id)],
+            args=[job_id, self._key("job", ""), message],
         )
         return holder.decode() if holder else None
 
