@@ -84,9 +84,13 @@ _INTS = (
     *("batches_total", "batches_done", "model_version", "round", "changes"),
     *("shards_total", "shards_planned", "live_count", "delete_budget", "held"),
     "regrouped",
+    *("lag", "lag_shards", "capture_cut", "replayed", "verified_cut", "warmed"),
 )
 _BOOLS = ("force", "refused", "dropped")
-_FLOATS = ("created_at", "started_at", "finished_at")
+_FLOATS = (
+    *("created_at", "started_at", "finished_at", "lag_oldest_at", "paused_at"),
+    *("locked_at", "lock_s"),
+)
 
 
 @dataclass
@@ -125,6 +129,23 @@ class JobStatus:
     # A reindex's grouping pass: photos it moved to another near-duplicate group than the
     # load's batches gave them.
     regrouped: int = 0
+    # A reindex's change capture (indexer/capture.py): changes of the live side waiting to be
+    # replayed into its collection (keys, whole shards), the oldest one's time, the Redis time
+    # up to which the running replay round reads, and the keys replayed so far.
+    lag: int = 0
+    lag_shards: int = 0
+    lag_oldest_at: float = 0.0
+    capture_cut: int = 0
+    replayed: int = 0
+    # The switch: the cut whose catch-up was verified, the queries pre-warmed, when it took
+    # the live lock and how long it held it.
+    verified_cut: int = 0
+    warmed: int = 0
+    locked_at: float = 0.0
+    lock_s: float = 0.0
+    # A paused job: since when, and the state it goes back to.
+    paused_at: float = 0.0
+    resume_state: str = ""
     force: bool = False
     refused: bool = False
     # A failed or cancelled reindex whose collection `index drop` deleted: it resumes no more,

@@ -146,6 +146,24 @@ class QdrantSettings(BaseModel):
         description="Embedded store: writes are refused (the indexer retries) while its disk "
         "has less free space; writing into a full disk would kill the process (SIGBUS).",
     )
+    # What a reindex's pre-flight check (indexer/preflight.py) holds the new collection's
+    # modelled size (core/vectorstore/footprint.py) against, beside the collections held.
+    memory_gib: float = Field(
+        0,
+        ge=0,
+        description="Memory the vector store may use, in GiB: a Qdrant server's, all nodes "
+        "together (0: unknown, and a reindex's pre-flight check of memory is skipped, which its "
+        "job says); the embedded store: at most this much of its machine's free memory (0: "
+        "all of it).",
+    )
+    disk_gib: float = Field(
+        0,
+        ge=0,
+        description="Disk the vector store may use, in GiB: a Qdrant server's, all nodes "
+        "together (0: unknown, and a reindex's pre-flight check of disk is skipped, which its "
+        "job says); the embedded store: at most this much of its folder's free disk (0: all "
+        "of it).",
+    )
 
 
 class RedisSettings(BaseModel):
@@ -255,13 +273,30 @@ class IndexerSettings(BaseModel):
     metadata_files: tuple[str, ...] = Field(
         ("photos.jsonl", "photos.csv"), description="Metadata manifests looked for at the root."
     )
-    catch_up_rounds: int = Field(
-        3,
+    capture_shard_keys: int = Field(
+        5000,
         ge=1,
-        description="Reindex: passes over the source after the load; the last must find no "
-        "change (that is the verification).",
+        description="Reindex and rollback: changed keys logged per shard for a following "
+        "collection before that shard is logged whole (replayed by listing it).",
     )
-    verify_samples: int = Field(5, ge=0, description="Reindex: sample searches before switching.")
+    switch_lag: int = Field(
+        1000,
+        ge=0,
+        description="Reindex: at most this many changes may wait to be replayed when the "
+        "switch takes the live lock; more are replayed first without it.",
+    )
+    verify_samples: int = Field(
+        5,
+        ge=0,
+        description="Reindex: shards whose keys and versions are compared with the live "
+        "collection (besides every shard whose count differs) before switching.",
+    )
+    rollback_days: int = Field(
+        7,
+        ge=0,
+        description="After a switch, the previous collection receives every change this long: "
+        "a rollback within it is current; past it the rollback is refused.",
+    )
     job_ttl_days: int = Field(30, ge=1, description="How long job records are kept.")
     max_delete_share: float = Field(
         0.5,

@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 from pathlib import PurePosixPath
 
-from core.jobs import JobStatus
+from core.jobs import JobKind, JobStatus
 from core.sources import is_photo
 from indexer.catalog import Manifests, folder_of, photo_of
 from indexer.deleteguard import DeletesRefused, reserve
@@ -75,6 +75,8 @@ def plan_keys(
     points = {p.key: p for p in rt.store.points_by_key(job.collection, wanted)}
     skipped = rt.skips.get(job.collection, wanted)
     shards = load_map(rt.store, job.collection)
+    if job.kind == JobKind.INCREMENT:  # the live side: collections that follow it log the keys
+        rt.capture.capture_mapped(shards, keys)
     here = {key for key, obj in found.items() if obj is not None and is_photo(key)}
     manifests = Manifests(source, names, here.__contains__, lambda _: False)
     manifests.load_above(here, unless=lambda _: False, threads=rt.readers)

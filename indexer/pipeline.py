@@ -10,16 +10,18 @@ import numpy as np
 from core.embedding.arrays import Pixels
 from core.embedding.images import ImageLimits
 from core.embedding.manifest import MAX_BATCH_SIZE
-from indexer.reader import read_batch
+from indexer.reader import GONE, read_batch
 from indexer.runtime import Runtime
 from indexer.writer import ShardPhoto, write_points
 
 
 @dataclass
 class BatchResult:
-    """Keys of the photos written, and of those skipped with (version, reason)."""
+    """Keys of the photos written, of those skipped with (version, reason), and of those
+    deleted from the source since they were listed (their points deleted too)."""
 
     done: list[str] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
     skipped: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
@@ -45,12 +47,18 @@ def embed_photos(
     good: list[ShardPhoto] = []
     pixels: list[Pixels] = []
     read = read_batch(rt.readers, source, [photo for photo, _ in photos], spec, limits)
+    gone: dict[str, list[str]] = {}
     for (photo, shard), outcome in zip(photos, read, strict=True):
-        if isinstance(outcome, str):
+        if isinstance(outcome, str) and outcome == GONE:
+            gone.setdefault(shard, []).append(photo.photo_id)
+            result.gone.append(photo.key)
+        elif isinstance(outcome, str):
             result.skipped[photo.key] = (photo.version, outcome)
         else:
             good.append((photo, shard))
             pixels.append(outcome)
+    for shard, photo_ids in gone.items():  # a changed photo's old point goes with it
+        rt.store.delete_in_shard(collection, shard, photo_ids)
     if good:
         vectors = rt.run(
             rt.embedder.encode_images(np.stack(pixels), model_version=model_version, chunk=chunk)

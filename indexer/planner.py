@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
-from core.jobs import JobStatus
+from core.jobs import JobKind, JobStatus
 from core.sources import Source
 from core.vectorstore import IndexedPoint
 from indexer.catalog import Photo, ShardTooBig, read_catalog
@@ -159,6 +159,16 @@ def carry_out(
     return batches_of(embed, rt.settings.indexer.batch_size), counts
 
 
+def changed_keys(plan: ShardPlan) -> list[str]:
+    """The keys a plan changes something for: embedded, payload, skipped or forgotten."""
+    return [
+        *(photo.key for photo in plan.embed),
+        *(photo.key for photo in plan.payload),
+        *plan.rejected,
+        *plan.forget,
+    ]
+
+
 def plan_shard(
     rt: Runtime, job: JobStatus, shard: ShardRange, worker: str, confirm: bool = False
 ) -> Planned:
@@ -178,10 +188,12 @@ def plan_shard(
     # The ids of what is gone are held until the whole shard is seen (no more than its points,
     # as `kept`), so that the guard decides before the first deletion.
     gone: list[str] = []
+    gone_keys: list[str] = []
     kept: set[str] = set()
     for point in rt.store.points(job.collection, shard=shard.lo):
         if diff.see(point):
             gone.append(point.photo_id)
+            gone_keys.append(point.key)
         else:
             kept.add(point.photo_id)
     reserve(rt, job, shard.id, len(gone))
@@ -198,6 +210,8 @@ def plan_shard(
     unmatched = [(photo, shard.lo) for photo in plan.unmatched]
     resolve_unmatched(rt, job.collection, source, unmatched, bad, plan, labels, catalog.warnings)
     batches, counts = carry_out(rt, job, writes, plan, labels)
+    if job.kind == JobKind.SYNC:  # the live side: collections that follow it log the keys
+        rt.capture.capture(shard, [*gone_keys, *changed_keys(plan)])
     rt.jobs.note_problems(job.id, catalog.warnings)
     rt.jobs.note_problems(job.id, (f"{k}: {reason}" for k, (_, reason) in plan.rejected.items()))
     counts["listed"] = len(catalog.photos) + len(catalog.rejected)

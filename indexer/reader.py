@@ -39,6 +39,10 @@ STORAGE_ERRNOS = frozenset(
 )
 
 
+# Deleted between its listing and its read: a delete, not a problem of the photo.
+GONE = "gone from the source before it could be read"
+
+
 def read_photo(
     source: Source, photo: Photo, spec: ImagePreprocessing, limits: ImageLimits
 ) -> Pixels | str:
@@ -47,7 +51,7 @@ def read_photo(
     try:
         data = source.read(photo.key)
     except FileNotFoundError:
-        return "gone from the source before it could be read"
+        return GONE
     except SourceRefused as exc:  # a link, a FIFO, a folder, too large: final, not retried
         return str(exc)
     except SourceUnavailable:

@@ -1,23 +1,26 @@
-"""A full reindex beside the live collection, verified before an atomic switch; rollback.
+"""A full reindex beside the live collection, kept current while it runs, verified before an
+atomic switch; a rollback that is current too.
 
 Its phases: the load (round 0: every shard of the source into a new collection, whose search
 index a Qdrant server defers; each batch grouped within itself), the index build, the grouping
 pass (round 1: near-duplicate groups over the whole collection with the index,
-indexer/regroup.py), then catch-up rounds that plan every shard again while the reindex holds
-the live collection (so no increment writes to the old one only). A round that changes
-nothing is the verification: each shard's listing equals its points, and the collection's
-count per shard (a facet) equals what the round expected. Then
-the popular queries are embedded with the new model and the aliases switch, the alias lock
-held for that alone, unless the new collection holds fewer than (1 - max_delete_share) x the
-live one's photos and the reindex is not forced (indexer/deleteguard.py).
+indexer/regroup.py), then catch-up. From its start the new collection *follows* the live one
+(indexer/capture.py): every key the nightly jobs change is logged for it, and catch-up rounds
+replay the log (indexer/catchup.py), at the cost of the changes, while the nightly jobs go on.
+Once at most `switch_lag` changes wait, the new collection is compared with the live one
+(indexer/verify.py), the popular queries are embedded with the new model, and the reindex takes
+the live lock for the drain alone: a last replay of what waits, the delete guard's check
+(indexer/deleteguard.py) and the aliases' move. After the switch the previous collection
+follows the live one for rollback_days, and a rollback replays its log before it is live again.
 """
 
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+import time
 from collections.abc import Sequence
 
+from core.collectionroles import job_of
 from core.embedding.arrays import Embeddings
 from core.jobs import FINISHED, LIVE_LOCK, JobKind, JobState, JobStatus
 from core.querycache import prewarm
@@ -29,13 +32,15 @@ from core.vectorstore import (
     collection_name,
     model_version_of,
 )
+from indexer.catchup import end_replay, record_lag, start_replay
 from indexer.deleteguard import refuse, switch_refusal
 from indexer.regroup import group_units
 from indexer.runtime import Runtime
 from indexer.shards import ShardMap, load_map
 from indexer.sync import IndexerError, alias_lock, start_round
+from indexer.verify import compare, refusal
 
-# Round 0 is the load; the grouping pass is round 1, the catch-up passes follow.
+# Round 0 is the load; the grouping pass is round 1, the catch-up rounds follow.
 GROUPING_ROUND = 1
 
 
@@ -46,7 +51,8 @@ def loading(job: JobStatus) -> bool:
 
 
 def start_reindex(rt: Runtime, job_id: str, model_version: int, source_uri: str) -> None:
-    """Create the new collection and open the load round over the live collection's shards."""
+    """Create the new collection, follow the live one's changes, open the load round over
+    the live collection's shards."""
     if not rt.run(rt.embedder.is_ready(model_version)):
         raise IndexerError(
             f"model version {model_version} is not loaded in Triton: export it, then run "
@@ -55,6 +61,8 @@ def start_reindex(rt: Runtime, job_id: str, model_version: int, source_uri: str)
     dim = rt.embedder.manifest(model_version).embedding_dim
     collection = collection_name(model_version, job_id)
     rt.store.create_collection(collection, dim, bulk=True)
+    # Before the first shard is listed: a change the listing misses is logged.
+    rt.capture.follow(collection)
     rt.jobs.start(
         job_id,
         state=JobState.RUNNING,
@@ -74,11 +82,12 @@ def advance(rt: Runtime, job_id: str) -> None:
     """The next step of a reindex whose round ended, or which waits; nothing while its round
     runs. Run again and again (the workers' nudges), it does each step once."""
     job = rt.jobs.get(job_id)
-    if job is None or job.state in FINISHED:
+    if job is None or job.state in (*FINISHED, JobState.PAUSED):
         return
     ended = rt.work.round_done(job_id, job.round)
     if job.phase == "load":
         if not ended:
+            record_lag(rt, job_id, job.collection)
             return
         rt.store.finish_bulk_load(job.collection)
         rt.jobs.update(job_id, phase="indexing", state=JobState.FINALIZING)
@@ -97,72 +106,99 @@ def advance(rt: Runtime, job_id: str) -> None:
     if job.phase == "grouping":
         if not rt.work.round_done(job_id, GROUPING_ROUND):
             return
-        holder = rt.jobs.claim_lock(LIVE_LOCK, job_id)
-        if holder is not None:
-            rt.jobs.update(job_id, message=f"waiting for job {holder} on the live collection")
-            return
-        start_round(rt, job_id, GROUPING_ROUND + 1, load_map(rt.store, job.collection))
-        rt.jobs.update(job_id, phase="catch-up", message="")
+        start_replay(rt, job_id, GROUPING_ROUND + 1, job.collection)
+        rt.jobs.update(job_id, phase="catch-up", message="replaying the changes since the load")
         return
     if not ended:
+        record_lag(rt, job_id, job.collection)
         return
-    passes = job.round - GROUPING_ROUND
-    if job.changes == 0:
+    lag = end_replay(rt, job_id, job.collection, job.capture_cut)
+    if job.phase == "switch":
         switch(rt, job_id)
-    elif passes >= rt.settings.indexer.catch_up_rounds:
-        rt.jobs.finish(
-            job_id,
-            JobState.FAILED,
-            f"the source still changed in catch-up pass {passes} ({job.changes} photos); "
-            "run the reindex again at a quieter time",
-        )
-    else:
-        start_round(rt, job_id, job.round + 1, load_map(rt.store, job.collection))
+        return
+    # Catch-up: replay again until little waits, then check, warm, and take the live lock.
+    if lag.waiting > rt.settings.indexer.switch_lag:
+        start_replay(rt, job_id, job.round + 1, job.collection)
+        return
+    if job.capture_cut != job.verified_cut:
+        problems = check(rt, job)
+        if problems:
+            rt.jobs.finish(job_id, JobState.FAILED, refusal(job.collection, problems))
+            return
+        warmed = warm_cache(rt, job_id, model_version_of(job.collection))
+        rt.jobs.update(job_id, verified_cut=job.capture_cut, warmed=warmed)
+    holder = rt.jobs.claim_lock(LIVE_LOCK, job_id)
+    if holder is not None:
+        rt.jobs.update(job_id, message=f"verified; waiting for job {holder} on the live collection")
+        if lag.waiting:  # keep the lag small while it waits
+            start_replay(rt, job_id, job.round + 1, job.collection)
+        return
+    rt.jobs.update(
+        job_id, phase="switch", locked_at=time.time(), message="draining the last changes"
+    )
+    start_replay(rt, job_id, job.round + 1, job.collection)
 
 
-def verify(rt: Runtime, job_id: str, collection: str) -> None:
-    """The collection's count per shard is what the round that changed nothing expected, no
-    point lies outside a shard, and sample searches answer. Reads one record per shard."""
-    expected: dict[str, int] = defaultdict(int)
-    for record in rt.work.planned(job_id).values():
-        if "points" in record:
-            expected[record["label"]] += record["points"]
-    actual = rt.store.shard_sizes(collection)
-    wrong = sorted(s for s in expected.keys() | actual.keys() if expected[s] != actual.get(s, 0))
-    if wrong:
-        shown = "; ".join(f"{s!r}: {actual.get(s, 0)} of {expected[s]}" for s in wrong[:5])
-        raise IndexerError(
-            f"{collection} does not match the source in {len(wrong)} shards: {shown}"
-        )
-    if rt.store.count(collection) != sum(expected.values()):
-        raise IndexerError(f"{collection} holds points outside every shard")
-    labels = [s for s, n in actual.items() if n]
-    for label in random.sample(labels, min(rt.settings.indexer.verify_samples, len(labels))):
-        first = next(iter(rt.store.points(collection, shard=label)))
-        [stored] = rt.store.retrieve(collection, [first.photo_id], with_vectors=True)
+def resume(rt: Runtime, job_id: str) -> bool:
+    """Set a stopped reindex going from its checkpoints: the shards planned and batches
+    embedded stay done; what its tasks held goes back in line. False when it never began its
+    load (the caller starts it again)."""
+    job = rt.jobs.get(job_id)
+    if job is None or job.kind != JobKind.REINDEX:
+        raise IndexerError(f"no reindex job {job_id}")
+    if job.state == JobState.DONE:
+        raise IndexerError(f"reindex job {job_id} has switched already")
+    if not job.phase:
+        rt.jobs.update(job_id, state=JobState.QUEUED, finished_at=0)
+        return False
+    rt.capture.follow(job.collection)  # logging again, if it stopped
+    rt.work.requeue(job_id)
+    fields: dict[str, object] = {"finished_at": 0, "message": f"resumed in its {job.phase}"}
+    if job.phase == "switch":  # the live lock went with its end: verify and take it again
+        fields |= {"phase": "catch-up", "verified_cut": 0}
+    state = JobState.RUNNING if job.phase == "load" else JobState.FINALIZING
+    rt.jobs.update(job_id, state=state, **fields)
+    return True
+
+
+def check(rt: Runtime, job: JobStatus) -> list[str]:
+    """The new collection against the live one (indexer/verify.py) and a sample search."""
+    try:
+        live = rt.store.resolve(LIVE_ALIAS)
+    except CollectionNotFound:
+        return []
+    problems = compare(
+        rt.store,
+        rt.source(job.source),
+        live,
+        job.collection,
+        pending=rt.capture.pending(job.collection),
+        skipped=lambda keys: rt.skips.get(job.collection, keys),
+        samples=rt.settings.indexer.verify_samples,
+    )
+    sizes = [label for label, n in rt.store.shard_sizes(job.collection).items() if n]
+    if sizes:
+        first = next(iter(rt.store.points(job.collection, shard=random.choice(sizes))))
+        [stored] = rt.store.retrieve(job.collection, [first.photo_id], with_vectors=True)
         assert stored.vector is not None
-        hits = rt.store.search(collection, stored.vector, limit=1)
+        hits = rt.store.search(job.collection, stored.vector, limit=1)
         # A duplicate photo may rank first instead: the score, not the id, shows it answered.
         if not hits or hits[0].score < 0.99:
-            raise IndexerError(f"a sample search for {first.photo_id} in {collection} failed")
+            problems.append(f"a sample search for {first.photo_id} in {job.collection} failed")
+    return problems
 
 
 def switch(rt: Runtime, job_id: str) -> None:
-    """Verify, check what the switch would drop, warm the cache, move the aliases; the job
-    ends (its locks released)."""
+    """With the live lock held and the last changes replayed: check what the switch would
+    drop, move the aliases, make the old live collection follow the new; the job ends (its
+    locks released)."""
     job = rt.jobs.get(job_id)
     assert job is not None
     collection = job.collection
-    try:
-        verify(rt, job_id, collection)
-    except IndexerError as exc:
-        rt.jobs.finish(job_id, JobState.FAILED, str(exc))
+    refusal_ = switch_refusal(rt, job)
+    if refusal_ is not None:
+        refuse(rt, job_id, refusal_)
         return
-    refusal = switch_refusal(rt, job)
-    if refusal is not None:
-        refuse(rt, job_id, refusal)
-        return
-    warmed = warm_cache(rt, job_id, model_version_of(collection))
     with alias_lock(rt):
         aliases = rt.store.aliases()
         if aliases.get(LIVE_ALIAS) == collection:  # a run of this step that died after it
@@ -170,13 +206,27 @@ def switch(rt: Runtime, job_id: str) -> None:
         else:
             previous = aliases.get(LIVE_ALIAS)
             rt.store.set_aliases({LIVE_ALIAS: collection, PREVIOUS_ALIAS: previous})
+        hand_over(rt, collection, previous)
+    locked = time.time() - job.locked_at
+    rt.jobs.update(job_id, lock_s=round(locked, 3))
     rt.jobs.finish(
         job_id,
         JobState.DONE,
         f"{LIVE_ALIAS} switched from {previous or 'nothing'} to {collection}; "
-        f"{warmed} popular queries pre-warmed",
+        f"{job.warmed} popular queries pre-warmed; the live lock held {locked:.1f} s",
     )
     rt.work.drop(job_id, rt.jobs.ttl_s)
+
+
+def hand_over(rt: Runtime, live: str, previous: str | None) -> None:
+    """The new live collection follows nothing; the previous one follows it for
+    rollback_days (the live side's changes are logged for it)."""
+    rt.capture.unfollow(live)
+    if previous is not None:
+        days = rt.settings.indexer.rollback_days
+        rt.capture.unfollow(previous)  # a log of changes from before it was live is moot
+        if days:
+            rt.capture.follow(previous, until=time.time() + days * 86400)
 
 
 def warm_cache(rt: Runtime, job_id: str, model_version: int) -> int:
@@ -204,14 +254,88 @@ def warm_cache(rt: Runtime, job_id: str, model_version: int) -> int:
         return 0
 
 
+def stale(rt: Runtime, previous: str) -> str | None:
+    """Why the previous collection may not become live again (it no longer follows the live
+    one's changes), or None."""
+    until = rt.capture.followers().get(previous)
+    days = rt.settings.indexer.rollback_days
+    if until is None or not until:
+        return (
+            f"{previous} has received no change since the switch (rollback_days={days}): it "
+            f"would serve deleted photos and miss new ones"
+        )
+    if until < time.time():
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(until))
+        return (
+            f"{previous} stopped receiving changes at {when}, rollback_days={days} after the "
+            f"switch: it would serve deleted photos and miss new ones"
+        )
+    return None
+
+
+def start_rollback(rt: Runtime, job_id: str) -> None:
+    """Take the live lock, then replay the previous collection's log into it (the round
+    that ends in `finish_rollback`)."""
+    job = rt.jobs.get(job_id)
+    if job is None or job.state in FINISHED:
+        return
+    aliases = rt.store.aliases()
+    previous, live = aliases.get(PREVIOUS_ALIAS), aliases.get(LIVE_ALIAS)
+    if previous is None or live is None:
+        raise IndexerError("nothing to roll back to: there is no previous collection")
+    why = stale(rt, previous)
+    if why is not None:
+        raise IndexerError(
+            f"rollback refused: {why}. Reindex with its model version instead "
+            f"(`photosearch index reindex --model-version {model_version_of(previous)}`)"
+        )
+    holder = rt.jobs.claim_lock(LIVE_LOCK, job_id)
+    if holder is not None:
+        rt.jobs.update(
+            job_id,
+            state=JobState.RUNNING,
+            message=f"waiting for job {holder} on the live collection",
+        )
+        return
+    rt.jobs.start(
+        job_id,
+        state=JobState.RUNNING,
+        phase="replay",
+        collection=previous,
+        model_version=model_version_of(previous),
+        source=rt.jobs.recall("source") or rt.settings.indexer.source or "",
+        locked_at=time.time(),
+        message=f"replaying the changes since the switch into {previous}",
+    )
+    start_replay(rt, job_id, 0, previous)
+
+
+def advance_rollback(rt: Runtime, job_id: str) -> None:
+    """A rollback's next step: take the lock (it waited), or swap once the replay ended."""
+    job = rt.jobs.get(job_id)
+    if job is None or job.state in (*FINISHED, JobState.PAUSED):
+        return
+    if job.phase != "replay":
+        start_rollback(rt, job_id)
+        return
+    if not rt.work.round_done(job_id, 0):
+        record_lag(rt, job_id, job.collection)
+        return
+    end_replay(rt, job_id, job.collection, job.capture_cut)
+    rt.jobs.finish(job_id, JobState.DONE, rollback(rt))
+    rt.work.drop(job_id, rt.jobs.ttl_s)
+
+
 def rollback(rt: Runtime) -> str:
-    """Swap the live and previous collections: searches go back to the model before."""
+    """Swap the live and previous collections: searches go back to the model before. The
+    collection left follows the live one in turn, for rollback_days."""
     with alias_lock(rt):
         aliases = rt.store.aliases()
         previous, live = aliases.get(PREVIOUS_ALIAS), aliases.get(LIVE_ALIAS)
         if previous is None:
             raise IndexerError("nothing to roll back to: there is no previous collection")
         rt.store.set_aliases({LIVE_ALIAS: previous, PREVIOUS_ALIAS: live})
+        hand_over(rt, previous, live)
     return (
         f"{LIVE_ALIAS} -> {previous} (model version {model_version_of(previous)}); "
         f"{PREVIOUS_ALIAS} -> {live}"
@@ -229,7 +353,11 @@ def drop(rt: Runtime, collection: str) -> str:
         if aliases.get(PREVIOUS_ALIAS) == collection:
             rt.store.set_aliases({PREVIOUS_ALIAS: None})
         rt.store.drop_collection(collection)
+    rt.capture.unfollow(collection)
     rt.skips.drop(collection)
+    job = job_of(collection, rt.jobs.get)
+    if job is not None:  # a failed reindex's holds no room now, and resumes no more
+        rt.jobs.update(job.id, dropped=1)
     return f"dropped {collection}"
 
 

@@ -16,6 +16,7 @@ from core.jobs import Jobs
 from core.settings import Settings
 from core.sources import Source, open_source
 from core.vectorstore import VectorStore, open_store
+from indexer.capture import ChangeLog
 from indexer.metrics import worker_metrics
 from indexer.skips import SkipRecords
 from indexer.workqueue import WorkQueue
@@ -48,6 +49,9 @@ class Runtime:
         )
         self.work = WorkQueue(self.redis, settings.redis.prefix)
         self.skips = SkipRecords(self.redis, settings.redis.prefix)
+        self.capture = ChangeLog(
+            self.redis, settings.redis.prefix, settings.indexer.capture_shard_keys
+        )
         self.readers = ThreadPoolExecutor(settings.indexer.read_threads, "photo-reader")
         self._store = store
         self._own_store = store is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from contextlib import suppress
 from dataclasses import asdict
 from typing import Any
@@ -20,6 +21,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeout
 
+from core.collectionroles import collection_roles
 from core.embedding.errors import (
     InferenceFailed,
     ModelVersionUnavailable,
@@ -29,9 +31,10 @@ from core.embedding.errors import (
 from core.jobs import FINISHED, JobKind, JobState
 from core.sources import SourceError, check_source
 from core.submit import submit_sync
-from core.taskqueue import EMBED_BATCH, FINALIZE, OPTIMIZE, PLAN, settings_of
+from core.taskqueue import EMBED_BATCH, FINALIZE, OPTIMIZE, PLAN, REINDEX, settings_of
 from core.vectorstore import StoreError
 from indexer import increment as incrementing
+from indexer import pause as pausing
 from indexer import planner
 from indexer import regroup as regrouping
 from indexer import reindex as reindexing
@@ -113,13 +116,22 @@ def after(app: Celery, rt: Runtime, job_id: str, round_ended: bool) -> None:
 
 def nudge(app: Celery, rt: Runtime, recent: int = 100) -> None:
     """Move every unfinished job on, whatever was lost: tokens its room allows (the sweep gives
-    back the room and work of lost ones), and `finalize` where a round has ended or a reindex
-    waits (for its index, or for a sync to finish)."""
+    back the room and work of lost ones), `finalize` where a round has ended or a job waits
+    (a reindex for its index or the live lock, a rollback for the live lock), and a paused
+    job once its dependencies answer."""
+    pausing.record_unrecorded(rt)
     for job in rt.jobs.recent(recent):
-        if job.state in (*FINISHED, JobState.QUEUED) or job.kind == JobKind.ROLLBACK:
+        if job.state in (*FINISHED, JobState.QUEUED):
+            continue
+        if job.state == JobState.PAUSED and not pausing.go_on(rt, job):
+            continue
+        if job.kind == JobKind.REINDEX and not job.phase:  # paused before it started
+            app.tasks[REINDEX].delay(job.id, job.model_version, job.source)
             continue
         ended = pump(app, rt, job.id)
-        waiting = job.kind == JobKind.REINDEX and job.phase == "indexing"
+        waiting = (job.kind == JobKind.REINDEX and job.phase in ("indexing", "catch-up")) or (
+            job.kind == JobKind.ROLLBACK and job.phase != "replay"
+        )
         if ended or waiting or rt.work.round_done(job.id, job.round):
             app.tasks[FINALIZE].delay(job.id)
 
@@ -142,26 +154,39 @@ def nudging(app: Celery, stop: threading.Event) -> threading.Thread:
 
 
 class JobTask(Task[Any, Any]):
-    """A task whose final failure fails its job with the reason, so status never hangs."""
+    """A task whose final failure fails its job with the reason, so status never hangs; a
+    long job pauses through a dependency's outage instead (indexer/pause.py)."""
 
     def on_failure(
         self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: object
     ) -> None:
         job_id = args[0] if args else kwargs.get("job_id")
-        if job_id:
-            rt = runtime(self)
-            rt.jobs.finish(job_id, JobState.FAILED, f"{type(exc).__name__}: {exc}")
+        if not job_id:
+            return
+        rt = runtime(self)
+        if isinstance(exc, RETRYABLE) and pausing.pause(rt, job_id, exc):
+            with suppress(*pausing.REDIS_DOWN):  # the sweep gives it back then
+                rt.work.requeue(job_id, task_id)  # a plan token's shard
+            return
+        job = rt.jobs.get(job_id)
+        rt.jobs.finish(job_id, JobState.FAILED, f"{type(exc).__name__}: {exc}")
+        if job is None or job.kind != JobKind.REINDEX:  # a reindex keeps its work to resume
             rt.work.drop(job_id, rt.jobs.ttl_s)
 
 
 class BatchTask(Task[Any, Any]):
-    """A batch that failed for good (retries spent) counts its photos as failed."""
+    """A batch that failed for good (retries spent) counts its photos as failed, unless its
+    job pauses for the outage: then the batch goes back to be embedded once it is over."""
 
     def on_failure(
         self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: object
     ) -> None:
         job_id = args[0] if args else kwargs["job_id"]
         rt = runtime(self)
+        if isinstance(exc, RETRYABLE) and pausing.pause(rt, job_id, exc):
+            with suppress(*pausing.REDIS_DOWN):
+                rt.work.requeue(job_id, task_id)
+            return
         claimed = rt.work.claim_batch(job_id, task_id)
         if claimed is None:
             return
@@ -188,6 +213,10 @@ def plan(self: Task[Any, Any], job_id: str) -> None:
         if unit["kind"] == "feed":
             unit_id = f"feed:{unit['seq']}"
             planned = incrementing.plan_feed(rt, job, int(unit["seq"]), worker)
+        elif unit["kind"] == "replay":  # logged changes of the live side (indexer/catchup.py)
+            unit_id = str(unit["id"])
+            keys = [str(key) for key in unit["keys"]]
+            planned = incrementing.plan_keys(rt, job, unit_id, keys, worker, time.time())
         elif unit["kind"] == "group":  # a shard of a reindex's grouping pass
             shard = ShardRange.from_wire(unit)
             unit_id = shard.id
@@ -244,9 +273,9 @@ def embed_batch(self: Task[Any, Any], job_id: str) -> None:
     rt.metrics.photos.labels("done").inc(len(result.done))
     rt.metrics.photos.labels("skipped").inc(len(result.skipped))
     rt.skips.record(job.collection, result.skipped)
-    rt.skips.forget(job.collection, result.done)
+    rt.skips.forget(job.collection, [*result.done, *result.gone])
     rt.jobs.note_problems(job_id, (f"{key}: {why}" for key, (_, why) in result.skipped.items()))
-    counts = {"done": len(result.done), "skipped": len(result.skipped)}
+    counts = {"done": len(result.done), "skipped": len(result.skipped), "deleted": len(result.gone)}
     after(self.app, rt, job_id, rt.work.complete(job_id, token, claimed.id, counts))
 
 
@@ -263,7 +292,9 @@ def finalize(self: Task[Any, Any], job_id: str) -> None:
         job = rt.jobs.get(job_id)
         if job is None or job.state in FINISHED:
             return
-        if job.kind != JobKind.REINDEX:
+        if job.kind == JobKind.ROLLBACK:
+            reindexing.advance_rollback(rt, job_id)
+        elif job.kind != JobKind.REINDEX:
             if rt.work.round_done(job_id, job.round):
                 # Ends the job, or opens the round of the shards held back.
                 collection = syncing.finish_sync(rt, job_id)
@@ -370,17 +401,35 @@ def optimize(self: Task[Any, Any], collection: str) -> None:
     runtime(self).store.optimize(collection)
 
 
-@shared_task(name="indexer.rollback_job", bind=True, base=JobTask, ignore_result=True)
+@shared_task(name="indexer.rollback_job", bind=True, base=JobTask, **RETRY)
 def rollback_job(self: Task[Any, Any], job_id: str) -> None:
-    """Point searches back at the previous collection; the outcome goes into the job record."""
+    """Replay the changes since the switch into the previous collection, then point searches
+    back at it; the outcome goes into the job record."""
     rt = runtime(self)
     rt.jobs.start(job_id, state=JobState.RUNNING)
     try:
-        message = reindexing.rollback(rt)
+        reindexing.start_rollback(rt, job_id)
     except IndexerError as exc:
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
         return
-    rt.jobs.finish(job_id, JobState.DONE, message)
+    after(self.app, rt, job_id, False)
+
+
+@shared_task(name="indexer.resume", bind=True, base=JobTask, **RETRY)
+def resume(self: Task[Any, Any], job_id: str) -> None:
+    """Set a failed, cancelled or orphaned reindex going again from its checkpoints."""
+    rt = runtime(self)
+    try:
+        started = reindexing.resume(rt, job_id)
+    except IndexerError as exc:
+        rt.jobs.update(job_id, message=f"resume refused: {exc}")
+        return
+    if not started:  # it never began its load: its start again
+        job = rt.jobs.get(job_id)
+        assert job is not None
+        self.app.tasks[REINDEX].delay(job_id, job.model_version, job.source)
+        return
+    after(self.app, rt, job_id, rt.work.round_done(job_id, rt.jobs.get(job_id).round))  # type: ignore[union-attr]
 
 
 @shared_task(name="indexer.drop", bind=True)
@@ -391,5 +440,6 @@ def drop(self: Task[Any, Any], collection: str) -> str:
 
 @shared_task(name="indexer.collections", bind=True)
 def collections(self: Task[Any, Any]) -> list[dict[str, Any]]:
-    """The collections and their aliases, as the store owner sees them."""
-    return [asdict(c) for c in reindexing.collections(runtime(self))]
+    """The collections, their aliases and roles, as the store owner sees them."""
+    rt = runtime(self)
+    return [asdict(c) for c in collection_roles(reindexing.collections(rt), rt.jobs.get)]

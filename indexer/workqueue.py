@@ -45,6 +45,10 @@ local function finished()
   local state = redis.call('HGET', KEYS[1], 'state')
   return state == 'done' or state == 'failed' or state == 'cancelled'
 end
+-- A paused job hands out no work until it goes on (indexer/pause.py).
+local function stopped()
+  return finished() or redis.call('HGET', KEYS[1], 'state') == 'paused'
+end
 """
 # KEYS: 1 job, 2 units, 3 unit claims, 4 plan tokens, 5 work, 6 items, 7 work claims,
 #       8 work tokens, 9 unit ids, 10 planned
@@ -79,7 +83,7 @@ _RESERVE = (
     + """
 -- ARGV: now, ttl, max embed tokens, max plan tokens, plan ahead, job id.
 -- Returns {embed token ids, plan token ids, 1 when the round ended now}.
-if finished() then return {{}, {}, 0} end
+if stopped() then return {{}, {}, 0} end
 local now, cutoff = tonumber(ARGV[1]), tonumber(ARGV[1]) - tonumber(ARGV[2])
 -- A token's score is when it was handed out or last claimed its work (each retry claims
 -- again). Past the ttl it is lost: never sent, or its task ended without counting its work
@@ -131,7 +135,7 @@ if held then
   if store then return {held, redis.call('HGET', store, held)} end
   return {'unit', held}
 end
-if finished() then return nil end
+if stopped() then return nil end
 local item = redis.call('LPOP', list)
 if not item then return nil end
 if store then
@@ -214,6 +218,38 @@ return round_done()
 )
 
 
+_REQUEUE = """
+-- ARGV: token, or nothing for every token. What a token claimed goes back first in line,
+-- and the token is forgotten: its task failed for good, or its worker is gone.
+local function give_back(tokens, claims, list, token)
+  local held = redis.call('HGET', claims, token)
+  if held then
+    redis.call('LPUSH', list, held)
+    redis.call('HDEL', claims, token)
+  end
+  redis.call('ZREM', tokens, token)
+end
+local n = 0
+if ARGV[1] then
+  give_back(KEYS[8], KEYS[7], KEYS[5], ARGV[1])
+  give_back(KEYS[4], KEYS[3], KEYS[2], ARGV[1])
+  return 1
+end
+for _, t in ipairs(redis.call('ZRANGE', KEYS[8], 0, -1)) do
+  give_back(KEYS[8], KEYS[7], KEYS[5], t); n = n + 1
+end
+for _, t in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+  give_back(KEYS[4], KEYS[3], KEYS[2], t); n = n + 1
+end
+-- Claims whose token was swept already.
+for _, pair in ipairs({{KEYS[7], KEYS[5]}, {KEYS[3], KEYS[2]}}) do
+  for _, held in ipairs(redis.call('HVALS', pair[1])) do redis.call('LPUSH', pair[2], held) end
+  redis.call('DEL', pair[1])
+end
+return n
+"""
+
+
 @dataclass(frozen=True)
 class Tokens:
     """Token ids to publish: embed tokens and plan tokens; and whether the round ended."""
@@ -244,6 +280,7 @@ class WorkQueue:
         self._commit = redis.register_script(_COMMIT)
         self._complete = redis.register_script(_COMPLETE)
         self._release = redis.register_script(_RELEASE)
+        self._requeue = redis.register_script(_REQUEUE)
 
     def keys(self, job_id: str) -> list[str]:
         job = f"{self.prefix}:job:{job_id}"
@@ -323,6 +360,12 @@ class WorkQueue:
     def release(self, job_id: str, token: str) -> bool:
         """A token that found nothing to claim; True when the round ended (a last token)."""
         return bool(self._release(keys=self.keys(job_id), args=[token]))
+
+    def requeue(self, job_id: str, token: str | None = None) -> int:
+        """Give back what a token claimed (every token's, for None: a job resumed after its
+        workers died or it was stopped), first in line; the tokens are forgotten."""
+        args = [] if token is None else [token]
+        return int(self._requeue(keys=self.keys(job_id), args=args))
 
     def round_done(self, job_id: str, round_: int) -> bool:
         """Whether that round of the job has ended."""

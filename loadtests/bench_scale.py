@@ -13,8 +13,8 @@ Triton. Then:
    (tracemalloc, on a separate pass: it slows allocation), and photos listed per second;
 2. the collection filled with a point per photo (synthetic vectors) and 1% of the files
    rewritten: every shard of the nightly full sync (a diff against its points), the same two
-   figures; then the reindex's verification of that collection (a count per shard, sample
-   searches): its peak heap;
+   figures; then the reindex's verification of that collection (a count per shard, the keys
+   and versions of sampled shards): its peak heap;
 3. end to end, unless --no-e2e: a `photosearch worker` process syncs the folder into a new
    embedded store through Triton, the embed queue's length polled every millisecond.
 
@@ -50,9 +50,9 @@ from core.submit import queue_sync
 from core.taskqueue import create_celery, embed_queue
 from core.vectorstore import PhotoPoint, collection_name, open_store
 from indexer.planner import plan_shard
-from indexer.reindex import verify
 from indexer.runtime import Runtime
 from indexer.shards import ShardMap, ShardRange, load_map
+from indexer.verify import compare
 from loadtests.machine import (
     ROOT,
     bench_settings,
@@ -273,7 +273,18 @@ def planning(rt: Runtime, root: Path, photos: int, dim: int) -> SizeFigures:
     jobs.start(nightly_job, source=str(root), collection=collection, model_version=1)
     nightly = plan_every_shard(rt, nightly_job, load_map(rt.store, collection).ranges(), photos)
     with traced() as peak:
-        _, verify_s = timed(lambda: verify(rt, nightly_job, collection))
+        # Against itself: every shard's count and the sampled shards' keys and versions.
+        _, verify_s = timed(
+            lambda: compare(
+                rt.store,
+                rt.source(str(root)),
+                collection,
+                collection,
+                pending=(),
+                skipped=lambda keys: {},
+                samples=rt.settings.indexer.verify_samples,
+            )
+        )
         verify_peak = peak()
     rt.store.drop_collection(collection)
     return SizeFigures(

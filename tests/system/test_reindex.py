@@ -92,19 +92,19 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
 
         searches = SearchLoop(runtime, store)
         searches.start()
-        # Plan the reindex with no embedding worker yet, then change the source under it:
-        # the catch-up pass must carry the changes into the new collection.
+        # Plan the reindex with no embedding worker yet, then change the source under it and
+        # sync the live collection: its changes are logged for the new collection, and the
+        # catch-up replays them (no listing of the catalogue).
         with worker_thread(
             create_app(settings), runtime, queues=[control_queue(settings), plan_queue(settings)]
         ):
             job_id = submit_reindex(tasks(settings), jobs, 2, source).job_id
-            deadline = time.monotonic() + 60
-            while (job := jobs.get(job_id)) is None or not job.batches_total or job.planning:
-                assert time.monotonic() < deadline, job
-                time.sleep(0.05)
-        write_photo(root / "late/new.jpg", 40)
-        (root / "day1/photo001.png").write_bytes(encode(variant(41), "PNG"))
-        (root / "day2/photo002.webp").unlink()
+            wait_job(jobs, job_id, until=lambda j: j.batches_total > 0 and not j.planning)
+            write_photo(root / "late/new.jpg", 40)
+            (root / "day1/photo001.png").write_bytes(encode(variant(41), "PNG"))
+            (root / "day2/photo002.webp").unlink()
+            nightly = queue_sync(tasks(settings), jobs, source)
+            wait_job(jobs, nightly, until=lambda j: j.shards_total > 0 and not j.planning)
         with worker_thread(create_app(settings), runtime, queues=everything):
             job = wait_job(jobs, job_id)
             wait_idle(jobs)
@@ -113,6 +113,9 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
             searches.join()
 
             assert job.state == JobState.DONE, (job, jobs.problems(job_id))
+            synced = wait_job(jobs, nightly)
+            assert (synced.state, synced.done, synced.deleted) == ("done", 2, 1), synced
+            assert job.replayed == 3 and job.lag == 0, job
             assert searches.failures == [] and searches.ok > 0
             v2 = store.resolve(LIVE_ALIAS)
             assert model_version_of(v2) == 2 and v2 != v1
