@@ -222,6 +222,12 @@ class IndexerSettings(BaseModel):
     feed_chunk: int = Field(
         1000, ge=1, le=100_000, description="Changes one increment planning step takes."
     )
+    feed_read_s: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds one increment planning step reads an SQS feed at most (less "
+        "than visibility_timeout_s); the next step reads on.",
+    )
     shard_size: int = Field(
         10_000,
         ge=10,

@@ -5,7 +5,9 @@
   directly or through SNS. Messages are received in chunks, marked as seen in the same Redis
   script that commits their plan, and deleted afterwards: a message received again (a crash
   before the delete) is recognised and dropped, and none is lost (a crash before the commit
-  leaves it in the queue).
+  leaves it in the queue). A standard queue keeps no order: a message sent after the
+  increment began says nothing of those behind it, so it is held aside and the read goes on
+  until its count or time budget is spent or the queue answers empty.
 - `file:///path/changes.log`: a journal for a folder source, one changed key per line (or a
   JSON object with a "key"), appended by whatever writes the photos (the upload service,
   `inotifywait -m -r -e close_write,moved_to,delete --format %w%f`...). Its offset is
@@ -21,6 +23,7 @@ sync (PHOTOSEARCH_INDEXER__RECONCILE_CRON) finds.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +56,8 @@ class Feed(Protocol):
     uri: str
 
     def read(self, limit: int, until: float) -> FeedChunk:
-        """Up to `limit` changes (fewer when the feed runs dry), none sent after `until`."""
+        """Up to `limit` changes (fewer when the feed runs dry or the read's time is up), none
+        sent after `until`."""
 
     def close(self) -> None:
         """Release its connections (after the chunk's acknowledgement)."""
@@ -86,7 +90,15 @@ class SqsFeed:
     """S3 event notifications in an SQS queue."""
 
     def __init__(
-        self, url: str, source: S3Source, s3: S3Settings, redis: Redis, prefix: str, hold_s: int
+        self,
+        url: str,
+        source: S3Source,
+        s3: S3Settings,
+        redis: Redis,
+        prefix: str,
+        hold_s: int,
+        read_s: float,
+        now: Callable[[], float] = time.monotonic,
     ) -> None:
         self.uri = url
         self.queue_url = url.removeprefix("sqs+")
@@ -100,40 +112,51 @@ class SqsFeed:
         self.redis = redis
         self.prefix = prefix
         self.hold_s = hold_s  # messages stay invisible this long while they are planned
+        self.read_s = read_s  # one read's time budget
+        self.now = now
 
     def read(self, limit: int, until: float) -> FeedChunk:
+        """Up to `limit` keys, for at most read_s, of the messages sent by `until`. One sent
+        later is held invisible for the rest of the read, so receiving again skips it, and
+        given back when the read ends: the next increment takes it."""
         keys: dict[str, None] = {}
         marks: dict[str, tuple[str, int]] = {}
         done: list[str] = []  # receipt handles to delete after the commit
-        more = True
-        while more and len(keys) < limit:
-            reply = self.client.receive_message(
-                QueueUrl=self.queue_url,
-                MaxNumberOfMessages=10,
-                WaitTimeSeconds=1,
-                VisibilityTimeout=self.hold_s,
-                MessageSystemAttributeNames=["SentTimestamp"],
-            )
-            messages = reply.get("Messages", [])
-            more = bool(messages)
-            for message in messages:
-                handle = message["ReceiptHandle"]
-                sent = int(message.get("Attributes", {}).get("SentTimestamp", 0)) / 1000
-                if sent > until:
-                    # Sent after this increment began: the next one takes it.
-                    self.client.change_message_visibility(
-                        QueueUrl=self.queue_url, ReceiptHandle=handle, VisibilityTimeout=0
-                    )
-                    more = False
-                    continue
-                seen = f"{self.prefix}:feed:seen:{message['MessageId']}"
-                if not self.redis.exists(seen):
-                    for key in s3_event_keys(
-                        message["Body"], self.source.bucket, self.source.key_prefix
-                    ):
-                        keys[key] = None
-                    marks[seen] = ("1", SEEN_TTL_S)
-                done.append(handle)
+        later: list[str] = []  # receipt handles of messages sent after `until`
+        deadline = self.now() + self.read_s
+        empty = False
+        try:
+            while len(keys) < limit and self.now() < deadline:
+                reply = self.client.receive_message(
+                    QueueUrl=self.queue_url,
+                    MaxNumberOfMessages=min(10, limit - len(keys)),
+                    WaitTimeSeconds=1,
+                    VisibilityTimeout=self.hold_s,
+                    MessageSystemAttributeNames=["SentTimestamp"],
+                )
+                messages = reply.get("Messages", [])
+                empty = not messages
+                if empty:
+                    break
+                for message in messages:
+                    handle = message["ReceiptHandle"]
+                    sent = int(message.get("Attributes", {}).get("SentTimestamp", 0)) / 1000
+                    if sent > until:
+                        later.append(handle)
+                        continue
+                    seen = f"{self.prefix}:feed:seen:{message['MessageId']}"
+                    if not self.redis.exists(seen):
+                        for key in s3_event_keys(
+                            message["Body"], self.source.bucket, self.source.key_prefix
+                        ):
+                            keys[key] = None
+                        marks[seen] = ("1", SEEN_TTL_S)
+                    done.append(handle)
+        finally:
+            self.visible_now(later)
+        # A read that took nothing in its whole budget leaves the rest to the next increment:
+        # messages sent after this one began cannot keep it reading.
+        more = not empty and bool(done)
 
         def ack() -> None:
             for start in range(0, len(done), 10):
@@ -146,16 +169,18 @@ class SqsFeed:
         def give_back() -> None:
             # Visible again now, not after hold_s: the forced increment that follows a refusal
             # finds them (their seen marks were never committed).
-            for start in range(0, len(done), 10):
-                entries = [
-                    {"Id": str(n), "ReceiptHandle": h, "VisibilityTimeout": 0}
-                    for n, h in enumerate(done[start : start + 10])
-                ]
-                self.client.change_message_visibility_batch(
-                    QueueUrl=self.queue_url, Entries=entries
-                )
+            self.visible_now(done)
 
         return FeedChunk(list(keys), more, marks, ack, give_back)
+
+    def visible_now(self, handles: list[str]) -> None:
+        """Give messages back to the queue at once."""
+        for start in range(0, len(handles), 10):
+            entries = [
+                {"Id": str(n), "ReceiptHandle": h, "VisibilityTimeout": 0}
+                for n, h in enumerate(handles[start : start + 10])
+            ]
+            self.client.change_message_visibility_batch(QueueUrl=self.queue_url, Entries=entries)
 
     def close(self) -> None:
         self.client.close()
@@ -210,14 +235,22 @@ def journal_key(line: str) -> str | None:
 
 
 def open_feed(
-    uri: str, source: Source, s3: S3Settings, redis: Redis, prefix: str, hold_s: int
+    uri: str,
+    source: Source,
+    s3: S3Settings,
+    redis: Redis,
+    prefix: str,
+    hold_s: int,
+    read_s: float,
+    now: Callable[[], float] = time.monotonic,
 ) -> Feed:
-    """The feed of a source: an SQS queue of its bucket's events, or a journal file."""
+    """The feed of a source: an SQS queue of its bucket's events (a read's time budget read_s
+    by the clock `now`), or a journal file."""
     scheme = urlparse(uri).scheme
     if scheme in ("sqs+https", "sqs+http"):
         if not isinstance(source, S3Source):
             raise SourceError(f"feed {uri}: S3 events need an s3:// source, not {source.uri}")
-        return SqsFeed(uri, source, s3, redis, prefix, hold_s)
+        return SqsFeed(uri, source, s3, redis, prefix, hold_s, read_s, now)
     if scheme == "file":
         return JournalFeed(Path(unquote(urlparse(uri).path)), redis, prefix)
     raise SourceError(f"feed {uri!r}: use sqs+https://QUEUE-URL or file:///path/to/journal")

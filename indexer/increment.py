@@ -35,6 +35,7 @@ def plan_feed(rt: Runtime, job: JobStatus, seq: int, worker: str) -> Planned:
         rt.redis,
         settings.redis.prefix,
         hold_s=settings.indexer.visibility_timeout_s,
+        read_s=settings.indexer.feed_read_s,
     )
     started = time.time()
     try:
