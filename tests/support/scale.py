@@ -107,6 +107,17 @@ class Moto:
         )
         return url
 
+    def queued(self, queue_url: str) -> list[Any]:
+        """moto's own list of a queue's messages (each with its `body` and `sent_timestamp`,
+        ms), in the order it delivers them. A standard queue keeps no order: a test reorders
+        the list, and sets the times the messages were sent, as SQS's many hosts may deliver
+        them. The server runs in this process, so the list is the one it serves."""
+        from moto.sqs.models import sqs_backends
+
+        account, name = queue_url.rstrip("/").split("/")[-2:]
+        messages: list[Any] = sqs_backends[account]["us-east-1"].queues[name]._messages
+        return messages
+
 
 @contextmanager
 def moto_server() -> Iterator[Moto]:

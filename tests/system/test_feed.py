@@ -4,23 +4,28 @@ SQS (moto emulates both, notifications included) and a folder's journal of chang
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from redis import Redis
 
 from core.jobs import JobKind, Jobs, JobStatus
 from core.settings import Settings
-from core.sources import LocalSource, open_source
+from core.sources import LocalSource, S3Source, open_source
 from core.submit import queue_sync, submit_sync
 from core.vectorstore import LIVE_ALIAS, IndexedPoint, open_store
-from indexer.feed import journal_key, s3_event_keys
+from indexer.feed import Feed, journal_key, open_feed, s3_event_keys
 from loadtests.bench_scale import small_photo
 from model.triton_server import TritonServer
 from tests.support.indexing import WorkerProcess, indexer_settings, tasks, wait_job, write_photo
 from tests.support.scale import Moto, moto_server
 
 BUCKET = "photostock-feed"
+# A day in ms: how much later than moto recorded them the test says some messages were sent.
+DAY_MS = 86_400_000
 
 
 @pytest.fixture
@@ -33,6 +38,100 @@ def increment(settings: Settings, jobs: Jobs, source: str, worker: WorkerProcess
     submitted = submit_sync(tasks(settings), jobs, source, JobKind.INCREMENT)
     assert not submitted.refused and not submitted.joined, submitted
     return wait_job(jobs, submitted.job_id, worker=worker)
+
+
+def s3_event(key: str) -> str:
+    """The body of the notification S3 sends to the queue when `key` is put."""
+    s3 = {"bucket": {"name": BUCKET}, "object": {"key": key}}
+    return json.dumps({"Records": [{"eventName": "ObjectCreated:Put", "s3": s3}]})
+
+
+def key_of(message: Any) -> str:
+    """The key (below cat/) a message of moto's queue names; "" for another event."""
+    return next(s3_event_keys(message.body, BUCKET, "cat/"), "")
+
+
+def unordered(moto: Moto, queue_url: str, later: set[str]) -> None:
+    """The queue as a standard queue may deliver it: the messages of the keys in `later`, sent
+    a day after the others (after the increment begins), come first."""
+    messages = moto.queued(queue_url)
+    for message in messages:
+        if key_of(message) in later:
+            message.sent_timestamp += DAY_MS
+    messages.sort(key=lambda m: key_of(m) not in later)
+
+
+def drain(sqs: Any, queue_url: str) -> list[str]:
+    """The keys of every message the queue holds visible now (received, left invisible)."""
+    keys = []
+    while messages := sqs.receive_message(
+        QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+    ).get("Messages"):
+        keys += [key for m in messages for key in s3_event_keys(m["Body"], BUCKET, "cat/")]
+    return keys
+
+
+class Ticks:
+    """A clock that moves one second each time it is read."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 1
+        return self.t
+
+
+def read_as_an_increment(feed: Feed, redis: Redis, limit: int, until: float) -> list[list[str]]:
+    """The keys of each chunk, read as an increment's planning steps read them: one step after
+    another while the feed has more, each chunk's marks committed before it is acknowledged."""
+    chunks = []
+    for _ in range(100):
+        chunk = feed.read(limit, until)
+        for name, (value, ttl_s) in chunk.marks.items():
+            redis.set(name, value, ex=ttl_s or None)
+        chunk.ack()
+        chunks.append(chunk.keys)
+        if not chunk.more:
+            return chunks
+    raise AssertionError(f"the feed still had more after 100 reads: {chunks}")
+
+
+@pytest.mark.parametrize(
+    ("limit", "read_s"), [(4, 1e9), (1000, 2.5)], ids=["count budget", "time budget"]
+)
+def test_reads_of_an_unordered_queue_take_all_sent_before_the_increment_and_leave_the_rest(
+    moto: Moto, redis_url: str, limit: int, read_s: float
+) -> None:
+    sqs = moto.client("sqs")
+    queue_url: str = sqs.create_queue(QueueName="unordered")["QueueUrl"]
+    older = [f"old/o{i}.jpg" for i in range(10)]
+    newer = [f"new/n{i}.jpg" for i in range(15)]
+    for key in older + newer:
+        sqs.send_message(QueueUrl=queue_url, MessageBody=s3_event(f"cat/{key}"))
+    until = max(m.sent_timestamp for m in moto.queued(queue_url)) / 1000
+    unordered(moto, queue_url, set(newer))
+    # A receive takes at most 10: the first answers only messages sent after `until`.
+    assert [key_of(m) for m in moto.queued(queue_url)][:10] == newer[:10]
+    redis = Redis.from_url(redis_url)
+    prefix = f"pstest-{uuid.uuid4().hex[:8]}"
+    source = S3Source(BUCKET, "cat", moto.settings)
+    # With the time budget, each read receives twice by the clock (it moves a second a call).
+    feed = open_feed(
+        f"sqs+{queue_url}", source, moto.settings, redis, prefix, 3600, read_s, now=Ticks()
+    )
+    try:
+        chunks = read_as_an_increment(feed, redis, limit, until)
+    finally:
+        feed.close()
+        source.close()
+        for mark in redis.scan_iter(f"{prefix}:*"):
+            redis.delete(mark)
+        redis.close()
+    assert sorted(key for chunk in chunks for key in chunk) == sorted(older), chunks
+    assert len(chunks) > 1 and all(len(chunk) <= limit for chunk in chunks), chunks
+    # Given back as each read ended, not held for the hour: the next increment takes them.
+    assert sorted(drain(sqs, queue_url)) == sorted(newer)
 
 
 def stored(settings: Settings) -> dict[str, IndexedPoint]:
@@ -102,6 +201,34 @@ def test_s3_events_are_indexed_by_the_next_increment_without_a_listing(
     # Overwritten: embedded again, under its new ETag (the listing's, above).
     assert after["day0/p0.jpg"].content_version != old_etag
     assert after["new/c.jpg"].shard == ""  # labelled with the shard its key falls in
+
+
+def test_an_increment_takes_every_event_sent_before_it_from_an_unordered_queue(
+    moto: Moto, tmp_path: Path, triton: TritonServer, repository: Path
+) -> None:
+    queue_url = moto.bucket_with_events(BUCKET, "photo-events")
+    s3 = moto.client("s3")
+    for i in range(3):
+        s3.put_object(Bucket=BUCKET, Key=f"cat/base/p{i}.jpg", Body=small_photo(i))
+    source = f"s3://{BUCKET}/cat"
+    with indexer_settings(tmp_path / "data", triton.url, repository, feed_chunk=2) as settings:
+        settings.s3 = moto.settings
+        settings.indexer.feed = f"sqs+{queue_url}"
+        jobs = Jobs.from_settings(settings)
+        with WorkerProcess(settings, tmp_path / "worker.log") as worker:
+            first = wait_job(jobs, queue_sync(tasks(settings), jobs, source), worker=worker)
+            assert (first.state, first.done) == ("done", 3), first
+            older = [f"day/o{i}.jpg" for i in range(5)]
+            newer = [f"night/n{i}.jpg" for i in range(12)]
+            for i, key in enumerate(older + newer):
+                s3.put_object(Bucket=BUCKET, Key=f"cat/{key}", Body=small_photo(10 + i))
+            unordered(moto, queue_url, set(newer))
+            job = increment(settings, jobs, source, worker)
+            # Every event sent before it, in chunks of 2 keys (the 3 first puts' too).
+            assert (job.state, job.done, job.unchanged, job.listed) == ("done", 5, 3, 8), job
+    assert set(stored(settings)) == {f"base/p{i}.jpg" for i in range(3)} | set(older)
+    # The events sent after it began are still in the queue, for the next increment.
+    assert sorted(drain(moto.client("sqs"), queue_url)) == sorted(newer)
 
 
 def test_a_folder_journal_feeds_the_increment(
