@@ -7,12 +7,27 @@ from dataclasses import dataclass
 
 from celery import Celery
 
-from core.jobs import LIVE_LOCK, REINDEX_LOCK, JobKind, Jobs
-from core.taskqueue import INCREMENT, REINDEX, ROLLBACK, SYNC, send
+from core.collectionroles import holds_room, room_refusal
+from core.jobs import LIVE_LOCK, REINDEX_LOCK, JobKind, Jobs, JobState, JobStatus
+from core.taskqueue import INCREMENT, REINDEX, RESUME, ROLLBACK, SYNC, send
+
+# The reindex last started or resumed: the one whose collection may hold the room, since
+# no other starts while it does.
+LAST_REINDEX = "reindex:last"
+# A reindex goes on from its kept work when it failed, was cancelled or paused, or runs with
+# its workers gone.
+RESUMABLE = (
+    *(JobState.FAILED, JobState.CANCELLED, JobState.PAUSED),
+    *(JobState.RUNNING, JobState.PLANNING, JobState.FINALIZING),
+)
 
 
 class JobRefused(Exception):
     """Another job holds what this one would change."""
+
+
+class UnknownJob(LookupError):
+    """No job record of that id (never made, or expired)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,7 @@ def submit_reindex(
     app: Celery, jobs: Jobs, model_version: int, source: str, *, force: bool = False
 ) -> Submitted:
     """Start a reindex, unless one runs: the same version over the same source is joined.
+    Refused too while a failed or cancelled one's collection is there (resume it or drop it).
     force: it may switch to a collection of fewer than (1 - max_delete_share) x the live one's
     photos."""
     job_id = jobs.create(
@@ -65,6 +81,13 @@ def submit_reindex(
     )
     holder = jobs.claim_lock(REINDEX_LOCK, job_id)
     if holder is None:
+        # Checked with the lock held: no resume of that one can start meanwhile.
+        held = room_holder(jobs)
+        if held is not None:
+            jobs.release_lock(REINDEX_LOCK, job_id)
+            jobs.delete(job_id)
+            return Submitted(held.id, refused=room_refusal(held))
+        jobs.remember(LAST_REINDEX, job_id)
         send(app, REINDEX, job_id, model_version, source)
         return Submitted(job_id)
     jobs.delete(job_id)
@@ -76,6 +99,49 @@ def submit_reindex(
     return Submitted(
         holder, refused=f"reindex job {holder} (model version {version}) is running; wait for it"
     )
+
+
+def room_holder(jobs: Jobs) -> JobStatus | None:
+    """The failed or cancelled reindex whose collection is still there, if any."""
+    last = jobs.recall(LAST_REINDEX)
+    job = jobs.get(last) if last else None
+    return job if job is not None and holds_room(job) else None
+
+
+def submit_resume(app: Celery, jobs: Jobs, job_id: str) -> Submitted:
+    """Ask a worker to go on with a reindex from its kept work: the reindex lock is taken for
+    it (and a failed or cancelled one queued again), then `indexer.resume` is sent. Refused
+    when the job is no reindex, or has nothing to go on with, or another reindex runs or holds
+    the room. UnknownJob when no record of it is kept."""
+    job = jobs.get(job_id)
+    if job is None:
+        raise UnknownJob(f"no job {job_id}")
+    if job.kind != JobKind.REINDEX:
+        return Submitted(job_id, refused=f"job {job_id} is a {job.kind}, not a reindex")
+    if job.dropped:
+        return Submitted(
+            job_id,
+            refused=f"reindex job {job_id}'s collection {job.collection} was dropped: "
+            "start a new reindex",
+        )
+    if job.state not in RESUMABLE:
+        waits = "; a worker takes it up when one is free" if job.state == JobState.QUEUED else ""
+        return Submitted(job_id, refused=f"reindex job {job_id} is {job.state}{waits}")
+    held = room_holder(jobs)
+    if held is not None and held.id != job_id:
+        return Submitted(held.id, refused=room_refusal(held))
+    holder = jobs.reopen(REINDEX_LOCK, job_id, "resumed by an operator; waiting for a worker")
+    if holder is not None:
+        running = jobs.get(holder)
+        version = running.model_version if running else "?"
+        return Submitted(
+            holder,
+            refused=f"reindex job {holder} (model version {version}) is running; wait for it, "
+            f"or cancel it (`photosearch index cancel {holder}`)",
+        )
+    jobs.remember(LAST_REINDEX, job_id)
+    send(app, RESUME, job_id)
+    return Submitted(job_id)
 
 
 def submit_rollback(app: Celery, jobs: Jobs) -> str:
