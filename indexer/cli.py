@@ -174,8 +174,10 @@ def increment_command(wait: WaitOption = False, force: ForceOption = False) -> N
 
 @index_app.command("cancel")
 def cancel_command(job_id: str) -> None:
-    """End a job that is stuck: marked failed, its locks released, its work dropped."""
-    from core.jobs import FINISHED, JobState
+    """End a job that is stuck, its locks released: a reindex keeps its work, to be resumed
+    (`index reindex --resume JOB`); another job is marked failed and its work dropped."""
+    from core.collectionroles import drop_command, resume_command
+    from core.jobs import FINISHED, JobKind, JobState
     from indexer.workqueue import WorkQueue
 
     jobs = _jobs()
@@ -185,6 +187,13 @@ def cancel_command(job_id: str) -> None:
     if job.state in FINISHED:
         typer.echo(f"job {job_id} has already ended: {job.state}")
         return
+    if job.kind == JobKind.REINDEX:
+        jobs.finish(job_id, JobState.CANCELLED, "cancelled by an operator")
+        typer.echo(f"reindex job {job_id} cancelled; its work is kept")
+        typer.echo(f"    resume: {resume_command(job_id)}")
+        if job.collection:
+            typer.echo(f"    drop:   {drop_command(job.collection)}")
+        return
     jobs.finish(job_id, JobState.FAILED, "cancelled by an operator")
     WorkQueue(jobs.redis, jobs.prefix).drop(job_id, jobs.ttl_s)
     typer.echo(f"job {job_id} cancelled")
@@ -192,7 +201,9 @@ def cancel_command(job_id: str) -> None:
 
 @index_app.command("reindex")
 def reindex_command(
-    model_version: Annotated[int, typer.Option(min=1, help="The Triton model version to use.")],
+    model_version: Annotated[
+        int | None, typer.Option(min=1, help="The Triton model version to use.")
+    ] = None,
     source: Annotated[
         str | None, typer.Option(help="The source to read.", show_default="the last synced source")
     ] = None,
@@ -205,14 +216,49 @@ def reindex_command(
             "PHOTOSEARCH_INDEXER__MAX_DELETE_SHARE) x the live one's photos.",
         ),
     ] = False,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            metavar="JOB",
+            help="Go on with a failed, cancelled or paused reindex from its kept work, "
+            "instead of starting one (its own version, source and force).",
+        ),
+    ] = None,
 ) -> None:
-    """Rebuild every photo with a new model version beside the live index, then switch."""
+    """Rebuild every photo with a new model version beside the live index, then switch; or
+    go on with one (--resume)."""
     from core.submit import submit_reindex
 
+    if resume is not None:
+        if model_version is not None or source is not None or force:
+            raise typer.BadParameter(
+                "--resume goes on with the job's own model version, source and force: "
+                "give none of them"
+            )
+        _resume(resume, wait)
+        return
+    if model_version is None:
+        raise typer.BadParameter("give --model-version N (a new reindex) or --resume JOB")
     jobs = _jobs()
     uri = _source(source, jobs)
     submitted = submit_reindex(_publisher(), jobs, model_version, uri, force=force)
     _started(submitted, f"reindex with model version {model_version} of {uri}", wait)
+
+
+def _resume(job_id: str, wait: bool) -> None:
+    from core.submit import UnknownJob, submit_resume
+
+    try:
+        submitted = submit_resume(_publisher(), _jobs(), job_id)
+    except UnknownJob as exc:
+        raise typer.BadParameter(str(exc)) from None
+    if submitted.refused:
+        typer.echo(f"refused: {submitted.refused}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"reindex job {job_id} resumed: queued for a worker")
+    if wait:
+        _follow(job_id)
 
 
 def _call(name: str, *args: Any) -> Any:
@@ -265,7 +311,8 @@ def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
     limit: Annotated[int, typer.Option(min=1)] = 10,
 ) -> None:
-    """Jobs with counts, rate and ETA; collections and aliases when a worker answers."""
+    """Jobs with counts, rate and ETA; collections, their roles and aliases when a worker
+    answers."""
     from celery.exceptions import TimeoutError as CeleryTimeout
 
     from core.taskqueue import COLLECTIONS
@@ -290,11 +337,47 @@ def status_command(
     if stores is None:
         typer.echo("collections: no worker answered within 5 s")
     for info in stores or []:
-        aliases = ", ".join(info["aliases"]) or "-"
-        typer.echo(
-            f"{info['name']}  model v{info['model_version']}  {info['points']} photos  "
-            f"aliases: {aliases}"
-        )
+        typer.echo(_collection_line(info))
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def _collection_line(info: dict[str, Any]) -> str:
+    """One collection as the worker's `indexer.collections` describes it."""
+    aliases = ", ".join(info["aliases"]) or "-"
+    return (
+        f"{info['name']}  {info.get('role', '?'):<8}  model v{info['model_version']}  "
+        f"{info['points']} photos  age {_age(info.get('age_s'))}  aliases: {aliases}"
+    )
+
+
+@index_app.command("collections")
+def collections_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
+) -> None:
+    """Every collection with its role (live, previous, reindex, failed, orphan), size and age."""
+    from core.collectionroles import Role, drop_command, resume_command
+    from core.taskqueue import COLLECTIONS
+
+    found: list[dict[str, Any]] = _call(COLLECTIONS)
+    if as_json:
+        typer.echo(json.dumps(found, indent=2))
+        return
+    if not found:
+        typer.echo("no collections")
+    for info in found:
+        typer.echo(_collection_line(info))
+        if info.get("role") == Role.FAILED:
+            typer.echo(f"    resume: {resume_command(info['job_id'])}")
+        if info.get("role") in (Role.FAILED, Role.ORPHAN):
+            typer.echo(f"    drop:   {drop_command(info['name'])}")
 
 
 def worker_command(

@@ -1,5 +1,5 @@
-"""What the admin routes accept and answer: sync, reindex and rollback jobs, near-duplicate
-groups (a key with the admin scope)."""
+"""What the admin routes accept and answer: sync, reindex and rollback jobs, collections,
+near-duplicate groups (a key with the admin scope)."""
 
 from __future__ import annotations
 
@@ -102,4 +102,26 @@ class Job(BaseModel):
     regrouped: int = Field(
         0, description="A reindex's grouping pass: photos moved to another near-duplicate group."
     )
+    dropped: bool = Field(
+        False, description="A failed or cancelled reindex whose collection was dropped."
+    )
     problems: list[str] = Field(default_factory=list)
+
+
+class Collection(BaseModel):
+    name: str
+    role: Literal["live", "previous", "reindex", "failed", "orphan"] = Field(
+        description="live and previous: the aliases'; reindex: a reindex in progress builds "
+        "it; failed: a failed or cancelled reindex's (resume it or drop it); orphan: no alias "
+        "and no job goes on with it."
+    )
+    model_version: int
+    dim: int
+    points: int
+    aliases: list[str]
+    job_id: str = Field(
+        description="The job whose record names it (the tag of its name); '' when none is kept."
+    )
+    job_state: str
+    created_at: float | None = Field(description="Its job's creation time, while kept.")
+    age_s: float | None = Field(description="Seconds since then.")

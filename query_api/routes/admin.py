@@ -1,22 +1,31 @@
-"""Admin (a key with the admin scope): start a sync, a reindex or a rollback; read jobs."""
+"""Admin (a key with the admin scope): start a sync, a reindex (or resume one) or a rollback;
+read jobs and collections."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
+from core.collectionroles import collection_roles
 from core.embedding.errors import ModelVersionUnavailable
 from core.jobs import FINISHED, JobKind, JobState, JobStatus
 from core.sources import SourceError, check_source
-from core.submit import Submitted, submit_reindex, submit_rollback, submit_sync
+from core.submit import (
+    Submitted,
+    UnknownJob,
+    submit_reindex,
+    submit_resume,
+    submit_rollback,
+    submit_sync,
+)
 from query_api.deps import AdminCaller, ServicesDep
 from query_api.duplicates import largest_groups
 from query_api.errors import ApiError
 from query_api.schemas import ErrorResponse
 from query_api.schemas_admin import (
+    Collection,
     DuplicateGroups,
     Job,
     JobAccepted,
@@ -99,6 +108,19 @@ async def start_reindex(
 
 
 @router.post(
+    "/reindex/{job_id}/resume", status_code=202, response_model=JobAccepted, responses=ERRORS
+)
+async def resume_reindex(job_id: str, services: ServicesDep, caller: AdminCaller) -> JobAccepted:
+    """Go on with a failed, cancelled or paused reindex (or one whose workers died) from its
+    kept work; 409 when the job is no reindex, is done, or another reindex runs."""
+    try:
+        submitted = await run_in_threadpool(submit_resume, services.tasks, services.jobs, job_id)
+    except UnknownJob:
+        raise ApiError(404, f"no job {job_id!r}") from None
+    return _accepted(submitted, JobKind.REINDEX)
+
+
+@router.post(
     "/rollback",
     response_model=RollbackResponse,
     responses={
@@ -146,11 +168,12 @@ async def job(job_id: str, services: ServicesDep, caller: AdminCaller) -> Job:
     return await run_in_threadpool(_job, services, found)
 
 
-@router.get("/collections", responses=ERRORS)
-async def collections(services: ServicesDep, caller: AdminCaller) -> list[dict[str, Any]]:
-    """Every collection with its model version, size and aliases."""
+@router.get("/collections", response_model=list[Collection], responses=ERRORS)
+async def collections(services: ServicesDep, caller: AdminCaller) -> list[Collection]:
+    """Every collection with its role, model version, size, aliases and age."""
     found = await services.in_store("collections", services.store.collections)
-    return [asdict(c) for c in found]
+    roles = await run_in_threadpool(collection_roles, found, services.jobs.get)
+    return [Collection(**role.to_dict()) for role in roles]
 
 
 @router.get("/duplicates", response_model=DuplicateGroups, responses=ERRORS)
