@@ -17,7 +17,8 @@ from core.vectorstore import (
     model_version_of,
 )
 
-# A reindex that ended so keeps its collection and its work, to be resumed.
+# A reindex that ended so keeps its collection and its work, to be resumed (unless the delete
+# guard refused its switch: that drops the work, and only a forced reindex goes on).
 RESUMABLE_ENDS = (JobState.FAILED, JobState.CANCELLED)
 
 
@@ -73,7 +74,7 @@ def role_of(info: CollectionInfo, job: JobStatus | None) -> Role:
     if job is None or job.kind != JobKind.REINDEX:
         return Role.ORPHAN
     if job.state in RESUMABLE_ENDS:
-        return Role.FAILED
+        return Role.ORPHAN if job.refused else Role.FAILED
     if job.state not in FINISHED:
         return Role.REINDEX
     # A reindex that switched, whose collection two switches later no alias names.
@@ -122,12 +123,13 @@ def drop_command(collection: str) -> str:
 
 def holds_room(job: JobStatus) -> bool:
     """A failed or cancelled reindex whose collection is neither dropped nor resumed: no new
-    reindex starts beside it (two half-built collections would hold the store's room)."""
+    reindex starts beside it (two half-built collections would hold the store's room). One
+    whose switch the delete guard refused has no work left to resume: a forced one follows."""
     return (
         job.kind == JobKind.REINDEX
         and job.state in RESUMABLE_ENDS
         and bool(job.collection)
-        and not job.dropped
+        and not (job.dropped or job.refused)
     )
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from celery import Celery
 
-from core.collectionroles import holds_room, room_refusal
+from core.collectionroles import drop_command, holds_room, room_refusal
 from core.jobs import LIVE_LOCK, REINDEX_LOCK, JobKind, Jobs, JobState, JobStatus
 from core.taskqueue import INCREMENT, REINDEX, RESUME, ROLLBACK, SYNC, send
 
@@ -123,6 +123,13 @@ def submit_resume(app: Celery, jobs: Jobs, job_id: str) -> Submitted:
             job_id,
             refused=f"reindex job {job_id}'s collection {job.collection} was dropped: "
             "start a new reindex",
+        )
+    if job.refused:
+        return Submitted(
+            job_id,
+            refused=f"reindex job {job_id}'s switch was refused by the delete guard and its "
+            f"work dropped: start it again forced, or drop its collection "
+            f"(`{drop_command(job.collection)}`)",
         )
     if job.state not in RESUMABLE:
         waits = "; a worker takes it up when one is free" if job.state == JobState.QUEUED else ""

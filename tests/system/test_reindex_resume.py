@@ -216,6 +216,22 @@ def test_resume_is_refused_for_a_sync_a_done_reindex_and_beside_a_running_one(
     assert sent(site.settings) == before
 
 
+def test_a_reindex_the_delete_guard_refused_gives_way_to_a_forced_one(site: Site) -> None:
+    refused = started(site.settings, site.jobs, site.photos)
+    site.jobs.update(refused, refused=1)  # as indexer/deleteguard.py ends it, work dropped
+    ended(site.jobs, refused)
+
+    resume = site.admin.post(f"/v1/admin/reindex/{refused}/resume")
+    assert resume.status_code == 409, resume.text
+    assert "refused by the delete guard" in resume.json()["message"]
+    forced = site.admin.post(
+        "/v1/admin/reindex", json={"model_version": 2, "source": str(site.photos), "force": True}
+    )
+    assert forced.status_code == 202, forced.text
+    assert forced.json()["job_id"] != refused
+    assert sent(site.settings)[-1] == (REINDEX, [forced.json()["job_id"], 2, site.photos.as_uri()])
+
+
 def test_a_paused_reindex_resumes_in_its_state_under_its_own_lock(site: Site) -> None:
     paused = started(site.settings, site.jobs, site.photos)
     site.jobs.update(paused, state=JobState.PAUSED, resume_state=JobState.RUNNING)

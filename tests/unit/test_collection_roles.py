@@ -57,6 +57,12 @@ def test_an_unaliased_collection_takes_its_reindex_jobs_role(state: JobState, ro
     assert roles_of([info(job.collection)], [job]) == {job.collection: role}
 
 
+def test_a_reindex_the_delete_guard_refused_leaves_an_orphan() -> None:
+    # Its work is dropped: no resume goes on with it, a forced reindex replaces it.
+    job = reindex("ccc", JobState.FAILED, refused=True)
+    assert roles_of([info(job.collection)], [job]) == {job.collection: Role.ORPHAN}
+
+
 def test_a_collection_no_kept_record_names_is_an_orphan() -> None:
     expired = collection_name(2, "ddd")  # its job's record has expired
     other = collection_name(2, "eee")  # the record of that id names another collection
@@ -94,6 +100,7 @@ def test_only_a_failed_or_cancelled_reindex_with_its_collection_holds_the_room()
     assert holds_room(reindex("iii", JobState.FAILED))
     assert holds_room(reindex("iii", JobState.CANCELLED))
     assert not holds_room(reindex("iii", JobState.FAILED, dropped=True))
+    assert not holds_room(reindex("iii", JobState.FAILED, refused=True))  # no work to resume
     assert not holds_room(reindex("iii", JobState.FAILED, collection=""))  # failed at start
     assert not holds_room(reindex("iii", JobState.DONE))
     assert not holds_room(reindex("iii", JobState.PAUSED))  # holds the reindex lock instead
