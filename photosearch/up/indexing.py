@@ -46,7 +46,10 @@ def index_then_announce(
         live = ((readyz(base_url) or {}).get("checks") or {}).get("vector_store", {})
         if model is not None and model.exported and live.get("ok"):
             version = model.manifest.version
-            job_id = submit_reindex(tasks, jobs, version, source).job_id
+            submitted = submit_reindex(tasks, jobs, version, source)
+            if submitted.refused:  # a failed reindex to resume or drop first: say which
+                say(f"reindex refused: {submitted.refused}")
+            job_id = submitted.job_id
             label = f"reindexing {source} with model version {version}"
         else:
             # Leaving the demo photos for --photos deletes them all: the delete guard's
