@@ -31,7 +31,12 @@ class Runtime:
     its own thread, so the gRPC channel and Triton's dynamic batching are shared too.
     """
 
-    def __init__(self, settings: Settings, store: VectorStore | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: VectorStore | None = None,
+        sources: dict[str, Source] | None = None,
+    ) -> None:
         self.settings = settings
         self.redis = Redis.from_url(settings.redis.url, socket_timeout=30)
         # The query cache (pre-warmed before a switch) may live in a Redis of its own.
@@ -56,7 +61,8 @@ class Runtime:
         self._store = store
         self._own_store = store is None
         self._lock = threading.Lock()
-        self._sources: dict[str, Source] = {}
+        # A host may hand over sources by URI (a test counting what is listed).
+        self._sources: dict[str, Source] = dict(sources or {})
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(
             target=self._loop.run_forever, name="triton-client", daemon=True
