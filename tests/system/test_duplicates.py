@@ -235,10 +235,11 @@ def test_a_reindex_groups_the_copies_as_the_sync_did_searching_only_after_its_lo
         rebuilt = store.resolve(LIVE_ALIAS)
         assert rebuilt != synced
         assert groups_in(store, rebuilt) == expected
-        # Load (round 0), grouping pass (1), a catch-up that changed nothing (2): every copy
-        # was moved by the pass from the group of its own that its batch gave it.
+        # Load (round 0), grouping pass (1), a catch-up with no change logged (2), the drain
+        # at the switch (3): every copy was moved by the pass from the group of its own that
+        # its batch gave it.
         copies = sum(1 for _, alteration in (FIRST | LATER).values() if alteration)
-        assert (job.phase, job.round, job.regrouped) == ("catch-up", 2, copies), job
+        assert (job.phase, job.round, job.regrouped, job.replayed) == ("switch", 3, copies, 0)
         # No batch searched the stored photos (the load, and the catch-up wrote nothing);
         # the pass did.
         assert searches("write") == before["write"]
