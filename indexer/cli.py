@@ -57,10 +57,17 @@ def _describe(job: Any) -> str:
     phase = f" {job.phase} round {job.round}" if job.phase else ""
     planning = f"  planned {job.shards_planned}/{job.shards_total} shards" if job.planning else ""
     regrouped = f"  regrouped {job.regrouped}" if job.regrouped else ""
+    # A reindex's (or rollback's) change capture: what the live side changed that waits.
+    lag = ""
+    if job.kind in ("reindex", "rollback") and (job.lag or job.lag_shards or job.replayed):
+        oldest = f", oldest {time.time() - job.lag_oldest_at:.0f}s old" if job.lag else ""
+        shards = f" + {job.lag_shards} whole shards" if job.lag_shards else ""
+        lag = f"  lag {job.lag} changes{shards}{oldest}  replayed {job.replayed}"
+    locked = f"  live lock held {job.lock_s:.1f}s" if job.lock_s else ""
     return (
         f"{job.id}  {job.kind:<9} {job.state:<10}{phase} listed {job.listed}  done {job.done}  "
         f"failed {job.failed}  skipped {job.skipped}  total {job.total}  "
-        f"deleted {job.deleted}  updated {job.updated}{planning}{regrouped}  "
+        f"deleted {job.deleted}  updated {job.updated}{planning}{regrouped}{lag}{locked}  "
         f"{job.images_per_s:.1f} img/s  ETA {eta}  {job.collection}"
         + (f"\n    {job.message}" if job.message else "")
     )
@@ -286,9 +293,11 @@ def rollback_command() -> None:
     jobs = _jobs()
     job_id = submit_rollback(_publisher(), jobs)
     job = jobs.wait(job_id, timeout_s=60)
-    if job is None or job.state not in FINISHED:
+    if job is None or job.state == JobState.QUEUED:
         typer.echo("no worker answered within 60 s: is `photosearch worker` running?", err=True)
         raise typer.Exit(2)
+    if job.state not in FINISHED:  # replaying the changes since the switch, or waiting a job
+        job = follow(jobs, job_id, "rollback: replaying the changes since the switch")
     if job.state == JobState.FAILED:
         typer.echo(f"refused: {job.message}", err=True)
         raise typer.Exit(1)

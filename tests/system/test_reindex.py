@@ -15,7 +15,7 @@ import numpy as np
 
 from core.jobs import Jobs, JobState
 from core.sources import LocalSource
-from core.submit import queue_sync, submit_reindex
+from core.submit import queue_sync, submit_reindex, submit_rollback
 from core.taskqueue import all_queues, control_queue, plan_queue
 from core.vectorstore import (
     LIVE_ALIAS,
@@ -75,7 +75,8 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
     two_versions: tuple[Path, TritonServer], tmp_path: Path
 ) -> None:
     repo, server = two_versions
-    settings = settings_for(tmp_path / "data", server.url, repo, model_version=1)
+    # No rollback window: the previous collection takes no change after the switch.
+    settings = settings_for(tmp_path / "data", server.url, repo, model_version=1, rollback_days=0)
     jobs = Jobs.from_settings(settings)
     root = tmp_path / "photos"
     photo_folder(root, 24)
@@ -130,7 +131,16 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
             assert float(np.dot(old.vector, new.vector)) < 0.99  # other weights, other vectors
             assert new.payload["model_version"] == 2
 
-        # The task's plain function: see test_indexer for `photosearch index rollback` itself.
+            # Past the rollback window a rollback is refused, saying why: the previous
+            # collection would serve deleted photos and miss new ones.
+            refused = wait_job(jobs, submit_rollback(tasks(settings), jobs))
+            assert refused.state == JobState.FAILED, refused
+            assert f"rollback refused: {v1} has received no change since the switch" in (
+                refused.message
+            )
+            assert store.aliases()[LIVE_ALIAS] == v2
+
+        # The aliases' swap alone: see test_indexer for `photosearch index rollback` itself.
         message = reindexing.rollback(runtime)
         assert f"{LIVE_ALIAS} -> {v1}" in message
         assert store.aliases() == {LIVE_ALIAS: v1, PREVIOUS_ALIAS: v2}
