@@ -91,7 +91,8 @@ def unanswered(rt: Runtime, job: JobStatus) -> str | None:
     except Exception as exc:
         return f"Triton: {type(exc).__name__}: {exc}"
     try:
-        rt.store.count(job.collection)
+        # One paused before its start has no collection yet: the store answering will do.
+        rt.store.count(job.collection) if job.collection else rt.store.aliases()
     except Exception as exc:
         return f"the vector store: {type(exc).__name__}: {exc}"
     return None
