@@ -48,6 +48,25 @@ end
 redis.call('HSET', KEYS[2], 'message', ARGV[3])
 return false
 """
+# The first job in line for a lock takes it once no running job holds it (as _CLAIM_LOCK
+# tells); one no longer queued (cancelled, expired) leaves the line. Returns the one that took it.
+_CLAIM_NEXT = """
+local holder = redis.call('GET', KEYS[1])
+if holder then
+  local state = redis.call('HGET', ARGV[1] .. holder, 'state')
+  if state and state ~= 'done' and state ~= 'failed' and state ~= 'cancelled' then
+    return false
+  end
+end
+for _, job in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+  redis.call('LREM', KEYS[2], 1, job)
+  if redis.call('HGET', ARGV[1] .. job, 'state') == 'queued' then
+    redis.call('SET', KEYS[1], job)
+    return job
+  end
+end
+return false
+"""
 _MAX_PROBLEMS = 1000
 
 
@@ -216,6 +235,7 @@ class Jobs:
         self._claim_lock = redis.register_script(_CLAIM_LOCK)
         self._release_lock = redis.register_script(_RELEASE_LOCK)
         self._reopen_lock = redis.register_script(_REOPEN_LOCK)
+        self._claim_next = redis.register_script(_CLAIM_NEXT)
 
     @classmethod
     def from_settings(cls, settings: Settings, **redis_options: Any) -> Jobs:
@@ -307,6 +327,28 @@ class Jobs:
             args=[job_id, self._key("job", ""), message],
         )
         return holder.decode() if holder else None
+
+    def wait_in_line(self, name: str, job_id: str, message: str) -> None:
+        """Put a queued job in line for a lock, its message saying what it waits for:
+        claim_next gives it the lock once the jobs before it and the holder are done."""
+        with self.redis.pipeline() as pipe:
+            pipe.hset(self._key("job", job_id), "message", message)
+            pipe.rpush(self._key("lock", name, "line"), job_id)
+            pipe.execute()
+
+    def in_line(self, name: str) -> list[JobStatus]:
+        """The jobs waiting in line for a lock, first first."""
+        ids: list[bytes] = self.redis.lrange(self._key("lock", name, "line"), 0, -1)  # type: ignore[assignment]
+        jobs = (self.get(i.decode()) for i in ids)
+        return [job for job in jobs if job is not None and job.state == JobState.QUEUED]
+
+    def claim_next(self, name: str) -> str | None:
+        """Give a lock that no running job holds to the first job in line for it; its id."""
+        job_id = self._claim_next(
+            keys=[self._key("lock", name), self._key("lock", name, "line")],
+            args=[self._key("job", "")],
+        )
+        return job_id.decode() if job_id else None
 
     def release_lock(self, name: str, job_id: str) -> None:
         self._release_lock(keys=[self._key("lock", name)], args=[job_id])

@@ -245,6 +245,32 @@ def test_one_job_at_a_time_holds_the_live_collection(jobs: Jobs) -> None:
     assert jobs.lock_holder(LIVE_LOCK) == third
 
 
+def test_jobs_in_line_for_the_live_collection_take_it_in_turn_once_its_holder_ends(
+    jobs: Jobs,
+) -> None:
+    nightly = jobs.create(JobKind.INCREMENT)
+    assert jobs.claim_lock(LIVE_LOCK, nightly) is None
+    cancelled, weekly, later = (jobs.create(JobKind.SYNC) for _ in range(3))
+    for job in (cancelled, weekly, later):
+        jobs.wait_in_line(LIVE_LOCK, job, f"waits for increment job {nightly}")
+    jobs.finish(cancelled, JobState.CANCELLED)
+    assert [job.id for job in jobs.in_line(LIVE_LOCK)] == [weekly, later]
+    queued = jobs.get(weekly)
+    assert queued is not None and queued.message == f"waits for increment job {nightly}"
+    assert jobs.claim_next(LIVE_LOCK) is None  # submitted, its task not yet started
+    jobs.update(nightly, state=JobState.RUNNING)
+    assert jobs.claim_next(LIVE_LOCK) is None
+    jobs.finish(nightly, JobState.DONE)
+    assert jobs.claim_next(LIVE_LOCK) == weekly  # the one cancelled in line is passed over
+    assert jobs.lock_holder(LIVE_LOCK) == weekly
+    assert jobs.claim_next(LIVE_LOCK) is None  # the weekly's task has yet to start
+    assert [job.id for job in jobs.in_line(LIVE_LOCK)] == [later]
+    jobs.finish(weekly, JobState.FAILED)
+    assert jobs.claim_next(LIVE_LOCK) == later
+    jobs.finish(later, JobState.DONE)
+    assert jobs.claim_next(LIVE_LOCK) is None and jobs.in_line(LIVE_LOCK) == []
+
+
 def test_skip_records_are_read_by_key_range(redis: Redis, prefix: str) -> None:
     skips = SkipRecords(redis, prefix)
     skips.record("c", {"a": ("v1", "bad"), "a/b.jpg": ("v2", "worse"), "b.jpg": ("v1", "x")})
