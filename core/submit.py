@@ -32,33 +32,71 @@ class UnknownJob(LookupError):
 
 @dataclass(frozen=True)
 class Submitted:
-    """The job that answers a request: a new one, a running one it joined, or none (refused)."""
+    """The job that answers a request: a new one, a running one it joined, one queued behind
+    the job that holds the lock, or none (refused)."""
 
     job_id: str
     joined: bool = False
     refused: str = ""  # why nothing started
+    queued: bool = False  # in line: it starts once the lock is free (start_queued)
 
 
 def submit_sync(
-    app: Celery, jobs: Jobs, source: str, kind: JobKind = JobKind.SYNC, *, force: bool = False
+    app: Celery,
+    jobs: Jobs,
+    source: str,
+    kind: JobKind = JobKind.SYNC,
+    *,
+    force: bool = False,
+    wait: bool = False,
 ) -> Submitted:
     """Start a sync or an increment of the live collection, unless a job already changes it:
-    the same kind over the same source (and force) is joined, anything else refuses this one.
+    the same kind over the same source (and force) is joined; anything else refuses this one,
+    or with `wait` puts it in line, to start once the live lock is free (start_queued).
     force: it may delete more than max_delete_share of the live index."""
     job_id = jobs.create(kind, source=source, force=int(force))
     holder = jobs.claim_lock(LIVE_LOCK, job_id)
     if holder is None:
         send(app, SYNC if kind == JobKind.SYNC else INCREMENT, job_id, source)
         return Submitted(job_id)
-    jobs.delete(job_id)
     running = jobs.get(holder)
     asked = (kind, source, force)
     if running is not None and (running.kind, running.source, running.force) == asked:
+        jobs.delete(job_id)
         return Submitted(holder, joined=True)
     what = f"{running.kind} job {holder}" if running else f"job {holder}"
+    if wait:
+        return queue_behind(app, jobs, job_id, asked, what)
+    jobs.delete(job_id)
     return Submitted(
         holder, refused=f"{what} is changing the live collection; try again once it has finished"
     )
+
+
+def queue_behind(
+    app: Celery, jobs: Jobs, job_id: str, asked: tuple[JobKind, str, bool], what: str
+) -> Submitted:
+    """Put a new job in line for the live lock held by `what`, or join the same one there."""
+    for waiting in jobs.in_line(LIVE_LOCK):
+        if (waiting.kind, waiting.source, waiting.force) == asked:
+            jobs.delete(job_id)
+            return Submitted(waiting.id, joined=True)
+    jobs.wait_in_line(LIVE_LOCK, job_id, f"waits for {what} to finish with the live collection")
+    start_queued(app, jobs)  # the holder may have ended since, with no one in line yet
+    return Submitted(job_id, queued=True)
+
+
+def start_queued(app: Celery, jobs: Jobs) -> str | None:
+    """Start the first job in line for the live lock once no running job holds it. Workers
+    call it as a job ends and on each nudge (a job that fails ends without its `finalize`).
+    The id of the job started, if any."""
+    job_id = jobs.claim_next(LIVE_LOCK)
+    job = jobs.get(job_id) if job_id else None
+    if job is None:
+        return None
+    jobs.update(job.id, message="")
+    send(app, SYNC if job.kind == JobKind.SYNC else INCREMENT, job.id, job.source)
+    return job.id
 
 
 def queue_sync(app: Celery, jobs: Jobs, source: str, *, force: bool = False) -> str:

@@ -30,7 +30,7 @@ from core.embedding.errors import (
 )
 from core.jobs import FINISHED, JobKind, JobState
 from core.sources import SourceError, check_source
-from core.submit import submit_sync
+from core.submit import start_queued, submit_sync
 from core.taskqueue import EMBED_BATCH, FINALIZE, OPTIMIZE, PLAN, REINDEX, settings_of
 from core.vectorstore import StoreError
 from indexer import increment as incrementing
@@ -120,6 +120,7 @@ def nudge(app: Celery, rt: Runtime, recent: int = 100) -> None:
     (a reindex for its index or the live lock, a rollback for the live lock), and a paused
     job once its dependencies answer."""
     pausing.record_unrecorded(rt)
+    start_queued(app, rt.jobs)  # a job in line for the live lock, its holder ended unannounced
     for job in rt.jobs.recent(recent):
         if job.state in (*FINISHED, JobState.QUEUED):
             continue
@@ -309,6 +310,8 @@ def finalize(self: Task[Any, Any], job_id: str) -> None:
             submit_sync(self.app, rt.jobs, job.source, JobKind.INCREMENT)
     finally:
         lock.release()
+    if job.state in FINISHED:
+        start_queued(self.app, rt.jobs)  # the job in line behind this one, if any
     if job.state not in FINISHED and pump(self.app, rt, job_id):
         self.app.tasks[FINALIZE].delay(
             job_id
@@ -366,17 +369,22 @@ def reindex(self: Task[Any, Any], job_id: str, model_version: int, source_uri: s
     pump(self.app, rt, job_id)
 
 
-def scheduled(app: Celery, rt: Runtime, kind: JobKind, what: str) -> str | None:
-    """A job beat asks for, on the source last synced; refused or without a source: logged."""
+def scheduled(
+    app: Celery, rt: Runtime, kind: JobKind, what: str, *, wait: bool = False
+) -> str | None:
+    """A job beat asks for, on the source last synced; refused or without a source: logged.
+    wait: behind a job of another kind changing the live collection, it queues instead."""
     source = rt.jobs.recall("source") or rt.settings.indexer.source
     if source is None:
         log.warning("%s skipped: no source configured (PHOTOSEARCH_INDEXER__SOURCE)", what)
         return None
     with suppress(SourceError):  # refused: the job's task records why
         source = check_source(source, rt.settings)
-    submitted = submit_sync(app, rt.jobs, source, kind)
+    submitted = submit_sync(app, rt.jobs, source, kind, wait=wait)
     if submitted.refused:
         log.warning("%s skipped: %s", what, submitted.refused)
+    elif submitted.queued:
+        log.info("%s queued: it starts once the live collection is free", what)
     return submitted.job_id
 
 
@@ -391,8 +399,9 @@ def scheduled_sync(self: Task[Any, Any]) -> str | None:
 
 @shared_task(name="indexer.scheduled_reconcile", bind=True, ignore_result=True)
 def scheduled_reconcile(self: Task[Any, Any]) -> str | None:
-    """Beat's weekly full sync beside a feed: what the feed missed is found by listing."""
-    return scheduled(self.app, runtime(self), JobKind.SYNC, "weekly full sync")
+    """Beat's weekly full sync beside a feed: what the feed missed is found by listing. It
+    waits for a nightly increment still running rather than skip a week."""
+    return scheduled(self.app, runtime(self), JobKind.SYNC, "weekly full sync", wait=True)
 
 
 @shared_task(name="indexer.optimize", bind=True, **RETRY)
