@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -207,6 +208,15 @@ class WorkerProcess:
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]
+
+    def wait_logged(self, pattern: str, timeout_s: float = 120) -> re.Match[str]:
+        """The first match of a regular expression in the log, once the worker has written
+        it. Past timeout_s (a ceiling that only bounds a hang), an AssertionError."""
+        deadline = time.monotonic() + timeout_s
+        while (found := re.search(pattern, self.log.read_text(errors="replace"))) is None:
+            assert time.monotonic() < deadline, f"no {pattern!r} in the log:\n{self.tail()}"
+            time.sleep(0.05)
+        return found
 
     def stop(self) -> int:
         """Warm shutdown (SIGTERM): tasks in flight finish, the store is closed. A worker

@@ -1,5 +1,6 @@
 """The nightly increment from a change feed, with no listing: S3's event notifications through
-SQS (moto emulates both, notifications included) and a folder's journal of changed keys."""
+SQS (moto emulates both, notifications included) and a folder's journal of changed keys; and
+the weekly full sync beside it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from redis import Redis
 from core.jobs import JobKind, Jobs, JobStatus
 from core.settings import Settings
 from core.sources import LocalSource, S3Source, open_source
-from core.submit import queue_sync, submit_sync
+from core.submit import Submitted, queue_sync, submit_sync
+from core.taskqueue import SCHEDULED_RECONCILE, control_queue
 from core.vectorstore import LIVE_ALIAS, IndexedPoint, open_store
 from indexer.feed import Feed, journal_key, open_feed, s3_event_keys
 from loadtests.bench_scale import small_photo
@@ -261,6 +263,50 @@ def test_a_folder_journal_feeds_the_increment(
             assert (job.done, job.listed) == (1, 1), job
     after = stored(settings)
     assert set(after) == {o.key for o in LocalSource(root).list_range()}
+
+
+def test_the_weekly_sync_waits_for_a_running_increment_and_runs_after_it(
+    tmp_path: Path, triton: TritonServer, repository: Path
+) -> None:
+    root = tmp_path / "photos"
+    for i in range(6):
+        write_photo(root / f"d{i % 2}/p{i}.jpg", i)
+    journal = tmp_path / "changes.log"
+    with indexer_settings(tmp_path / "data", triton.url, repository) as settings:
+        settings.indexer.feed = journal.as_uri()
+        jobs = Jobs.from_settings(settings)
+        app = tasks(settings)
+        with WorkerProcess(settings, tmp_path / "worker.log") as worker:
+            first = wait_job(jobs, queue_sync(app, jobs, str(root)), worker=worker)
+            assert (first.state, first.done) == ("done", 6), first
+        write_photo(root / "d0/told.jpg", 20)
+        journal.write_text("d0/told.jpg\n")
+        write_photo(root / "d1/missed.jpg", 21)  # no event of it: the weekly sync finds it
+        nightly = submit_sync(app, jobs, str(root), JobKind.INCREMENT).job_id
+        app.send_task(SCHEDULED_RECONCILE)
+        # A worker of the control queue only: the increment starts and its planning waits for
+        # a worker of the plan queue, so it still runs when beat's weekly sync comes.
+        control = WorkerProcess(
+            settings, tmp_path / "control.log", queues=[control_queue(settings)], name="control"
+        )
+        with control:
+            wait_job(jobs, nightly, worker=control, until=lambda job: job.state == "running")
+            # Its task returns the job that answers it: refused, the one holding the lock.
+            logged = control.wait_logged(rf"{SCHEDULED_RECONCILE}\[.+\] succeeded .*'(\w+)'")
+        queued = jobs.get(logged.group(1))
+        assert queued is not None and (queued.kind, queued.state) == ("sync", "queued"), queued
+        assert queued.message.startswith(f"waits for increment job {nightly}"), queued
+        weekly = queued.id
+        # Beat's retry joins it in line; an operator's sync (no waiting) is refused as before.
+        assert submit_sync(app, jobs, queued.source, wait=True) == Submitted(weekly, joined=True)
+        assert submit_sync(app, jobs, queued.source).refused.startswith("increment job")
+        with WorkerProcess(settings, tmp_path / "worker.log") as worker:
+            increment = wait_job(jobs, nightly, worker=worker)
+            sync = wait_job(jobs, weekly, worker=worker)
+    assert (increment.state, increment.done, increment.listed) == ("done", 1, 1), increment
+    assert (sync.state, sync.done, sync.unchanged, sync.message) == ("done", 1, 7, ""), sync
+    assert sync.started_at >= increment.finished_at
+    assert set(stored(settings)) == {o.key for o in LocalSource(root).list_range()}
 
 
 def test_event_bodies_and_journal_lines_name_keys() -> None:
