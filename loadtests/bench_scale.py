@@ -2,6 +2,7 @@
 holds, and photos/s end to end, on synthetic catalogues of 1e5 and 1e6 small photos.
 
     python -m loadtests.bench_scale [--sizes 100000,1000000] [--shard-size 10000] [--no-e2e]
+    python -m loadtests.bench_scale --reindex [--sizes ...] [--changes 1000] [--drain 100]
 
 For each size, a folder of that many 32x32 JPEGs (a few hundred distinct ones, written over and
 over, in folders of 1000), a Redis of its own, and the tiny test model (random weights) in
@@ -20,6 +21,11 @@ Triton. Then:
 
 No thresholds: the goal is planning memory at 1e6 within 1.2x of 1e5, and the broker never
 past max_queued_batches, at both sizes.
+
+--reindex measures every phase of a reindex instead, its time and peak memory at each size
+(loadtests/scale_reindex.py): the load, the index build, the grouping pass, the catch-up's
+replay (the goal: its cost per change at 1e6 within 1.2x of 1e5), verification and the
+switch's live lock.
 """
 
 from __future__ import annotations
@@ -343,6 +349,25 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--concurrency", type=int, default=2, help="the e2e worker's threads")
     parser.add_argument("--no-e2e", dest="e2e", action="store_false", help="planning only")
     parser.add_argument("--work", type=Path, help="a folder for the catalogues (default: temp)")
+    reindex = parser.add_argument_group("--reindex: every phase of a reindex")
+    reindex.add_argument("--reindex", action="store_true", help="measure a reindex's phases")
+    reindex.add_argument("--changes", type=int, default=1000, help="changes the catch-up replays")
+    reindex.add_argument("--drain", type=int, default=100, help="changes the switch replays")
+    reindex.add_argument("--dim", type=int, default=512, help="the new model's vector size")
+    reindex.add_argument(
+        "--group-shards",
+        type=int,
+        default=0,
+        help="group only this many shards and extrapolate the pass's time (0: every shard)",
+    )
+    reindex.add_argument(
+        "--load-only-above",
+        type=int,
+        default=0,
+        metavar="PHOTOS",
+        help="stop larger sizes after the load: 1e6 x 512 takes most of an hour to index on 2 "
+        "busy cores (0: every phase at every size)",
+    )
     return parser
 
 
@@ -395,7 +420,14 @@ def measure(args: argparse.Namespace) -> ScaleFigures:
 
 
 def main() -> None:
-    f = measure(parser().parse_args())
+    args = parser().parse_args()
+    if args.reindex:
+        # Imported here: that module builds on this one's catalogue.
+        from loadtests.scale_reindex import run
+
+        run(args)
+        return
+    f = measure(args)
     print(
         f"\nshards of {f.shard_size}, batches of {f.batch_size}, max_queued_batches {f.max_queued}"
     )

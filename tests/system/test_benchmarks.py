@@ -187,3 +187,47 @@ def test_the_search_benchmark_ranks_the_demo_photos_by_their_words_and_answers_e
     for row in cost[1:]:
         assert row[2:5] == ["2", "0", "0"], row  # requests, errors, cache flag wrong
         assert float(row[search]) > 0, row
+
+
+def test_the_scale_benchmark_measures_every_phase_of_a_reindex(tmp_path: Path) -> None:
+    """bench_scale --reindex at tiny sizes: a row per phase of the reindex, with its time, its
+    cost per photo or change and its memory at both sizes and their growth; the new collection
+    matched the live one, and the job switched."""
+    command = ["--reindex", "--sizes", "1500,3000", "--shard-size", "500"]
+    command += ["--changes", "60", "--drain", "10", "--work", str(tmp_path)]
+    result = subprocess.run(
+        [sys.executable, "-m", "loadtests.bench_scale", *command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    [phases] = markdown_tables(result.stdout)
+    assert phases[0] == [
+        "phase",
+        *("1,500: wall s", "1,500: CPU s", "1,500: cost", "1,500: RSS MB"),
+        *("3,000: wall s", "3,000: CPU s", "3,000: cost", "3,000: RSS MB"),
+        *("wall per 10x", "CPU per 10x", "RSS per 10x"),
+    ]
+    rows = {row[0]: row[1:] for row in phases[1:]}
+    assert list(rows) == [
+        "load: planning",
+        "load: writing points",
+        "index build",
+        "grouping pass",
+        "catch-up replay",
+        "verification",
+        "switch: live lock",
+    ]
+    for name, row in rows.items():
+        unit = "ms/change" if name in ("catch-up replay", "switch: live lock") else "µs/photo"
+        for at in (0, 4):
+            wall, cpu, cost, rss = row[at : at + 4]
+            assert number(wall) >= 0 and number(cpu) >= 0, (name, row)  # 0.00: nothing built
+            assert cost.endswith(unit) and number(cost.split()[0]) >= 0, (name, row)
+            assert number(rss) >= 0, (name, row)  # peak RSS growth, MB
+    assert number(rows["load: writing points"][0]) > 0, rows
+    assert result.stdout.count("verification found 0 problems") == 2, result.stdout
+    assert "catch-up per change, largest / smallest catalogue:" in result.stdout

@@ -1,0 +1,433 @@
+"""`python -m loadtests.bench_scale --reindex`: every phase of a reindex at 1e5 and 1e6 photos,
+its wall time and the process's peak memory, and their growth per 10x of the catalogue.
+
+For each size: bench_scale's catalogue of small JPEGs, a Redis of its own, and a live
+collection as a sync writes it (32-dimension vectors: the old model's). Then a reindex job
+into a new collection, its phases run in this process as the indexer's tasks run them
+(indexer/tasks.py), one task at a time over the job's work queue: the plan units through
+`plan_shard`, `group_shard` and `plan_keys`, each round's step through `reindex.advance`. The
+embedding task writes synthetic 512-dimension vectors (unit vectors around one centre per 100
+photos, 1% near-duplicates of a recent photo) instead of reading and embedding: the tiny
+model's photos/s is the scale benchmark's end-to-end figure already. No Triton runs.
+
+1. the load: planning every shard of the empty new collection, then writing every batch it
+   planned (the embed task's store side: payloads, in-batch groups, upserts);
+2. the index build: `finish_bulk_load` (Qdrant Edge's optimize: HNSW) and `index_ready`;
+3. the grouping pass: `group_shard` over every shard (--group-shards: a sample of them, the
+   rest committed unplanned, and the pass's time extrapolated);
+4. catch-up: --changes files put, rewritten or deleted in the catalogue, logged by the live
+   side's capture (`ChangeLog.capture_mapped`, as an increment logs them), and the live
+   collection changed as the increment would; then the replay round (`start_replay`, its
+   units through `plan_keys` and the embed task) and `end_replay`: ms per change;
+5. verification: `verify.compare` of the new collection against the live one, --drain more
+   changes waiting in the log;
+6. the switch: `advance` verifies, takes the live lock and replays the --drain changes, then
+   moves the aliases: the job's own `lock_s` (from taking the lock to releasing it).
+
+Memory is the growth of the process's resident set over the phase: the kernel's peak (VmHWM)
+reset before it (/proc/self/clear_refs), minus the RSS at its start after a collection and a
+malloc_trim; it counts what Qdrant Edge holds natively, which the Python heap does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from core.jobs import JobState
+from core.settings import Settings
+from core.vectorstore import (
+    KEY_FIELD,
+    LIVE_ALIAS,
+    SHARD_FIELD,
+    PhotoPoint,
+    collection_name,
+    open_store,
+)
+from indexer.catalog import Photo, photo_of
+from indexer.catchup import end_replay
+from indexer.reindex import advance
+from indexer.runtime import Runtime
+from indexer.shards import ShardMap, load_map, split_bounds
+from indexer.verify import compare
+from loadtests.bench_scale import DISTINCT, MB, PER_FOLDER, small_photo, write_catalogue
+from loadtests.jobtasks import Clustered, Worker, begin_reindex
+from loadtests.machine import bench_settings, free_ports, redis_process, running, status_kib
+
+LIVE_DIM = 32  # the live collection's (old) model: its vectors are never searched here
+PER_CLUSTER = 100  # photos per cluster centre of the synthetic vectors
+PHASES = (
+    "load: planning",
+    "load: writing points",
+    "index build",
+    "grouping pass",
+    "catch-up replay",
+    "verification",
+    "switch: live lock",
+)
+
+
+@dataclass
+class Phase:
+    seconds: float  # wall time
+    cpu_s: float  # this process's CPU time, every thread: less moved by a busy machine
+    rss_mb: float  # peak growth of the resident set over the phase
+    count: int  # what it went through: photos, changes
+    unit: str
+    note: str = ""
+
+
+@dataclass
+class SizeRun:
+    photos: int
+    shards: int
+    phases: dict[str, Phase] = field(default_factory=dict)
+    capture_ms: float = 0.0  # the live side's capture, per change
+    problems: int = 0  # verification's, expected none
+    regrouped: int = 0
+
+
+# -- memory -----------------------------------------------------------------------------------
+
+
+_libc: ctypes.CDLL | None
+try:
+    _libc = ctypes.CDLL("libc.so.6")
+except OSError:
+    _libc = None
+
+
+@contextmanager
+def peak_rss() -> Iterator[Callable[[], float]]:
+    """Yields a function: the resident set's peak growth (MB) since the start, from the
+    kernel's high-water mark reset here (Edge's calls hold the GIL: no thread could sample)."""
+    gc.collect()
+    if _libc is not None:
+        _libc.malloc_trim(0)  # what earlier phases freed is given back, so reuse counts
+    Path("/proc/self/clear_refs").write_text("5")
+    before = psutil.Process().memory_info().rss
+    yield lambda: max(0.0, (status_kib(os.getpid(), "VmHWM") * 1024 - before) / MB)
+
+
+# -- the catalogue and the live side ------------------------------------------------------------
+
+
+def fill_live(rt: Runtime, root: Path, shard_size: int) -> tuple[str, ShardMap]:
+    """The live collection: a point per photo, labelled by its shard, with what the reindex
+    reads of it (keys, versions, shard labels); the old model's vectors."""
+    source = rt.source(str(root))
+    shards = ShardMap(split_bounds((obj.key for obj in source.list_range()), shard_size))
+    live = collection_name(1, "live")
+    rt.store.create_collection(live, LIVE_DIM)
+    old_model = Clustered(LIVE_DIM, 64, seed=1)
+    chunk: list[tuple[Photo, str]] = []
+    for obj in source.list_range():
+        chunk.append((photo_of(obj, None), shards.label_of(obj.key)))
+        if len(chunk) == 1000:
+            write_live(rt, live, chunk, old_model)
+            chunk = []
+    write_live(rt, live, chunk, old_model)
+    rt.store.set_aliases({LIVE_ALIAS: live})
+    return live, shards
+
+
+def write_live(rt: Runtime, live: str, photos: list[tuple[Photo, str]], model: Clustered) -> None:
+    """Points as the sync's writer labels them, its other payload left out (5x faster)."""
+    vectors = model.take(len(photos))
+    points = [
+        PhotoPoint(
+            photo.photo_id,
+            vector,
+            {
+                KEY_FIELD: photo.key,
+                "content_version": photo.version,
+                "meta_hash": photo.meta_hash,
+                SHARD_FIELD: label,
+                "model_version": 1,
+            },
+        )
+        for (photo, label), vector in zip(photos, vectors, strict=True)
+    ]
+    rt.store.upsert(live, points)
+
+
+class Changes:
+    """Files put, rewritten and deleted in the catalogue (a third each), each original photo
+    changed at most once; the live side's capture and increment of them."""
+
+    def __init__(self, root: Path, photos: int, seed: int = 2) -> None:
+        self.root, self.photos = root, photos
+        self.rng = np.random.default_rng(seed)
+        self.used: set[int] = set()
+        self.images = [small_photo(DISTINCT + 1 + i) for i in range(8)]
+        self.made = 0
+
+    def make(self, n: int) -> list[str]:
+        keys = []
+        for _ in range(n):
+            i = int(self.rng.integers(self.photos))
+            while i in self.used:
+                i = int(self.rng.integers(self.photos))
+            self.used.add(i)
+            folder = f"f{i // PER_FOLDER:05d}"
+            kind = self.made % 3
+            self.made += 1
+            if kind == 0:  # a new photo beside it
+                key = f"{folder}/n{i:08d}.jpg"
+            else:
+                key = f"{folder}/p{i:08d}.jpg"
+            path = self.root / key
+            if kind == 2:
+                path.unlink()
+            else:
+                path.write_bytes(self.images[self.made % len(self.images)])
+            keys.append(key)
+        return keys
+
+    def live_side(self, rt: Runtime, live: str, keys: list[str], model: Clustered) -> float:
+        """Log the keys for the followers as an increment of the live collection does, and
+        make the increment's changes to the live collection; the capture's seconds."""
+        shards = load_map(rt.store, live)
+        started = time.perf_counter()
+        rt.capture.capture_mapped(shards, keys)
+        seconds = time.perf_counter() - started
+        source = rt.source(str(self.root))
+        present: list[tuple[Photo, str]] = []
+        gone: dict[str, list[str]] = defaultdict(list)
+        for key in keys:
+            obj = source.stat(key)
+            if obj is None:
+                gone[shards.label_of(key)].append(key)  # no manifest: the key is the photo id
+            else:
+                present.append((photo_of(obj, None), shards.label_of(key)))
+        write_live(rt, live, present, model)
+        for label, photo_ids in gone.items():
+            rt.store.delete_in_shard(live, label, photo_ids)
+        return seconds
+
+
+# -- the phases -----------------------------------------------------------------------------------
+
+
+class Recorder:
+    """Each phase's time and peak RSS growth, printed as it ends."""
+
+    def __init__(self, run: SizeRun) -> None:
+        self.run = run
+
+    @contextmanager
+    def phase(self, name: str, count: int, unit: str) -> Iterator[Phase]:
+        print(f"  {self.run.photos}: {name} ...", flush=True)
+        figures = Phase(0.0, 0.0, 0.0, count, unit)
+        with peak_rss() as growth:
+            cpu, started = cpu_s(), time.perf_counter()
+            yield figures
+            figures.seconds = time.perf_counter() - started
+            figures.cpu_s = cpu_s() - cpu
+            figures.rss_mb = growth()
+        self.run.phases[name] = figures
+        print(
+            f"  {self.run.photos}: {name}: {figures.seconds:.2f} s, CPU {figures.cpu_s:.2f} s, "
+            f"+{figures.rss_mb:.0f} MB",
+            flush=True,
+        )
+
+
+def cpu_s() -> float:
+    times = psutil.Process().cpu_times()
+    return float(times.user + times.system)
+
+
+def reindex_run(rt: Runtime, root: Path, photos: int, args: argparse.Namespace) -> SizeRun:
+    print(f"  {photos}: the live collection ...", flush=True)
+    started = time.perf_counter()
+    live, shards = fill_live(rt, root, args.shard_size)
+    print(f"  {photos}: live collection in {time.perf_counter() - started:.0f} s", flush=True)
+    run = SizeRun(photos, len(shards))
+    record = Recorder(run)
+    old_model = Clustered(LIVE_DIM, 64, seed=3)
+    worker = Worker(rt, Clustered(args.dim, max(1, photos // PER_CLUSTER)), args.group_shards)
+    job_id, new = begin_reindex(rt, root, args.dim, live)
+
+    with record.phase("load: planning", photos, "photos"):
+        worker.round(job_id, plan_only=True)
+    with record.phase("load: writing points", photos, "photos"):
+        worker.round(job_id)
+    if args.load_only_above and photos > args.load_only_above:
+        return run
+    with record.phase("index build", photos, "photos"):
+        advance(rt, job_id)  # finish_bulk_load, index_ready, and the grouping round opened
+    assert phase_of(rt, job_id) == "grouping", rt.jobs.get(job_id)
+    with record.phase("grouping pass", photos, "photos"):
+        worker.round(job_id)
+    if worker.sampled_out:  # the shards grouped, extrapolated to every shard
+        grouping = run.phases["grouping pass"]
+        share = worker.group_s * len(shards) / worker.grouped / grouping.seconds
+        grouping.seconds, grouping.cpu_s = grouping.seconds * share, grouping.cpu_s * share
+        grouping.note = f"{worker.grouped} of {len(shards)} shards grouped, time extrapolated"
+    run.regrouped = job_field(rt, job_id, "regrouped")
+
+    changes = Changes(root, photos)
+    keys = changes.make(args.changes)
+    captured = changes.live_side(rt, live, keys, old_model)
+    with record.phase("catch-up replay", len(keys), "changes"):
+        advance(rt, job_id)  # start_replay of what the live side logged
+        assert phase_of(rt, job_id) == "catch-up", rt.jobs.get(job_id)
+        worker.round(job_id)
+        job = rt.jobs.get(job_id)
+        assert job is not None
+        end_replay(rt, job_id, new, job.capture_cut)
+
+    drain = changes.make(args.drain)
+    captured += changes.live_side(rt, live, drain, old_model)
+    run.capture_ms = 1000 * captured / (len(keys) + len(drain))
+    with record.phase("verification", photos, "photos"):
+        problems = compare(
+            rt.store,
+            rt.source(str(root)),
+            live,
+            new,
+            pending=rt.capture.pending(new),
+            skipped=lambda keys: rt.skips.get(new, keys),
+            samples=rt.settings.indexer.verify_samples,
+        )
+    run.problems = len(problems)
+    for problem in problems[:10]:
+        print(f"  {photos}: verification: {problem}", flush=True)
+
+    with record.phase("switch: live lock", len(drain), "changes"):
+        advance(rt, job_id)  # verifies again, takes the live lock, opens the drain's round
+        assert phase_of(rt, job_id) == "switch", rt.jobs.get(job_id)
+        worker.round(job_id)
+        advance(rt, job_id)  # end_replay, the delete guard's check, the aliases
+    job = rt.jobs.get(job_id)
+    assert job is not None and job.state == JobState.DONE, job
+    print(f"  {photos}: the live lock held {job.lock_s:.3f} s", flush=True)
+    # The job's own figure, from taking the lock to releasing it; the memory is the whole
+    # step's, the verification before the lock included.
+    run.phases["switch: live lock"].seconds = job.lock_s
+    return run
+
+
+def phase_of(rt: Runtime, job_id: str) -> str:
+    job = rt.jobs.get(job_id)
+    return "" if job is None else job.phase
+
+
+def job_field(rt: Runtime, job_id: str, name: str) -> int:
+    job = rt.jobs.get(job_id)
+    return 0 if job is None else int(getattr(job, name))
+
+
+# -- the sizes, and the table ---------------------------------------------------------------------
+
+
+def measure_reindex(args: argparse.Namespace) -> list[SizeRun]:
+    runs: list[SizeRun] = []
+    with tempfile.TemporaryDirectory(dir=args.work) as tmp:
+        work = Path(tmp)
+        redis, redis_url = redis_process(work)
+        (unused,) = free_ports(1)  # nothing asks Triton: an address where none answers
+        with running(redis):
+            for photos in (int(n) for n in args.sizes.split(",")):
+                root = work / f"photos{photos}"
+                started = time.perf_counter()
+                write_catalogue(root, photos)
+                print(f"{photos} photos written in {time.perf_counter() - started:.0f} s")
+                values = bench_settings(
+                    work / "data",
+                    f"127.0.0.1:{unused}",
+                    work / "models",
+                    redis_url,
+                    shard_size=args.shard_size,
+                    batch_size=args.batch_size,
+                )
+                settings = Settings(**values)
+                store = open_store(settings)
+                rt = Runtime(settings, store=store)
+                try:
+                    runs.append(reindex_run(rt, root, photos, args))
+                finally:
+                    rt.close()
+                    store.close()
+                shutil.rmtree(work / "data", ignore_errors=True)
+                shutil.rmtree(root)
+    return runs
+
+
+def per_10x(small: float, large: float, photos: tuple[int, int]) -> float | None:
+    """A figure's growth per 10x of the catalogue: (large / small) ^ (1 / log10(N ratio))."""
+    if small <= 0 or large <= 0 or photos[1] <= photos[0]:
+        return None
+    return float((large / small) ** (1 / math.log10(photos[1] / photos[0])))
+
+
+def cost(phase: Phase) -> str:
+    if phase.unit == "changes":
+        return f"{1000 * phase.seconds / phase.count:.2f} ms/change"
+    return f"{1e6 * phase.seconds / phase.count:.1f} µs/photo"
+
+
+def table(runs: list[SizeRun]) -> str:
+    """One markdown table: each phase's wall and CPU time, wall time per unit of its work and
+    peak RSS growth at each size; and their growth per 10x, smallest size to largest."""
+    head = ["phase"]
+    for run in runs:
+        head += [f"{run.photos:,}: {what}" for what in ("wall s", "CPU s", "cost", "RSS MB")]
+    if len(runs) > 1:
+        head += ["wall per 10x", "CPU per 10x", "RSS per 10x"]
+    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+    sizes = (runs[0].photos, runs[-1].photos)
+    for name in PHASES:
+        cells = [name]
+        for run in runs:
+            p = run.phases.get(name)
+            if p is None:  # not measured at this size (--load-only-above)
+                cells += ["-"] * 4
+            else:
+                cells += [f"{p.seconds:.2f}", f"{p.cpu_s:.2f}", cost(p), f"{p.rss_mb:.0f}"]
+        if len(runs) > 1:
+            small, large = runs[0].phases.get(name), runs[-1].phases.get(name)
+            for figure in ("seconds", "cpu_s", "rss_mb"):
+                ratio = None
+                if small is not None and large is not None:
+                    ratio = per_10x(getattr(small, figure), getattr(large, figure), sizes)
+                cells.append("-" if ratio is None else f"{ratio:.2f}x")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def report(runs: list[SizeRun]) -> None:
+    print("\n" + table(runs))
+    for run in runs:
+        notes = [f"{name}: {p.note}" for name, p in run.phases.items() if p.note]
+        if "catch-up replay" not in run.phases:
+            print(f"\n{run.photos} photos in {run.shards} shards: the load alone")
+            continue
+        print(
+            f"\n{run.photos} photos in {run.shards} shards: the live side's capture "
+            f"{run.capture_ms:.3f} ms/change; grouping moved {run.regrouped} photos; "
+            f"verification found {run.problems} problems" + "".join(f"; {n}" for n in notes)
+        )
+    small, large = (r.phases.get("catch-up replay") for r in (runs[0], runs[-1]))
+    if len(runs) > 1 and small is not None and large is not None:
+        ratio = (large.seconds / large.count) / (small.seconds / small.count)
+        print(f"catch-up per change, largest / smallest catalogue: {ratio:.2f}x (goal <= 1.2)")
+
+
+def run(args: argparse.Namespace) -> None:
+    report(measure_reindex(args))
