@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+import httpx
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
@@ -125,6 +126,9 @@ def moto_server() -> Iterator[Moto]:
     server = CountingMotoServer(port)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
+    # moto keeps its buckets and queues in this process, not in the server: each server starts
+    # empty, so one test's leftovers (same bucket, same queue) are not the next one's.
+    httpx.post(f"{endpoint}/moto-api/reset", timeout=30).raise_for_status()
     settings = S3Settings(
         endpoint_url=endpoint,
         access_key_id=CREDENTIALS["aws_access_key_id"],
