@@ -5,6 +5,7 @@ replaced by synthetic clustered vectors. For benchmarks of the indexer's phases 
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +77,8 @@ class Worker:
     def __init__(self, rt: Runtime, vectors: Clustered, group_shards: int = 0) -> None:
         self.rt, self.vectors, self.group_shards = rt, vectors, group_shards
         self.grouped = self.sampled_out = 0
-        self.group_s = 0.0  # in group_shard
+        # Seconds in each kind of call: plan_shard, group_shard, plan_keys, the writes.
+        self.busy: dict[str, float] = defaultdict(float)
 
     def round(self, job_id: str, *, plan_only: bool = False) -> None:
         """Run the job's round until it ends; plan_only: plan every unit, embed nothing yet
@@ -110,22 +112,24 @@ class Worker:
         job = rt.jobs.get(job_id)
         if unit is None or job is None:
             return rt.work.release(job_id, token)
+        started = time.perf_counter()
         if unit["kind"] == "replay":
             unit_id = str(unit["id"])
             keys = [str(key) for key in unit["keys"]]
             planned = plan_keys(rt, job, unit_id, keys, WORKER, time.time())
+            self.busy["plan_keys"] += time.perf_counter() - started
         else:
             shard = ShardRange.from_wire(unit)
             unit_id = shard.id
             if unit["kind"] != "group":
                 planned = plan_shard(rt, job, shard, WORKER, bool(unit.get("confirm")))
+                self.busy["plan_shard"] += time.perf_counter() - started
             elif self.group_shards and self.grouped >= self.group_shards:
                 planned = Planned({"label": shard.lo, "sampled_out": True})
                 self.sampled_out += 1
             else:
-                started = time.perf_counter()
                 planned = group_shard(rt, job, shard, WORKER)
-                self.group_s += time.perf_counter() - started
+                self.busy["group_shard"] += time.perf_counter() - started
                 self.grouped += 1
         return rt.work.commit(
             job_id,
@@ -146,6 +150,7 @@ class Worker:
         job = rt.jobs.get(job_id)
         if claimed.body is None or job is None:
             return rt.work.complete(job_id, token, claimed.id, {})
+        started = time.perf_counter()
         photos = [
             (Photo.from_wire({k: v for k, v in p.items() if k != "shard"}), str(p["shard"]))
             for p in claimed.body["photos"]
@@ -162,6 +167,7 @@ class Worker:
         )
         done = [photo.key for photo, _ in photos]
         rt.skips.forget(job.collection, done)
+        self.busy["writes"] += time.perf_counter() - started
         return rt.work.complete(job_id, token, claimed.id, {"done": len(done)})
 
 

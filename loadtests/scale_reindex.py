@@ -89,6 +89,7 @@ class Phase:
     count: int  # what it went through: photos, changes
     unit: str
     note: str = ""
+    busy: dict[str, float] = field(default_factory=dict)  # seconds in the tasks' calls
 
 
 @dataclass
@@ -226,19 +227,22 @@ class Changes:
 class Recorder:
     """Each phase's time and peak RSS growth, printed as it ends."""
 
-    def __init__(self, run: SizeRun) -> None:
-        self.run = run
+    def __init__(self, run: SizeRun, worker: Worker) -> None:
+        self.run, self.worker = run, worker
 
     @contextmanager
     def phase(self, name: str, count: int, unit: str) -> Iterator[Phase]:
         print(f"  {self.run.photos}: {name} ...", flush=True)
         figures = Phase(0.0, 0.0, 0.0, count, unit)
+        busy = dict(self.worker.busy)
         with peak_rss() as growth:
             cpu, started = cpu_s(), time.perf_counter()
             yield figures
             figures.seconds = time.perf_counter() - started
             figures.cpu_s = cpu_s() - cpu
             figures.rss_mb = growth()
+        figures.busy = {k: v - busy.get(k, 0.0) for k, v in self.worker.busy.items()}
+        figures.busy = {k: v for k, v in figures.busy.items() if v > 0}
         self.run.phases[name] = figures
         print(
             f"  {self.run.photos}: {name}: {figures.seconds:.2f} s, CPU {figures.cpu_s:.2f} s, "
@@ -258,9 +262,9 @@ def reindex_run(rt: Runtime, root: Path, photos: int, args: argparse.Namespace) 
     live, shards = fill_live(rt, root, args.shard_size)
     print(f"  {photos}: live collection in {time.perf_counter() - started:.0f} s", flush=True)
     run = SizeRun(photos, len(shards))
-    record = Recorder(run)
     old_model = Clustered(LIVE_DIM, 64, seed=3)
     worker = Worker(rt, Clustered(args.dim, max(1, photos // PER_CLUSTER)), args.group_shards)
+    record = Recorder(run, worker)
     job_id, new = begin_reindex(rt, root, args.dim, live)
 
     with record.phase("load: planning", photos, "photos"):
@@ -276,7 +280,7 @@ def reindex_run(rt: Runtime, root: Path, photos: int, args: argparse.Namespace) 
         worker.round(job_id)
     if worker.sampled_out:  # the shards grouped, extrapolated to every shard
         grouping = run.phases["grouping pass"]
-        share = worker.group_s * len(shards) / worker.grouped / grouping.seconds
+        share = grouping.busy["group_shard"] * len(shards) / worker.grouped / grouping.seconds
         grouping.seconds, grouping.cpu_s = grouping.seconds * share, grouping.cpu_s * share
         grouping.note = f"{worker.grouped} of {len(shards)} shards grouped, time extrapolated"
     run.regrouped = job_field(rt, job_id, "regrouped")
@@ -415,6 +419,11 @@ def report(runs: list[SizeRun]) -> None:
     print("\n" + table(runs))
     for run in runs:
         notes = [f"{name}: {p.note}" for name, p in run.phases.items() if p.note]
+        notes += [
+            f"{name}: " + ", ".join(f"{call} {s:.2f} s" for call, s in p.busy.items())
+            for name, p in run.phases.items()
+            if name in ("catch-up replay", "switch: live lock") and p.busy
+        ]
         if "catch-up replay" not in run.phases:
             print(f"\n{run.photos} photos in {run.shards} shards: the load alone")
             continue

@@ -192,9 +192,9 @@ def test_the_search_benchmark_ranks_the_demo_photos_by_their_words_and_answers_e
 def test_the_scale_benchmark_measures_every_phase_of_a_reindex(tmp_path: Path) -> None:
     """bench_scale --reindex at tiny sizes: a row per phase of the reindex, with its time, its
     cost per photo or change and its memory at both sizes and their growth; the new collection
-    matched the live one, and the job switched."""
+    matched the live one, the job switched, and a grouping pass of a sample is extrapolated."""
     command = ["--reindex", "--sizes", "1500,3000", "--shard-size", "500"]
-    command += ["--changes", "60", "--drain", "10", "--work", str(tmp_path)]
+    command += ["--changes", "60", "--drain", "10", "--group-shards", "4", "--work", str(tmp_path)]
     result = subprocess.run(
         [sys.executable, "-m", "loadtests.bench_scale", *command],
         cwd=ROOT,
@@ -231,3 +231,4 @@ def test_the_scale_benchmark_measures_every_phase_of_a_reindex(tmp_path: Path) -
     assert number(rows["load: writing points"][0]) > 0, rows
     assert result.stdout.count("verification found 0 problems") == 2, result.stdout
     assert "catch-up per change, largest / smallest catalogue:" in result.stdout
+    assert "grouping pass: 4 of 6 shards grouped, time extrapolated" in result.stdout
