@@ -1,0 +1,306 @@
+"""Measure what a collection costs on disk and in memory, part by part, on Qdrant Edge.
+
+    python -m loadtests.bench_footprint [--points 20000,50000] [--dim 512]
+
+For each size, a collection is built as the indexer builds one (core/vectorstore/edge.py: its
+config, payload indexes and keywords vector; the payload the indexer writes, shards of
+--shard-size photos, vectors in clusters as real embeddings are), its search index built, and:
+
+- its folder is walked and each file's allocated bytes (not its apparent size: the engine
+  preallocates sparse pages) are put under the part it belongs to: the original vectors, their
+  int8 copies, the HNSW graph, each payload index, the keywords vector, the id tracker, the
+  payload, and the rest (WAL, config);
+- a fresh process opens the store and serves searches (dense, filtered, keyword, a facet), and
+  psutil reads its resident memory before and after, split into anonymous memory (the engine's
+  heap) and file-backed pages (mmap).
+
+Per-point figures are the slope between two sizes, so that what a collection holds whatever its
+size (preallocated pages, the WAL, the engine itself) drops out. The model in
+core/vectorstore/footprint.py takes its measured constants from this output, and the last table
+compares the model with the measurement. Prints Markdown; no thresholds are enforced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import random
+import shlex
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from core.keywords import query_vector
+from core.vectorstore import (
+    DATETIME_FIELDS,
+    INTEGER_FIELDS,
+    KEY_FIELD,
+    KEYWORD_FIELDS,
+    SHARD_FIELD,
+    PhotoPoint,
+    SearchFilter,
+    SearchTuning,
+    collection_name,
+)
+from core.vectorstore.edge import EdgeStore
+from loadtests.bench_api import store_clusters
+from loadtests.machine import commit, machine
+from loadtests.vocabulary import TAGS, photo_key, photo_payload
+
+COLLECTION = collection_name(1, "footprint")
+# Held in RAM as the engine's structures (besides each payload index, "index <field>").
+HEAP_PARTS = ("keywords index", "id tracker")
+SEED = 0
+CLUSTERS = 1000
+UPSERT = 1000
+SEARCHES = 300  # of each kind, in the memory probe
+
+
+def store_at(path: Path, m: int, ef_construct: int) -> EdgeStore:
+    return EdgeStore(
+        path,
+        hnsw_m=m,
+        hnsw_ef_construct=ef_construct,
+        quantization=True,
+        tuning=SearchTuning(hnsw_ef=128, oversampling=2.0),
+        min_free_mb=0,
+    )
+
+
+def build(path: Path, points: int, dim: int, m: int, ef_construct: int, shard: int) -> float:
+    """The collection of `points` photos, indexed; returns the seconds the index build took."""
+    store = store_at(path, m, ef_construct)
+    try:
+        store.create_collection(COLLECTION, dim, bulk=True)
+        rng = np.random.default_rng(SEED)
+        r = random.Random(SEED)
+        centres, spread = store_clusters(rng, dim, CLUSTERS)
+        now = datetime.now(UTC).isoformat()
+        for start in range(0, points, UPSERT):
+            n = min(UPSERT, points - start)
+            which = rng.integers(0, CLUSTERS, n)
+            vectors = (
+                centres[which]
+                + rng.standard_normal((n, dim), dtype=np.float32) * spread[which, None]
+            )
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            batch = []
+            for j in range(n):
+                photo_id, payload = photo_payload(r, start + j, 1, now)
+                # What indexer/writer.py adds: the shard's label, the key, the source's root.
+                payload |= {
+                    SHARD_FIELD: photo_key((start + j) // shard * shard),
+                    KEY_FIELD: photo_id,
+                    "source_root": "s3://photostock-originals",
+                }
+                batch.append(PhotoPoint(photo_id, vectors[j], payload))
+            store.upsert(COLLECTION, batch)
+        started = time.perf_counter()
+        store.optimize(COLLECTION)
+        return time.perf_counter() - started
+    finally:
+        store.close()
+
+
+# The payload indexes' folders are named "<hash>-<the field's first 8 characters>-<kind>".
+_INDEXED = {f[:8]: f for f in (*KEYWORD_FIELDS, *DATETIME_FIELDS, *INTEGER_FIELDS)}
+
+
+def part_of(relative: Path) -> str:
+    """The part of a collection a file under its folder belongs to."""
+    parts = relative.parts
+    if "wal" in parts:
+        return "WAL"
+    if "segments" not in parts or len(parts) < parts.index("segments") + 3:
+        return "other"
+    top, rest = parts[parts.index("segments") + 2], parts[parts.index("segments") + 3 :]
+    if top == "vector_storage-image":
+        return "int8 copies" if rest and rest[0].startswith("quantized") else "originals"
+    if top == "vector_index-image":
+        return "HNSW graph"
+    if top.endswith("-keywords"):
+        return "keywords index" if top.startswith("vector_index") else "keywords storage"
+    if top.startswith("id_tracker"):
+        return "id tracker"
+    if top == "payload_storage":
+        return "payload"
+    if top == "payload_index" and rest:
+        pieces = rest[0].split("-")
+        if len(pieces) >= 3:
+            return f"index {_INDEXED.get(pieces[1], pieces[1])}"
+        return "index (config)"
+    return "other"
+
+
+def disk_parts(folder: Path) -> dict[str, int]:
+    """Allocated bytes of each part of the collection stored under `folder`."""
+    found: dict[str, int] = defaultdict(int)
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            path = Path(dirpath) / name
+            found[part_of(path.relative_to(folder))] += path.lstat().st_blocks * 512
+    return dict(found)
+
+
+@dataclass(frozen=True)
+class Resident:
+    """Resident memory a fresh process gained by opening the store and serving searches: its
+    anonymous memory (the engine's heap), and the pages of each part's files (mmap)."""
+
+    heap: int
+    files: dict[str, int]
+
+
+def serve(
+    path: str, dim: int, m: int, ef_construct: int, out: multiprocessing.Queue[Resident]
+) -> None:
+    """In a fresh process: open the store, serve each kind of search, note resident memory."""
+    rng = np.random.default_rng(SEED + 1)
+    queries = rng.standard_normal((SEARCHES, dim), dtype=np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    r = random.Random(SEED + 1)
+    me = psutil.Process()
+    before = me.memory_info()
+    store = store_at(Path(path), m, ef_construct)
+    for query in queries:
+        store.search(COLLECTION, query, limit=10)
+        store.search(COLLECTION, query, limit=10, filter=SearchFilter(tags_any=(r.choice(TAGS),)))
+        store.keyword_search(COLLECTION, query_vector(r.choice(TAGS)), limit=10)
+    store.shard_sizes(COLLECTION)
+    after = me.memory_info()
+    files: dict[str, int] = defaultdict(int)
+    collections = Path(path) / "collections"
+    for mapped in me.memory_maps(grouped=True):
+        if Path(mapped.path).is_relative_to(collections):
+            files[part_of(Path(mapped.path).relative_to(collections))] += mapped.rss
+    store.close()
+    heap = (after.rss - after.shared) - (before.rss - before.shared)
+    out.put(Resident(heap, dict(files)))
+
+
+def resident(path: Path, dim: int, m: int, ef_construct: int) -> Resident:
+    context = multiprocessing.get_context("spawn")
+    out: multiprocessing.Queue[Resident] = context.Queue()
+    child = context.Process(target=serve, args=(str(path), dim, m, ef_construct, out))
+    child.start()
+    found = out.get(timeout=600)
+    child.join()
+    return found
+
+
+@dataclass(frozen=True)
+class Size:
+    points: int
+    build_s: float
+    disk: dict[str, int]
+    memory: Resident
+
+
+def measure(args: argparse.Namespace) -> list[Size]:
+    sizes = []
+    for points in args.points:
+        with tempfile.TemporaryDirectory(prefix="footprint-", dir=args.dir) as folder:
+            path = Path(folder)
+            print(f"  {points} points: building...", file=sys.stderr, flush=True)
+            build_s = build(path, points, args.dim, args.m, args.ef_construct, args.shard_size)
+            disk = disk_parts(path / "collections")
+            memory = resident(path, args.dim, args.m, args.ef_construct)
+            sizes.append(Size(points, build_s, disk, memory))
+    return sizes
+
+
+def slope(low: float, high: float, sizes: Sequence[Size]) -> float:
+    return (high - low) / (sizes[-1].points - sizes[0].points)
+
+
+def report(sizes: Sequence[Size], args: argparse.Namespace) -> str:
+    first, last = sizes[0], sizes[-1]
+    lines = [
+        f"# Collection footprint on Qdrant Edge ({args.dim} dims, m={args.m}, "
+        f"ef_construct={args.ef_construct}, int8, shards of {args.shard_size})",
+        "",
+        f"{machine()}, commit {commit()}, {datetime.now():%Y-%m-%d %H:%M}",
+        "",
+        f"    python -m loadtests.bench_footprint {shlex.join(sys.argv[1:])}".rstrip(),
+        "",
+        "| part | "
+        + " | ".join(f"disk at {s.points:,} (MiB)" for s in sizes)
+        + " | bytes per point (slope) |",
+        "|---|" + "---|" * len(sizes) + "---|",
+    ]
+    names = sorted({name for s in sizes for name in s.disk})
+    for name in [*names, "all"]:
+        values = [sum(s.disk.values()) if name == "all" else s.disk.get(name, 0) for s in sizes]
+        per_point = slope(values[0], values[-1], sizes)
+        cells = " | ".join(f"{v / 2**20:.2f}" for v in values)
+        lines.append(f"| {name} | {cells} | {per_point:.1f} |")
+    lines += [
+        "",
+        "| resident memory of a fresh process serving searches | "
+        + " | ".join(f"at {s.points:,} (MiB)" for s in sizes)
+        + " | bytes per point (slope) |",
+        "|---|" + "---|" * len(sizes) + "---|",
+    ]
+    mapped = sorted({name for s in sizes for name in s.memory.files})
+    for name in ["heap (anonymous)", *(f"pages of {name}" for name in mapped)]:
+        part = name.removeprefix("pages of ")
+        values = [s.memory.heap if part == name else s.memory.files.get(part, 0) for s in sizes]
+        cells = " | ".join(f"{v / 2**20:.1f}" for v in values)
+        lines.append(f"| {name} | {cells} | {slope(values[0], values[-1], sizes):.1f} |")
+
+    # The heap per byte on disk of the parts held as structures (the payload indexes, the
+    # keywords' index, the id tracker): the heap less the int8 copies (an array, loaded
+    # whole), over those parts' bytes on disk less their pages (the model's HEAP_PER_DISK_BYTE).
+    def structures(s: Size) -> tuple[float, float]:
+        names = [n for n in s.disk if n.startswith("index ") or n in HEAP_PARTS]
+        heap = s.memory.heap - s.disk.get("int8 copies", 0)
+        return heap, sum(s.disk[n] - s.memory.files.get(n, 0) for n in names)
+
+    (heap_low, disk_low), (heap_high, disk_high) = structures(first), structures(last)
+    graph = [s.disk.get("HNSW graph", 0) / s.points for s in sizes]
+    lines += [
+        "",
+        f"Heap per byte on disk of the payload indexes, keywords index and id tracker: "
+        f"{(heap_high - heap_low) / (disk_high - disk_low):.2f}. HNSW graph per point: "
+        + ", ".join(f"{g:.0f} B at {s.points:,}" for g, s in zip(graph, sizes, strict=True))
+        + ".",
+        "",
+        "Index build: " + ", ".join(f"{s.build_s:.1f} s at {s.points:,}" for s in sizes) + ".",
+    ]
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument(
+        "--points",
+        type=lambda text: sorted(int(float(n)) for n in text.split(",")),
+        default=[20_000, 50_000],
+        help="collection sizes, comma-separated (at least two: per point is their slope)",
+    )
+    p.add_argument("--dim", type=int, default=512, help="ViT-B-32's embedding size")
+    p.add_argument("--m", type=int, default=16, help="HNSW degree (the setting's default)")
+    p.add_argument("--ef-construct", type=int, default=128)
+    p.add_argument("--shard-size", type=int, default=10_000, help="the indexer's default")
+    p.add_argument("--dir", default=None, help="where the collections are built (a temp folder)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    if len(args.points) < 2:
+        raise SystemExit("--points needs two sizes at least")
+    print(report(measure(args), args))
+
+
+if __name__ == "__main__":
+    main()
