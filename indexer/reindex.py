@@ -34,6 +34,7 @@ from core.vectorstore import (
 )
 from indexer.catchup import end_replay, record_lag, start_replay
 from indexer.deleteguard import refuse, switch_refusal
+from indexer.preflight import check_reindex
 from indexer.regroup import group_units
 from indexer.runtime import Runtime
 from indexer.shards import ShardMap, load_map
@@ -60,6 +61,9 @@ def start_reindex(rt: Runtime, job_id: str, model_version: int, source_uri: str)
         )
     dim = rt.embedder.manifest(model_version).embedding_dim
     collection = collection_name(model_version, job_id)
+    # Before anything is written: a reindex the store cannot hold would fail hours into its
+    # load, or take the live collection down with it. Refused with the figures (IndexerError).
+    rt.jobs.note_problems(job_id, check_reindex(rt.store, collection, dim, rt.settings.qdrant))
     rt.store.create_collection(collection, dim, bulk=True)
     # Before the first shard is listed: a change the listing misses is logged.
     rt.capture.follow(collection)
