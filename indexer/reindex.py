@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from core.collectionroles import job_of
 from core.embedding.arrays import Embeddings
@@ -143,9 +143,12 @@ def advance(rt: Runtime, job_id: str) -> None:
     start_replay(rt, job_id, job.round + 1, job.collection)
 
 
-def resume(rt: Runtime, job_id: str) -> bool:
+def resume(
+    rt: Runtime, job_id: str, *, running: Collection[str] = (), before: float | None = None
+) -> bool:
     """Set a stopped reindex going from its checkpoints: the shards planned and batches
-    embedded stay done; what its tasks held goes back in line. False when it never began its
+    embedded stay done; what its tasks held goes back in line, but what `running` tasks (live
+    workers') hold, or tasks that claimed at or after `before`. False when it never began its
     load (the caller starts it again)."""
     job = rt.jobs.get(job_id)
     if job is None or job.kind != JobKind.REINDEX:
@@ -156,7 +159,7 @@ def resume(rt: Runtime, job_id: str) -> bool:
         rt.jobs.update(job_id, state=JobState.QUEUED, finished_at=0)
         return False
     rt.capture.follow(job.collection)  # logging again, if it stopped
-    rt.work.requeue(job_id)
+    rt.work.requeue(job_id, running=running, before=before)
     fields: dict[str, object] = {"finished_at": 0, "message": f"resumed in its {job.phase}"}
     if job.phase == "switch":  # the live lock went with its end: verify and take it again
         fields |= {"phase": "catch-up", "verified_cut": 0}

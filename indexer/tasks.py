@@ -424,12 +424,23 @@ def rollback_job(self: Task[Any, Any], job_id: str) -> None:
     after(self.app, rt, job_id, False)
 
 
+def running_tasks(app: Celery, timeout_s: float = 1.0) -> set[str]:
+    """Ids of the tasks live workers run now (a job's tokens among them); workers that do not
+    answer within timeout_s count as gone."""
+    replies = app.control.inspect(timeout=timeout_s).active() or {}
+    return {str(task["id"]) for tasks in replies.values() for task in tasks}
+
+
 @shared_task(name="indexer.resume", bind=True, base=JobTask, **RETRY)
 def resume(self: Task[Any, Any], job_id: str) -> None:
     """Set a failed, cancelled or orphaned reindex going again from its checkpoints."""
     rt = runtime(self)
+    # Workers that came back may already run the job's tokens: their claims stay theirs, and
+    # so do those of tasks that begin while the workers are asked.
+    asked = time.time()
+    running = running_tasks(self.app)
     try:
-        started = reindexing.resume(rt, job_id)
+        started = reindexing.resume(rt, job_id, running=running, before=asked)
     except IndexerError as exc:
         rt.jobs.update(job_id, message=f"resume refused: {exc}")
         return

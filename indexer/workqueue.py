@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,8 +219,10 @@ return round_done()
 
 
 _REQUEUE = """
--- ARGV: token, or nothing for every token. What a token claimed goes back first in line,
--- and the token is forgotten: its task failed for good, or its worker is gone.
+-- ARGV: a token; or '', the highest last-claim time (a ZRANGEBYSCORE bound) and the tokens
+-- to leave: every other token that last claimed by then. What a token claimed goes back
+-- first in line, and the token is forgotten: its task failed for good, or its worker is gone.
+-- A task a live worker runs keeps its claim: given back, its batch would be embedded twice.
 local function give_back(tokens, claims, list, token)
   local held = redis.call('HGET', claims, token)
   if held then
@@ -229,22 +231,27 @@ local function give_back(tokens, claims, list, token)
   end
   redis.call('ZREM', tokens, token)
 end
-local n = 0
-if ARGV[1] then
+if ARGV[1] ~= '' then
   give_back(KEYS[8], KEYS[7], KEYS[5], ARGV[1])
   give_back(KEYS[4], KEYS[3], KEYS[2], ARGV[1])
   return 1
 end
-for _, t in ipairs(redis.call('ZRANGE', KEYS[8], 0, -1)) do
-  give_back(KEYS[8], KEYS[7], KEYS[5], t); n = n + 1
-end
-for _, t in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
-  give_back(KEYS[4], KEYS[3], KEYS[2], t); n = n + 1
-end
--- Claims whose token was swept already.
-for _, pair in ipairs({{KEYS[7], KEYS[5]}, {KEYS[3], KEYS[2]}}) do
-  for _, held in ipairs(redis.call('HVALS', pair[1])) do redis.call('LPUSH', pair[2], held) end
-  redis.call('DEL', pair[1])
+local running = {}
+for i = 3, #ARGV do running[ARGV[i]] = true end
+local n = 0
+for _, kind in ipairs({{KEYS[8], KEYS[7], KEYS[5]}, {KEYS[4], KEYS[3], KEYS[2]}}) do
+  for _, t in ipairs(redis.call('ZRANGEBYSCORE', kind[1], '-inf', ARGV[2])) do
+    if not running[t] then give_back(kind[1], kind[2], kind[3], t); n = n + 1 end
+  end
+  -- Claims whose token was swept already.
+  local claims = redis.call('HGETALL', kind[2])
+  for i = 1, #claims, 2 do
+    local t = claims[i]
+    if not running[t] and not redis.call('ZSCORE', kind[1], t) then
+      redis.call('LPUSH', kind[3], claims[i + 1])
+      redis.call('HDEL', kind[2], t)
+    end
+  end
 end
 return n
 """
@@ -361,11 +368,22 @@ class WorkQueue:
         """A token that found nothing to claim; True when the round ended (a last token)."""
         return bool(self._release(keys=self.keys(job_id), args=[token]))
 
-    def requeue(self, job_id: str, token: str | None = None) -> int:
-        """Give back what a token claimed (every token's, for None: a job resumed after its
-        workers died or it was stopped), first in line; the tokens are forgotten."""
-        args = [] if token is None else [token]
-        return int(self._requeue(keys=self.keys(job_id), args=args))
+    def requeue(
+        self,
+        job_id: str,
+        token: str | None = None,
+        *,
+        running: Collection[str] = (),
+        before: float | None = None,
+    ) -> int:
+        """Give back what a token claimed, first in line; the token is forgotten. For None,
+        every token's (a job resumed after its workers died or it was stopped) but those of
+        `running` tasks and those that claimed at or after `before`: tasks live workers run,
+        whose batches would be embedded twice. How many tokens were forgotten."""
+        if token is not None:
+            return int(self._requeue(keys=self.keys(job_id), args=[token]))
+        bound = "+inf" if before is None else f"({before!r}"
+        return int(self._requeue(keys=self.keys(job_id), args=["", bound, *running]))
 
     def round_done(self, job_id: str, round_: int) -> bool:
         """Whether that round of the job has ended."""

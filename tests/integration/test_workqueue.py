@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Iterator
@@ -189,6 +190,30 @@ def test_a_token_that_died_holding_a_batch_gives_it_back(work: WorkQueue, jobs: 
     [again] = reserve(work, job, embed=2, ttl=1)[0]
     assert work.claim_batch(job, again) == lost
     assert work.claim_batch(job, alive) == kept
+
+
+def test_a_resume_gives_back_what_dead_tokens_held_not_what_running_tasks_hold(
+    work: WorkQueue, jobs: Jobs
+) -> None:
+    job = jobs.create(JobKind.REINDEX)
+    work.start_round(job, 0, units("a"))
+    _, [planner] = reserve(work, job, plan=1)
+    work.claim_unit(job, planner)
+    work.commit(job, planner, "a", {}, batches=[{"n": n} for n in range(5)])
+    dead, running, late, _unsent = reserve(work, job, embed=4)[0]
+    lost = work.claim_batch(job, dead)
+    held = work.claim_batch(job, running)
+    # The resume asked the workers after these two claims; `late` claims while it asks.
+    asked = math.nextafter(float(work.redis.zscore(work.keys(job)[7], running) or 0), math.inf)
+    taken = work.claim_batch(job, late)
+
+    assert work.requeue(job, running=[running], before=asked) == 2  # dead, and unsent
+    # The dead token's batch is first in line; the others stay with their tasks.
+    [again] = reserve(work, job, embed=3)[0]
+    assert work.claim_batch(job, again) == lost
+    assert work.claim_batch(job, running) == held
+    assert work.claim_batch(job, late) == taken
+    assert work.backlog(job) == {"shards": 0, "planning": 0, "batches": 2, "embedding": 3}
 
 
 def test_no_round_ends_before_it_has_started(work: WorkQueue, jobs: Jobs) -> None:
