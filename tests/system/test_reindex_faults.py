@@ -308,6 +308,8 @@ def test_a_reindex_whose_workers_were_killed_resumes_with_a_fresh_worker(
         orphaned = jobs.get(job_id)
         assert orphaned is not None and orphaned.state == JobState.RUNNING, orphaned
 
+        # Started first, as a restart policy does: it takes the job's tokens still queued
+        # before the resume runs, which must leave what they hold.
         with WorkerProcess(settings, log, CONCURRENCY) as fresh:
             resumed = submit_resume(tasks(settings), jobs, job_id)
             assert (resumed.job_id, resumed.refused) == (job_id, ""), resumed
