@@ -11,23 +11,20 @@ import numpy as np
 import pytest
 
 from core.embedding.arrays import Embeddings
-from core.settings import QdrantSettings, Settings
 from core.vectorstore import (
     GROUP_FIELD,
     KEY_FIELD,
     SHARD_FIELD,
     Hit,
     PhotoPoint,
-    SearchTuning,
     StoredPhoto,
     VectorStore,
     collection_name,
-    open_store,
 )
-from core.vectorstore.edge import EdgeStore
 from indexer import regroup
 from indexer.duplicates import assign_groups
 from indexer.regroup import earlier_neighbour, regroup_shard
+from tests.support.stores import ENGINES, engine_store
 
 DIM = 16
 THRESHOLD = 0.9
@@ -78,21 +75,9 @@ def shard_of(photo_id: str) -> str:
     return "m" if photo_id >= "m" else ""
 
 
-@pytest.fixture(params=["edge", "qdrant-local"])
+@pytest.fixture(params=ENGINES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
-    s: VectorStore
-    if request.param == "edge":
-        s = EdgeStore(
-            tmp_path / "vectors",
-            hnsw_m=16,
-            hnsw_ef_construct=64,
-            quantization=False,
-            tuning=SearchTuning(hnsw_ef=64),
-        )
-    else:
-        s = open_store(Settings(data_dir=tmp_path, qdrant=QdrantSettings(url=":memory:")))
-    for name in (COLL, SYNCED):
-        s.create_collection(name, DIM)
+    s = engine_store(request.param, tmp_path, (COLL, SYNCED), DIM)
     yield s
     s.close()
 

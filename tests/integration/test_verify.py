@@ -11,32 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.settings import QdrantSettings, Settings
 from core.sources import LocalSource
-from core.vectorstore import KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore, open_store
-from core.vectorstore.base import SearchTuning
-from core.vectorstore.edge import EdgeStore
+from core.vectorstore import KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
 from indexer.verify import common_ranges, compare
+from tests.support.stores import ENGINES, engine_store
 
 LIVE, NEW = "photos-m1-live", "photos-m2-new"
 DIM = 8
 
 
-@pytest.fixture(params=["edge", "qdrant-local"])
+@pytest.fixture(params=ENGINES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
-    s: VectorStore
-    if request.param == "edge":
-        s = EdgeStore(
-            tmp_path / "vectors",
-            hnsw_m=16,
-            hnsw_ef_construct=64,
-            quantization=False,
-            tuning=SearchTuning(hnsw_ef=64),
-        )
-    else:
-        s = open_store(Settings(data_dir=tmp_path, qdrant=QdrantSettings(url=":memory:")))
-    for name in (LIVE, NEW):
-        s.create_collection(name, DIM)
+    s = engine_store(request.param, tmp_path, (LIVE, NEW), DIM)
     yield s
     s.close()
 
