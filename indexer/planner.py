@@ -295,7 +295,7 @@ def label_unlabelled(rt: Runtime, collection: str, source: Source) -> int:
     """Label the points written before shards existed (the first sync after an upgrade):
     afterwards every point is read by its shard. Their payload is rewritten by the plan that
     finds them (their key is missing); how many there were."""
-    labels = ShardMap(rt.store.shard_sizes(collection))
+    labels = ShardMap(rt.store.shard_labels(collection))
     moves = (
         (labels.label_of(keyed(point, source).key), point.photo_id)
         for point in rt.store.points(collection, unlabelled=True)

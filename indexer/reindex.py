@@ -8,9 +8,9 @@ indexer/regroup.py), then catch-up. From its start the new collection *follows* 
 (indexer/capture.py): every key the nightly jobs change is logged for it, and catch-up rounds
 replay the log (indexer/catchup.py), at the cost of the changes, while the nightly jobs go on.
 Once at most `switch_lag` changes wait, the new collection is compared with the live one
-(indexer/verify.py), the popular queries are embedded with the new model, and the reindex takes
-the live lock for the drain alone: a last replay of what waits, the delete guard's check
-(indexer/deleteguard.py) and the aliases' move. After the switch the previous collection
+(indexer/verify.py) and its size with the delete guard's (indexer/deleteguard.py), the popular
+queries are embedded with the new model, and the reindex takes the live lock for the drain
+alone: a last replay of what waits, and the aliases' move. After the switch the previous collection
 follows the live one for rollback_days, and a rollback replays its log before it is live again.
 """
 
@@ -129,6 +129,12 @@ def advance(rt: Runtime, job_id: str) -> None:
         if problems:
             rt.jobs.finish(job_id, JobState.FAILED, refusal(job.collection, problems))
             return
+        # What the switch would drop, counted here, not under the lock (an exact count of
+        # each collection costs their size); the drain's few changes cannot move it far.
+        too_few = switch_refusal(rt, job)
+        if too_few is not None:
+            refuse(rt, job_id, too_few)
+            return
         warmed = warm_cache(rt, job_id, model_version_of(job.collection))
         rt.jobs.update(job_id, verified_cut=job.capture_cut, warmed=warmed)
     holder = rt.jobs.claim_lock(LIVE_LOCK, job_id)
@@ -183,7 +189,7 @@ def check(rt: Runtime, job: JobStatus) -> list[str]:
         skipped=lambda keys: rt.skips.get(job.collection, keys),
         samples=rt.settings.indexer.verify_samples,
     )
-    sizes = [label for label, n in rt.store.shard_sizes(job.collection).items() if n]
+    sizes = rt.store.shard_labels(job.collection)
     if sizes:
         first = next(iter(rt.store.points(job.collection, shard=random.choice(sizes))))
         [stored] = rt.store.retrieve(job.collection, [first.photo_id], with_vectors=True)
@@ -196,16 +202,11 @@ def check(rt: Runtime, job: JobStatus) -> list[str]:
 
 
 def switch(rt: Runtime, job_id: str) -> None:
-    """With the live lock held and the last changes replayed: check what the switch would
-    drop, move the aliases, make the old live collection follow the new; the job ends (its
-    locks released)."""
+    """With the live lock held and the last changes replayed: move the aliases, make the old
+    live collection follow the new; the job ends (its locks released)."""
     job = rt.jobs.get(job_id)
     assert job is not None
     collection = job.collection
-    refusal_ = switch_refusal(rt, job)
-    if refusal_ is not None:
-        refuse(rt, job_id, refusal_)
-        return
     with alias_lock(rt):
         aliases = rt.store.aliases()
         if aliases.get(LIVE_ALIAS) == collection:  # a run of this step that died after it

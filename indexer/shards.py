@@ -73,7 +73,7 @@ class ShardMap:
 
 def load_map(store: VectorStore, collection: str) -> ShardMap:
     """The shard map of a collection, from the labels its points carry."""
-    return ShardMap(store.shard_sizes(collection))
+    return ShardMap(store.shard_labels(collection))
 
 
 def prefix_range(prefix: str) -> tuple[str, str | None]:

@@ -272,6 +272,10 @@ class VectorStore(Protocol):
     def shard_sizes(self, collection: str) -> dict[str, int]:
         """Each shard label of the collection and its exact number of points."""
 
+    def shard_labels(self, collection: str) -> list[str]:
+        """The shard labels that have points, read off the payload index (no point is
+        counted: its cost is the number of shards, not of points)."""
+
     def points(
         self, collection: str, *, shard: str | None = None, unlabelled: bool = False
     ) -> Iterator[IndexedPoint]:

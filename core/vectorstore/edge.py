@@ -324,6 +324,14 @@ class EdgeStore(EdgeSearches):
             hits = shard.facet(request).hits
         return {str(hit.value): hit.count for hit in hits}
 
+    def shard_labels(self, collection: str) -> list[str]:
+        # Not exact: the index's own counts, read in ~0.1 ms whatever the size (an exact facet
+        # reads every point: 150 ms at 1e6), and a label with no point left is not among them.
+        request = qe.FacetRequest(key=SHARD_FIELD, limit=MAX_SHARDS, exact=False)
+        with self._shard(collection) as shard:
+            hits = shard.facet(request).hits
+        return [str(hit.value) for hit in hits if hit.count]
+
     def points(
         self, collection: str, *, shard: str | None = None, unlabelled: bool = False
     ) -> Iterator[IndexedPoint]:

@@ -307,6 +307,12 @@ class QdrantStore(QdrantSearches):
             hits = self._client.facet(collection, SHARD_FIELD, limit=MAX_SHARDS, exact=True).hits
         return {str(hit.value): hit.count for hit in hits}
 
+    def shard_labels(self, collection: str) -> list[str]:
+        # Not exact: the server answers from its payload index, at the cost of the shards.
+        with self._op(collection):
+            hits = self._client.facet(collection, SHARD_FIELD, limit=MAX_SHARDS, exact=False).hits
+        return [str(hit.value) for hit in hits if hit.count]
+
     def points(
         self, collection: str, *, shard: str | None = None, unlabelled: bool = False
     ) -> Iterator[IndexedPoint]:
