@@ -132,7 +132,6 @@ def test_a_reindex_switches_while_photos_change_and_rollback_is_current(
         model_version=1,
         feed=journal.as_uri(),
         shard_size=10,  # three shards: a listing of one is not of everything
-        switch_lag=0,  # replay while anything waits: catch-up goes on while changes arrive
         visibility_timeout_s=5,  # nudges every 5 s
     )
     jobs = Jobs.from_settings(settings)
