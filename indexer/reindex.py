@@ -64,6 +64,12 @@ def start_reindex(rt: Runtime, job_id: str, model_version: int, source_uri: str)
     # Before anything is written: a reindex the store cannot hold would fail hours into its
     # load, or take the live collection down with it. Refused with the figures (IndexerError).
     rt.jobs.note_problems(job_id, check_reindex(rt.store, collection, dim, rt.settings.qdrant))
+    open_load(rt, job_id, collection, dim, source_uri)
+
+
+def open_load(rt: Runtime, job_id: str, collection: str, dim: int, source_uri: str) -> None:
+    """The new collection, following the live one from now, and the load's round over the
+    live collection's shards."""
     rt.store.create_collection(collection, dim, bulk=True)
     # Before the first shard is listed: a change the listing misses is logged.
     rt.capture.follow(collection)
@@ -73,7 +79,7 @@ def start_reindex(rt: Runtime, job_id: str, model_version: int, source_uri: str)
         phase="load",
         source=source_uri,
         collection=collection,
-        model_version=model_version,
+        model_version=model_version_of(collection),
     )
     try:
         shards = load_map(rt.store, rt.store.resolve(LIVE_ALIAS))

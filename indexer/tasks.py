@@ -33,17 +33,14 @@ from core.sources import SourceError, check_source
 from core.submit import start_queued, submit_sync
 from core.taskqueue import EMBED_BATCH, FINALIZE, OPTIMIZE, PLAN, REINDEX, settings_of
 from core.vectorstore import StoreError
-from indexer import increment as incrementing
 from indexer import pause as pausing
-from indexer import planner
-from indexer import regroup as regrouping
 from indexer import reindex as reindexing
 from indexer import sync as syncing
+from indexer import units
 from indexer.catalog import Photo
 from indexer.deleteguard import DeletesRefused, refuse
 from indexer.pipeline import embed_photos
 from indexer.runtime import Runtime, close_runtime, get_runtime
-from indexer.shards import ShardRange
 from indexer.sync import IndexerError
 
 log = logging.getLogger(__name__)
@@ -211,36 +208,13 @@ def plan(self: Task[Any, Any], job_id: str) -> None:
         return
     worker = str(self.request.hostname or "")
     try:
-        if unit["kind"] == "feed":
-            unit_id = f"feed:{unit['seq']}"
-            planned = incrementing.plan_feed(rt, job, int(unit["seq"]), worker)
-        elif unit["kind"] == "replay":  # logged changes of the live side (indexer/catchup.py)
-            unit_id = str(unit["id"])
-            keys = [str(key) for key in unit["keys"]]
-            planned = incrementing.plan_keys(rt, job, unit_id, keys, worker, time.time())
-        elif unit["kind"] == "group":  # a shard of a reindex's grouping pass
-            shard = ShardRange.from_wire(unit)
-            unit_id = shard.id
-            planned = regrouping.group_shard(rt, job, shard, worker)
-        else:
-            shard = ShardRange.from_wire(unit)
-            unit_id = shard.id
-            planned = planner.plan_shard(rt, job, shard, worker, bool(unit.get("confirm")))
+        planned = units.plan_unit(rt, job, unit, worker)
     except DeletesRefused as exc:
         # The job ends here: no unit is planned, and nothing deleted, after this one.
         refuse(rt, job_id, str(exc))
         rt.work.release(job_id, token)
         return
-    ended = rt.work.commit(
-        job_id,
-        token,
-        unit_id,
-        planned.record,
-        batches=planned.batches,
-        units=planned.units,
-        counts=planned.counts,
-        marks=planned.marks,
-    )
+    ended = units.commit(rt, job_id, token, units.unit_id_of(unit), planned)
     planned.after_commit()
     after(self.app, rt, job_id, ended)
 

@@ -11,17 +11,14 @@ from pathlib import Path
 import numpy as np
 
 from core.embedding.arrays import Embeddings
-from core.jobs import JobKind, JobState
+from core.jobs import JobKind
 from core.vectorstore import collection_name
 from indexer.catalog import Photo
-from indexer.increment import plan_keys
-from indexer.planner import Planned, plan_shard
-from indexer.regroup import group_shard
-from indexer.reindex import loading
+from indexer.planner import Planned
+from indexer.reindex import loading, open_load
 from indexer.runtime import Runtime
-from indexer.shards import ShardRange, load_map
-from indexer.sync import start_round
 from indexer.tasks import PLAN_AHEAD
+from indexer.units import commit, plan_unit, unit_id_of
 from indexer.writer import write_points
 
 WORKER = "bench"
@@ -113,34 +110,16 @@ class Worker:
         if unit is None or job is None:
             return rt.work.release(job_id, token)
         started = time.perf_counter()
-        if unit["kind"] == "replay":
-            unit_id = str(unit["id"])
-            keys = [str(key) for key in unit["keys"]]
-            planned = plan_keys(rt, job, unit_id, keys, WORKER, time.time())
-            self.busy["plan_keys"] += time.perf_counter() - started
+        sampled_out = unit["kind"] == "group" and 0 < self.group_shards <= self.grouped
+        if sampled_out:  # its time is extrapolated from the shards grouped
+            planned = Planned({"label": unit["lo"], "sampled_out": True})
+            self.sampled_out += 1
         else:
-            shard = ShardRange.from_wire(unit)
-            unit_id = shard.id
-            if unit["kind"] != "group":
-                planned = plan_shard(rt, job, shard, WORKER, bool(unit.get("confirm")))
-                self.busy["plan_shard"] += time.perf_counter() - started
-            elif self.group_shards and self.grouped >= self.group_shards:
-                planned = Planned({"label": shard.lo, "sampled_out": True})
-                self.sampled_out += 1
-            else:
-                planned = group_shard(rt, job, shard, WORKER)
-                self.busy["group_shard"] += time.perf_counter() - started
-                self.grouped += 1
-        return rt.work.commit(
-            job_id,
-            token,
-            unit_id,
-            planned.record,
-            batches=planned.batches,
-            units=planned.units,
-            counts=planned.counts,
-            marks=planned.marks,
-        )
+            planned = plan_unit(rt, job, unit, WORKER)
+            kind = {"replay": "plan_keys", "group": "group_shard"}.get(unit["kind"], "plan_shard")
+            self.busy[kind] += time.perf_counter() - started
+            self.grouped += unit["kind"] == "group"
+        return commit(rt, job_id, token, unit_id_of(unit), planned)
 
     def embed(self, job_id: str, token: str) -> bool:
         rt = self.rt
@@ -171,20 +150,10 @@ class Worker:
         return rt.work.complete(job_id, token, claimed.id, {"done": len(done)})
 
 
-def begin_reindex(rt: Runtime, root: Path, dim: int, live: str) -> tuple[str, str]:
-    """A reindex job into a new collection, as `start_reindex` opens it (without asking
-    Triton for the model: none runs here)."""
+def begin_reindex(rt: Runtime, root: Path, dim: int) -> tuple[str, str]:
+    """A reindex job into a new collection, opened as `start_reindex` opens it (without
+    asking Triton for the model: none runs here)."""
     job_id = rt.jobs.create(JobKind.REINDEX, source=str(root), model_version=2)
     collection = collection_name(2, job_id)
-    rt.store.create_collection(collection, dim, bulk=True)
-    rt.capture.follow(collection)
-    rt.jobs.start(
-        job_id,
-        state=JobState.RUNNING,
-        phase="load",
-        source=str(root),
-        collection=collection,
-        model_version=2,
-    )
-    start_round(rt, job_id, 0, load_map(rt.store, live))
+    open_load(rt, job_id, collection, dim, str(root))
     return job_id, collection

@@ -157,7 +157,7 @@ def reindex_run(rt: Runtime, root: Path, photos: int, args: argparse.Namespace) 
     old_model = Clustered(LIVE_DIM, 64, seed=3)
     worker = Worker(rt, Clustered(args.dim, max(1, photos // PER_CLUSTER)), args.group_shards)
     record = Recorder(run, worker)
-    job_id, new = begin_reindex(rt, root, args.dim, live)
+    job_id, new = begin_reindex(rt, root, args.dim)
 
     with record.phase("load: planning", photos, "photos"):
         worker.round(job_id, plan_only=True)

@@ -1,0 +1,51 @@
+"""One unit of a job's round, planned and committed: a shard (a sync's, a reindex's load, a
+shard logged whole), a chunk of the change feed, a chunk of logged changes (a catch-up's), or
+a shard of the grouping pass. The plan task (indexer/tasks.py) and the reindex benchmark both
+take units this way."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from core.jobs import JobStatus
+from indexer import increment, planner, regroup
+from indexer.planner import Planned
+from indexer.runtime import Runtime
+from indexer.shards import ShardRange
+
+
+def unit_id_of(unit: dict[str, Any]) -> str:
+    """The id the unit is committed under, once per round."""
+    if unit["kind"] == "feed":
+        return f"feed:{unit['seq']}"
+    if unit["kind"] == "replay":
+        return str(unit["id"])
+    return ShardRange.from_wire(unit).id
+
+
+def plan_unit(rt: Runtime, job: JobStatus, unit: dict[str, Any], worker: str) -> Planned:
+    """What the unit needs done; DeletesRefused when its deletions pass the job's budget."""
+    if unit["kind"] == "feed":
+        return increment.plan_feed(rt, job, int(unit["seq"]), worker)
+    if unit["kind"] == "replay":  # logged changes of the live side (indexer/catchup.py)
+        keys = [str(key) for key in unit["keys"]]
+        return increment.plan_keys(rt, job, unit_id_of(unit), keys, worker, time.time())
+    shard = ShardRange.from_wire(unit)
+    if unit["kind"] == "group":  # a shard of a reindex's grouping pass
+        return regroup.group_shard(rt, job, shard, worker)
+    return planner.plan_shard(rt, job, shard, worker, bool(unit.get("confirm")))
+
+
+def commit(rt: Runtime, job_id: str, token: str, unit_id: str, planned: Planned) -> bool:
+    """The unit's plan, once (indexer/workqueue.py); True when the round ended with it."""
+    return rt.work.commit(
+        job_id,
+        token,
+        unit_id,
+        planned.record,
+        batches=planned.batches,
+        units=planned.units,
+        counts=planned.counts,
+        marks=planned.marks,
+    )
