@@ -55,7 +55,7 @@ def test_both_targets_round_trip_through_the_schema(target: Target) -> None:
 def test_gpu_target_runs_the_python_backend_on_gpu_with_tensorrt_options() -> None:
     config = parse(render(text_config("gpu", SHAPES, BatchingOptions(trt_cache_dir="/cache"))))
     # Not Triton's onnxruntime backend: its TensorRT options, engine cache included, are one
-    # set for every version (tests/unit/test_python_backend.py: one cache per version).
+    # set for every version (tests/unit/model/test_python_backend.py: one cache per version).
     assert config.backend == "python" and not config.platform
     assert config.instance_group[0].kind == mc.ModelInstanceGroup.KIND_GPU
     assert not config.optimization.execution_accelerators.gpu_execution_accelerator

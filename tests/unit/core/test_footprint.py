@@ -18,7 +18,7 @@ from core.vectorstore.footprint import (
     layout_of,
 )
 
-DOC = Path(__file__).parents[2] / "docs" / "capacity-plan.md"
+DOC = Path(__file__).parents[3] / "docs" / "capacity-plan.md"
 START, END = "<!-- footprint:start -->\n", "\n<!-- footprint:end -->"
 
 

@@ -20,7 +20,7 @@ from core.settings_doc import (
 from photosearch.cli import app
 from tests.support.deployfiles import leaf_variables
 
-README = Path(__file__).parents[2] / "README.md"
+README = Path(__file__).parents[3] / "README.md"
 
 
 def _rows(table: str) -> dict[str, list[str]]:
