@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,11 +275,16 @@ class Claimed:
 
 
 class WorkQueue:
-    """The work of every job, in one Redis."""
+    """The work of every job, in one Redis.
 
-    def __init__(self, redis: Redis, prefix: str) -> None:
+    `now` is the clock a token's hand-out and claims are stamped with, which the sweep's ttl
+    is measured against: the workers' own clock unless a test brings one.
+    """
+
+    def __init__(self, redis: Redis, prefix: str, *, now: Callable[[], float] = time.time) -> None:
         self.redis = redis
         self.prefix = prefix
+        self.now = now
         self._start = redis.register_script(_START_ROUND)
         self._add = redis.register_script(_ADD_UNITS)
         self._reserve = redis.register_script(_RESERVE)
@@ -317,16 +322,16 @@ class WorkQueue:
         self, job_id: str, *, max_embed: int, max_plan: int, plan_ahead: int, ttl_s: float
     ) -> Tokens:
         """Tokens to publish now (their ids are taken: publish each, or it is swept later)."""
-        args: list[Any] = [time.time(), ttl_s, max_embed, max_plan, plan_ahead, job_id]
+        args: list[Any] = [self.now(), ttl_s, max_embed, max_plan, plan_ahead, job_id]
         embed, plan, ended = self._reserve(keys=self.keys(job_id), args=args)
         return Tokens([i.decode() for i in embed], [i.decode() for i in plan], bool(ended))
 
     def claim_unit(self, job_id: str, token: str) -> dict[str, Any] | None:
-        found = self._claim(keys=self.keys(job_id), args=[token, "unit", time.time()])
+        found = self._claim(keys=self.keys(job_id), args=[token, "unit", self.now()])
         return None if found is None else dict(json.loads(found[1]))
 
     def claim_batch(self, job_id: str, token: str) -> Claimed | None:
-        found = self._claim(keys=self.keys(job_id), args=[token, "work", time.time()])
+        found = self._claim(keys=self.keys(job_id), args=[token, "work", self.now()])
         if found is None:
             return None
         batch_id, body = found[0].decode(), found[1]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,9 +29,27 @@ def prefix() -> str:
     return f"wq-{uuid.uuid4().hex[:8]}"
 
 
+class Clock:
+    """The queue's clock, which a test moves on by hand."""
+
+    def __init__(self) -> None:
+        self.t = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
 @pytest.fixture
-def work(redis: Redis, prefix: str) -> WorkQueue:
-    return WorkQueue(redis, prefix)
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def work(redis: Redis, prefix: str, clock: Clock) -> WorkQueue:
+    return WorkQueue(redis, prefix, now=clock)
 
 
 @pytest.fixture
@@ -164,16 +180,21 @@ def test_a_claimed_batch_counted_meanwhile_comes_back_empty(work: WorkQueue, job
     assert work.claim_batch(job, token) == type(claimed)(claimed.id, None)
 
 
-def test_tokens_lost_before_they_were_sent_are_swept(work: WorkQueue, jobs: Jobs) -> None:
+def test_tokens_lost_before_they_were_sent_are_swept(
+    work: WorkQueue, jobs: Jobs, clock: Clock
+) -> None:
     job = jobs.create(JobKind.SYNC)
     work.start_round(job, 0, units("a", "b"))
     _, _lost = reserve(work, job, plan=2)
-    assert reserve(work, job, plan=2)[1] == []
-    time.sleep(1.1)
+    clock.advance(0.9)
+    assert reserve(work, job, plan=2, ttl=1)[1] == []  # within the ttl: still out
+    clock.advance(0.2)
     assert len(reserve(work, job, plan=2, ttl=1)[1]) == 2  # never claimed: their room is back
 
 
-def test_a_token_that_died_holding_a_batch_gives_it_back(work: WorkQueue, jobs: Jobs) -> None:
+def test_a_token_that_died_holding_a_batch_gives_it_back(
+    work: WorkQueue, jobs: Jobs, clock: Clock
+) -> None:
     job = jobs.create(JobKind.SYNC)
     work.start_round(job, 0, units("a"))
     _, [planner] = reserve(work, job, plan=1)
@@ -182,10 +203,10 @@ def test_a_token_that_died_holding_a_batch_gives_it_back(work: WorkQueue, jobs: 
     dead, alive = reserve(work, job, embed=2)[0]
     lost = work.claim_batch(job, dead)
     assert lost is not None and lost.body == {"n": 1}
-    time.sleep(0.6)
+    clock.advance(0.6)
     kept = work.claim_batch(job, alive)  # claiming shows a token alive
     assert kept is not None
-    time.sleep(0.6)
+    clock.advance(0.6)
     # The dead token's claim is older than the ttl: its batch goes back, first in line.
     [again] = reserve(work, job, embed=2, ttl=1)[0]
     assert work.claim_batch(job, again) == lost
@@ -193,7 +214,7 @@ def test_a_token_that_died_holding_a_batch_gives_it_back(work: WorkQueue, jobs: 
 
 
 def test_a_resume_gives_back_what_dead_tokens_held_not_what_running_tasks_hold(
-    work: WorkQueue, jobs: Jobs
+    work: WorkQueue, jobs: Jobs, clock: Clock
 ) -> None:
     job = jobs.create(JobKind.REINDEX)
     work.start_round(job, 0, units("a"))
@@ -204,7 +225,8 @@ def test_a_resume_gives_back_what_dead_tokens_held_not_what_running_tasks_hold(
     lost = work.claim_batch(job, dead)
     held = work.claim_batch(job, running)
     # The resume asked the workers after these two claims; `late` claims while it asks.
-    asked = math.nextafter(float(work.redis.zscore(work.keys(job)[7], running) or 0), math.inf)
+    clock.advance(1)
+    asked = clock()
     taken = work.claim_batch(job, late)
 
     assert work.requeue(job, running=[running], before=asked) == 2  # dead, and unsent
