@@ -184,18 +184,22 @@ def real_folder(source: SourceRoot, settings: Settings) -> Path:
 
 
 def read_bounded(
-    read: Callable[[int], bytes], limits: ReadLimits, deadline: float | None = None
+    read: Callable[[int], bytes],
+    limits: ReadLimits,
+    deadline: float | None = None,
+    *,
+    now: Callable[[], float] = time.monotonic,
 ) -> bytes:
     """Everything `read(n)` gives until it gives b"", in chunks: PhotoTooLarge once past
     max_bytes (never more than one byte past it is read), ReadTimedOut once past the deadline
     (checked between chunks: one blocked call is bounded by the socket's or file system's own
-    timeout)."""
+    timeout). The deadline is on the clock `now`."""
     if deadline is None:
-        deadline = time.monotonic() + limits.timeout_s
+        deadline = now() + limits.timeout_s
     chunks: list[bytes] = []
     size = 0
     while True:
-        if time.monotonic() > deadline:
+        if now() > deadline:
             raise ReadTimedOut(f"reading took longer than {limits.timeout_s:g} s")
         chunk = read(min(CHUNK_BYTES, limits.max_bytes + 1 - size))
         if not chunk:
