@@ -24,17 +24,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import random
 import shlex
-import shutil
 import sys
 import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -44,22 +42,16 @@ import onnxruntime as ort
 from redis import Redis
 
 from core.embedding.arrays import Embeddings
-from core.embedding.manifest import TEXT_INPUT, TEXT_MODEL, list_versions, load_manifest
+from core.embedding.manifest import TEXT_INPUT, TEXT_MODEL, load_manifest
 from core.embedding.tokenizer import ClipTokenizer, pad_batch
 from core.settings import Settings
-from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name, open_store
-from loadtests.machine import (
-    ROOT,
-    api_process,
-    commit,
-    free_ports,
-    machine,
-    redis_process,
-    running,
-    triton_ports,
-)
+from core.vectorstore import VectorStore
+from harness.machine import ROOT, commit, machine
+from harness.models import default_repository, ensure_model
+from harness.processes import api_process, free_ports, redis_process, running, triton_ports
+from harness.store import ensure_store
+from harness.vocabulary import Queries
 from loadtests.openloop import Phase, Probe, keep_alive, one_request, send, warm
-from loadtests.vocabulary import Queries, photo_payload
 from model.repository import version_dir
 from model.triton_config import parse
 from model.triton_server import TritonServer
@@ -74,127 +66,6 @@ RATIO_TARGET = 1.2  # uncached p50 / (raw text encoder + raw vector search)
 PAUSE_S = 1.0  # between phases, so one phase's tail does not fall into the next
 CONNECTIONS = 256  # most requests in flight; more wait for a connection (and that counts)
 LIMIT = 20  # results per search, as the page asks
-UPSERT_BATCH = 1000
-STORE_SEED = 0
-MARKER = "bench-store.json"
-# What the store's points hold; a store of another format is built again. 2: the keyword
-# vectors of titles and tags and a near-duplicate group in every payload.
-STORE_FORMAT = 2
-
-
-# -- the model repository and the store, both cached under var/ between runs ------------------
-
-
-def ensure_model(repo: Path, arch: str) -> int:
-    """The newest version in `repo`, exported (random weights) when there is none yet."""
-    if repo.is_dir() and list_versions(repo):
-        version = list_versions(repo)[-1]
-        print(f"model: {repo} version {version} ({load_manifest(repo, version).arch})", flush=True)
-        return version
-    from model.export import export_model
-
-    if repo.is_dir() and any(repo.iterdir()):
-        if repo != default_repository():
-            raise SystemExit(f"{repo} holds files but no exported version: give an empty folder")
-        shutil.rmtree(repo)  # an export of ours that was interrupted
-    print(f"exporting {arch} (random weights) into {repo}, about a minute ...", flush=True)
-    started = time.perf_counter()
-    manifest = export_model(arch, "none", repo)
-    print(f"  exported version {manifest.version} in {time.perf_counter() - started:.0f} s")
-    return manifest.version
-
-
-def default_repository() -> Path:
-    return ROOT / "var" / "bench-api" / "models"
-
-
-def store_clusters(
-    rng: np.random.Generator, dim: int, clusters: int
-) -> tuple[Embeddings, Embeddings]:
-    """The store's cluster centres (unit vectors) and each cluster's noise per dimension, as
-    fill_store draws them first from a generator seeded with STORE_SEED."""
-    centres = rng.standard_normal((clusters, dim), dtype=np.float32)
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    # Noise of norm 0.5-1.0 around a unit centre: cosine to the centre ~0.7-0.9.
-    spread = rng.uniform(0.5, 1.0, clusters).astype(np.float32) / math.sqrt(dim)
-    return centres, spread
-
-
-def fill_store(
-    store: VectorStore, collection: str, dim: int, photos: int, clusters: int, version: int
-) -> None:
-    """`photos` unit vectors around `clusters` random centres (real embeddings cluster; uniform
-    random vectors are HNSW's worst case), in upsert batches of UPSERT_BATCH."""
-    rng = np.random.default_rng(STORE_SEED)
-    r = random.Random(STORE_SEED)
-    centres, spread = store_clusters(rng, dim, clusters)
-    now = datetime.now(UTC).isoformat()
-    started, reported = time.perf_counter(), 0
-    for start in range(0, photos, UPSERT_BATCH):
-        n = min(UPSERT_BATCH, photos - start)
-        which = rng.integers(0, clusters, n)
-        noise = rng.standard_normal((n, dim), dtype=np.float32) * spread[which, None]
-        vectors = centres[which] + noise
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        points = []
-        for j in range(n):
-            photo_id, payload = photo_payload(r, start + j, version, now)
-            points.append(PhotoPoint(photo_id, vectors[j], payload))
-        store.upsert(collection, points)
-        if (start + n) * 10 // photos > reported:
-            reported = (start + n) * 10 // photos
-            print(f"  {start + n} points, {time.perf_counter() - started:.0f} s", flush=True)
-
-
-def ensure_store(
-    settings: Settings, version: int, dim: int, photos: int, clusters: int, rebuild: bool
-) -> tuple[VectorStore, str]:
-    """The bench store (opened), built when missing, different or --rebuild; LIVE_ALIAS on it."""
-    q = settings.qdrant
-    path = q.path
-    assert path is not None  # filled by Settings
-    wanted = {
-        "photos": photos,
-        "clusters": clusters,
-        "dim": dim,
-        "model_version": version,
-        "seed": STORE_SEED,
-        "format": STORE_FORMAT,
-        "hnsw_m": q.hnsw_m,
-        "hnsw_ef_construct": q.hnsw_ef_construct,
-        "quantization": q.quantization,
-        "complete": True,
-    }
-    marker = settings.data_dir / MARKER
-    collection = collection_name(version, "bench")
-    have = json.loads(marker.read_text()) if marker.exists() else None
-    if have == wanted and not rebuild:
-        store = open_store(settings)
-        if store.has_collection(collection) and store.count(collection) == photos:
-            print(f"store: {path} ({photos} photos, built before)", flush=True)
-            return store, collection
-        store.close()
-    if path.exists() and any(path.iterdir()) and have is None:
-        raise SystemExit(
-            f"{path} holds a store this benchmark did not build: give another --data-dir"
-        )
-    shutil.rmtree(path, ignore_errors=True)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    # Marks the folder as ours while it is built, so an interrupted build is rebuilt next time.
-    marker.write_text(json.dumps({**wanted, "complete": False}, indent=2) + "\n")
-    store = open_store(settings)
-    print(f"building the store: {photos} photos x {dim} dims, {clusters} clusters ...", flush=True)
-    store.create_collection(collection, dim)
-    started = time.perf_counter()
-    fill_store(store, collection, dim, photos, clusters, version)
-    filled = time.perf_counter()
-    print("  optimize (HNSW) ...", flush=True)
-    store.optimize(collection)
-    store.set_aliases({LIVE_ALIAS: collection})
-    done = time.perf_counter()
-    print(f"  upserts {filled - started:.0f} s, optimize {done - filled:.0f} s", flush=True)
-    marker.write_text(json.dumps(wanted, indent=2) + "\n")
-    return store, collection
 
 
 # -- raw figures: the text encoder and the vector search alone, in this process ---------------

@@ -15,6 +15,7 @@ Prints a Markdown table; no figure is held to a threshold.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import io
 import itertools
@@ -42,9 +43,18 @@ from PIL import Image
 from core.embedding.manifest import load_manifest
 from core.settings import Settings
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, collection_name, open_store
-from loadtests.bench_api import default_repository, ensure_model, own_redis
-from loadtests.machine import api_process, free_ports, running, status_kib, triton_ports
-from loadtests.vocabulary import photo_payload
+from harness.models import default_repository, ensure_model
+from harness.processes import (
+    api_process,
+    free_ports,
+    peak_rss_bytes,
+    reset_peak_rss,
+    rss_bytes,
+    running,
+    triton_ports,
+)
+from harness.vocabulary import photo_payload
+from loadtests.bench_api import own_redis
 from model.triton_server import TritonServer, new_control_key
 
 BIG = (11547, 8660)  # 100 megapixels
@@ -127,21 +137,14 @@ class Sampler(Every):
 
     def __init__(self, pid: int) -> None:
         super().__init__(0.02)
-        self.pid, self.before, self.peak = pid, rss(pid, "VmRSS"), 0
+        self.pid, self.before, self.peak = pid, rss_bytes(pid), 0
         self.last = self.before
-        try:
-            Path(f"/proc/{pid}/clear_refs").write_text("5")  # resets VmHWM to VmRSS
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            reset_peak_rss(pid)
 
     def tick(self) -> None:
-        self.last = rss(self.pid, "VmRSS")
-        self.peak = max(self.peak, self.last, rss(self.pid, "VmHWM"))
-
-
-def rss(pid: int, field_name: str) -> int:
-    """A memory field of /proc/PID/status in bytes; 0 once the process is gone."""
-    return status_kib(pid, field_name) * 1024
+        self.last = rss_bytes(self.pid)
+        self.peak = max(self.peak, self.last, peak_rss_bytes(self.pid))
 
 
 @dataclass
@@ -347,7 +350,7 @@ def run_attack(
         health.client.close()
         row = Row(name, outcome, sampler.before, sampler.peak, sampler.last)
         row.searches, row.health = searches.seen[SEARCH], health.seen
-        row.died = rss(pid, "VmRSS") == 0
+        row.died = rss_bytes(pid) == 0
         if outcome.cleanup is not None:
             outcome.cleanup()
     print(f"  {row.markdown()}", flush=True)

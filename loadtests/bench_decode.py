@@ -20,7 +20,7 @@ from pathlib import Path
 
 from core.embedding.images import prepare_image
 from core.embedding.manifest import ImagePreprocessing
-from loadtests.photoset import sized
+from harness.photos import sized
 
 # ViT-B-32's eval transform, as the exporter writes it into the manifest.
 SPEC = ImagePreprocessing(

@@ -21,69 +21,28 @@ import argparse
 import asyncio
 import io
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageEnhance
+from PIL import Image
 
 from core.embedding.arrays import AnyArray, Embeddings
 from core.embedding.client import EmbeddingClient
 from core.embedding.images import prepare_image
 from core.embedding.manifest import load_manifest
+from harness.machine import commit, machine
+from harness.models import default_repository, ensure_model
+from harness.photos import ALTERATIONS
+from harness.processes import triton_ports
 from indexer.duplicates import assign
-from loadtests.bench_api import default_repository, ensure_model
-from loadtests.machine import commit, machine, triton_ports
 from model.calibration import photo_files
 from model.triton_server import TritonServer
 
 ORIGINAL = "original"
 ORDER_SEED = 7  # the order the greedy grouping writes the images in: a fixed shuffle
-
-
-def _png(image: Image.Image) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, "PNG")  # lossless: only the alteration itself changes the pixels
-    return buffer.getvalue()
-
-
-def _jpeg(image: Image.Image, quality: int) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, "JPEG", quality=quality)
-    return buffer.getvalue()
-
-
-def _crop(image: Image.Image, keep: float) -> Image.Image:
-    """The middle `keep` of each side."""
-    width, height = image.size
-    dx, dy = round(width * (1 - keep) / 2), round(height * (1 - keep) / 2)
-    return image.crop((dx, dy, width - dx, height - dy))
-
-
-def _resize(image: Image.Image, scale: float) -> Image.Image:
-    width, height = image.size
-    return image.resize((max(1, round(width * scale)), max(1, round(height * scale))))
-
-
-def _rotate(image: Image.Image, degrees: float) -> Image.Image:
-    """Rotated, then cropped to the middle 90% so that no filled corner is left."""
-    return _crop(image.rotate(degrees, resample=Image.Resampling.BICUBIC), 0.9)
-
-
-# Kind -> the altered copy's file, from the original decoded in full (RGB).
-ALTERATIONS: dict[str, Callable[[Image.Image], bytes]] = {
-    "crop90": lambda image: _png(_crop(image, 0.9)),
-    "crop75": lambda image: _png(_crop(image, 0.75)),
-    "jpeg70": lambda image: _jpeg(image, 70),
-    "jpeg30": lambda image: _jpeg(image, 30),
-    "flip": lambda image: _png(image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)),
-    "resize50": lambda image: _png(_resize(image, 0.5)),
-    "resize25": lambda image: _png(_resize(image, 0.25)),
-    "rotate3": lambda image: _png(_rotate(image, 3)),
-    "bright120": lambda image: _png(ImageEnhance.Brightness(image).enhance(1.2)),
-}
 
 
 def altered_copies(data: bytes) -> dict[str, bytes]:

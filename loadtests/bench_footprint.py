@@ -52,9 +52,9 @@ from core.vectorstore import (
     collection_name,
 )
 from core.vectorstore.edge import EdgeStore
-from loadtests.bench_api import store_clusters
-from loadtests.machine import commit, machine
-from loadtests.vocabulary import TAGS, photo_key, photo_payload
+from harness.machine import commit, machine
+from harness.store import store_clusters
+from harness.vocabulary import TAGS, photo_key, photo_payload
 
 COLLECTION = collection_name(1, "footprint")
 # Held in RAM as the engine's structures (besides each payload index, "index <field>").

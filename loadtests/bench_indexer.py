@@ -20,9 +20,9 @@ import onnxruntime as ort
 
 from core.embedding.images import prepare_image
 from core.embedding.manifest import IMAGE_MODEL, list_versions, load_manifest
+from harness.photos import sized
+from harness.processes import bench_settings, redis_process, running, sync_folder, triton_ports
 from loadtests.bench_model import throughput
-from loadtests.machine import bench_settings, redis_process, running, sync_folder, triton_ports
-from loadtests.photoset import sized
 from model.repository import version_dir
 from model.triton_server import TritonServer
 

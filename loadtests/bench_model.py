@@ -25,7 +25,8 @@ from core.embedding.arrays import AnyArray
 from core.embedding.client import EmbeddingClient
 from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, list_versions, load_manifest
 from core.embedding.tokenizer import ClipTokenizer, pad_batch
-from loadtests.machine import commit, machine, triton_ports
+from harness.machine import commit, machine
+from harness.processes import triton_ports
 from model.repository import version_dir, write_configs
 from model.triton_config import BatchingOptions
 from model.triton_server import TritonServer

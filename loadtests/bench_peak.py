@@ -31,13 +31,14 @@ from pathlib import Path
 
 import numpy as np
 
-from loadtests import photoset
+from harness import photos as photoset
+from harness.machine import ROOT, commit, machine
+from harness.processes import free_ports
+from harness.vocabulary import Queries
 from loadtests.bench_api import search_target
-from loadtests.machine import ROOT, commit, free_ports, machine
 from loadtests.openloop import Outcome, Probe, keep_alive, send, warm
 from loadtests.run import forget_cached_queries
 from loadtests.system import Target, start
-from loadtests.vocabulary import Queries
 from query_api.timing import STAGES
 
 P99_MS = 100.0

@@ -31,8 +31,8 @@ from core.embedding.manifest import (
     load_manifest,
 )
 from core.embedding.tokenizer import load_tokenizer, pad_for
+from harness.machine import commit, machine
 from loadtests.bench_model import QUERIES, throughput
-from loadtests.machine import commit, machine
 from model.precision import FP16_CPU_CRASH, PrecisionOptions
 from model.repository import version_dir
 

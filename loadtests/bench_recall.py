@@ -42,15 +42,10 @@ from core.embedding.arrays import Embeddings
 from core.embedding.manifest import load_manifest
 from core.settings import Settings
 from core.vectorstore import SearchTuning, VectorStore, collection_name, open_store
-from loadtests.bench_api import (
-    STORE_SEED,
-    ensure_model,
-    ensure_store,
-    fill_store,
-    store_arguments,
-    store_clusters,
-)
-from loadtests.machine import commit, machine
+from harness.machine import commit, machine
+from harness.models import ensure_model
+from harness.store import STORE_SEED, ensure_store, fill_store, store_clusters
+from loadtests.bench_api import store_arguments
 
 K = 10  # recall@K, and the searches' limit
 TARGET = 0.99  # what the issue asks at every recommended setting

@@ -32,11 +32,9 @@ from __future__ import annotations
 
 import argparse
 import gc
-import io
 import json
 import shutil
 import tempfile
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -46,7 +44,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
-from PIL import Image
 from redis import Redis
 
 from core.jobs import JobKind, Jobs
@@ -55,12 +52,10 @@ from core.sources import LocalSource
 from core.submit import queue_sync
 from core.taskqueue import create_celery, embed_queue
 from core.vectorstore import PhotoPoint, collection_name, open_store
-from indexer.planner import plan_shard
-from indexer.runtime import Runtime
-from indexer.shards import ShardMap, ShardRange, load_map
-from indexer.verify import compare
-from loadtests.machine import (
-    ROOT,
+from harness.models import TINY_CONFIG
+from harness.observe import QueueWatch
+from harness.photos import DISTINCT, small_photo, write_catalogue
+from harness.processes import (
     bench_settings,
     process_env,
     redis_process,
@@ -68,10 +63,11 @@ from loadtests.machine import (
     triton_ports,
     worker_process,
 )
+from indexer.planner import plan_shard
+from indexer.runtime import Runtime
+from indexer.shards import ShardMap, ShardRange, load_map
+from indexer.verify import compare
 
-TINY_CONFIG = ROOT / "tests" / "data" / "tiny-clip.json"  # the tests' tiny CLIP: a data file
-DISTINCT = 256  # distinct JPEGs, written over and over
-PER_FOLDER = 1000
 MB = 1 << 20
 T = TypeVar("T")
 
@@ -123,49 +119,6 @@ class ScaleFigures:
     def memory_ratio(self) -> float:
         """Planner peak heap, largest catalogue / smallest: the issue asks <= 1.2."""
         return self.large.planner_peak_mb / self.small.planner_peak_mb
-
-
-def small_photo(i: int, size: int = 32) -> bytes:
-    """A distinct small JPEG: noise seeded by i (the tiny model sees 32x32 anyway)."""
-    pixels = np.random.default_rng(i).integers(0, 256, (size, size, 3), dtype=np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(pixels).save(out, "JPEG", quality=90)
-    return out.getvalue()
-
-
-class QueueWatch:
-    """The longest a Redis list (a Celery queue) was, polled every millisecond or so."""
-
-    def __init__(self, redis_url: str, queue: str) -> None:
-        self.redis = Redis.from_url(redis_url)
-        self.queue = queue
-        self.longest = self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.longest = max(self.longest, int(self.redis.llen(self.queue)))
-            self.samples += 1
-            time.sleep(0.001)
-
-    def __enter__(self) -> QueueWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self.redis.close()
-
-
-def write_catalogue(root: Path, count: int) -> None:
-    images = [small_photo(i) for i in range(DISTINCT)]
-    for i in range(count):
-        folder = root / f"f{i // PER_FOLDER:05d}"
-        if i % PER_FOLDER == 0:
-            folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"p{i:08d}.jpg").write_bytes(images[i % DISTINCT])
 
 
 @contextmanager

@@ -49,30 +49,23 @@ from core.demo import DEMO_PHOTOS, write_demo_photos
 from core.embedding.manifest import load_manifest
 from core.settings import Settings
 from core.vectorstore import Hit
-from loadtests.bench_api import (
-    LIMIT,
-    OPERATOR_KEY,
-    PAUSE_S,
-    ensure_model,
-    ensure_store,
-    search_target,
-    store_arguments,
-)
-from loadtests.machine import (
+from harness.machine import commit, machine
+from harness.models import ensure_model
+from harness.processes import (
     api_process,
     bench_settings,
-    commit,
     free_ports,
-    machine,
     process_env,
     redis_process,
     running,
     sync_folder,
     triton_ports,
 )
+from harness.store import ensure_store
+from harness.vocabulary import Queries, photo_key
+from loadtests.bench_api import LIMIT, OPERATOR_KEY, PAUSE_S, search_target, store_arguments
 from loadtests.openloop import Phase, Request, keep_alive, send, warm
 from loadtests.relevance import KINDS, Query, demo_queries, relevance_table
-from loadtests.vocabulary import Queries, photo_key
 from model.triton_server import TritonServer
 from query_api.auth import hash_key
 from query_api.timing import STAGES

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from loadtests.machine import alive, descendants, free_ports, rss_mib
+from harness.processes import alive, descendants, free_ports, rss_mib
 from loadtests.system import UpProcess
 from photosearch.up.probes import http_ok
 

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from core.embedding.manifest import list_versions
+from harness.machine import ROOT, Occasion
+from harness.models import ensure_model
 from loadtests import bench_api, bench_decode, bench_indexer, bench_model, bench_recall, bench_scale
-from loadtests.bench_api import ensure_model
-from loadtests.machine import ROOT, Occasion
 
 F = TypeVar("F")
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from core.vectorstore import KEY_FIELD, LIVE_ALIAS, SHARD_FIELD, PhotoPoint, collection_name
+from harness.photos import DISTINCT, PER_FOLDER, small_photo
 from indexer.catalog import Photo, photo_of
 from indexer.runtime import Runtime
 from indexer.shards import ShardMap, load_map, split_bounds
-from loadtests.bench_scale import DISTINCT, PER_FOLDER, small_photo
 from loadtests.jobtasks import Clustered
 
 LIVE_DIM = 32  # the live collection's (old) model: its vectors are never searched here

@@ -1,4 +1,4 @@
-"""Open-loop load over HTTP (aiohttp), each phase's latencies, and reading /metrics pages.
+"""Open-loop load over HTTP (aiohttp) and each phase's latencies.
 
 Open loop: each request leaves at its scheduled time whether or not the earlier ones have
 answered, and its latency counts from that scheduled time, so queueing shows. The client is
@@ -11,44 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-import httpx
 import numpy as np
-from prometheus_client.parser import text_string_to_metric_families
 
 from core.embedding.manifest import TEXT_MODEL
+from harness.observe import Metrics, fetch_text
 from query_api.timing import STAGES
 
 REQUEST_TIMEOUT_S = 10.0
 SEARCH_ROUTE = "/v1/search"
-
-
-def fetch_text(url: str) -> str:
-    """A page's text; "" where it does not answer."""
-    try:
-        return httpx.get(url, timeout=5).raise_for_status().text
-    except httpx.HTTPError:
-        return ""
-
-
-class Metrics:
-    """One reading of a /metrics page (Prometheus' text format, parsed by prometheus_client)."""
-
-    def __init__(self, text: str) -> None:
-        self.samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
-
-    def __call__(self, name: str, **labels: str) -> float:
-        """A sample summed over the series whose labels include `labels`. The parser names
-        a counter's samples NAME_total even where the page wrote NAME (as Triton does)."""
-        names, wanted = (name, f"{name}_total"), labels.items()
-        return math.fsum(
-            s.value for s in self.samples if s.name in names and wanted <= s.labels.items()
-        )
 
 
 @dataclass

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL
-from loadtests.openloop import Metrics, fetch_text
+from harness.observe import Metrics, fetch_text
 
 FIELDS = ("start", "kind", "latency_ms", "status", "cached", "error")
 Floats = npt.NDArray[np.float64]

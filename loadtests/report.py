@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 
-from loadtests.machine import Occasion
+from harness.machine import Occasion
 from loadtests.records import (
     MODELS,
     Floats,

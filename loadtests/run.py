@@ -32,8 +32,8 @@ from redis import Redis
 
 from core.demo import write_demo_photos
 from core.settings import Settings
-from loadtests import photoset
-from loadtests.machine import ROOT, Occasion
+from harness import photos as photoset
+from harness.machine import ROOT, Occasion
 from loadtests.records import Sample, Sampler
 from loadtests.report import LOCUST, write_report
 from loadtests.scenario import (

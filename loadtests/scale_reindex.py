@@ -49,14 +49,23 @@ import psutil
 from core.jobs import JobState
 from core.settings import Settings
 from core.vectorstore import open_store
+from harness.photos import write_catalogue
+from harness.processes import (
+    bench_settings,
+    free_ports,
+    peak_rss_bytes,
+    redis_process,
+    reset_peak_rss,
+    rss_bytes,
+    running,
+)
 from indexer.catchup import end_replay
 from indexer.reindex import advance
 from indexer.runtime import Runtime
 from indexer.verify import compare
-from loadtests.bench_scale import MB, write_catalogue
+from loadtests.bench_scale import MB
 from loadtests.jobtasks import Clustered, Worker, begin_reindex
 from loadtests.livechanges import LIVE_DIM, Changes, fill_live
-from loadtests.machine import bench_settings, free_ports, redis_process, running, status_kib
 
 PER_CLUSTER = 100  # photos per cluster centre of the synthetic vectors
 PHASES = (
@@ -108,9 +117,9 @@ def peak_rss() -> Iterator[Callable[[], float]]:
     gc.collect()
     if _libc is not None:
         _libc.malloc_trim(0)  # what earlier phases freed is given back, so reuse counts
-    Path("/proc/self/clear_refs").write_text("5")
-    before = psutil.Process().memory_info().rss
-    yield lambda: max(0.0, (status_kib(os.getpid(), "VmHWM") * 1024 - before) / MB)
+    reset_peak_rss(os.getpid())
+    before = rss_bytes(os.getpid())
+    yield lambda: max(0.0, (peak_rss_bytes(os.getpid()) - before) / MB)
 
 
 # -- the phases -----------------------------------------------------------------------------------

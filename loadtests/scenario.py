@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from loadtests.vocabulary import Queries as QueryWords
+from harness.vocabulary import Queries as QueryWords
 
 DEFAULT_FILE = Path(__file__).with_name("scenarios.toml")
 Kind = Literal["text", "image", "similar"]

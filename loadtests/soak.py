@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadtests.machine import Occasion, rss_mib
+from harness.machine import Occasion
+from harness.processes import rss_mib
 from loadtests.records import Latency, Records, cache_figures, latency, read, triton_figures
 from loadtests.report import in_load, ms
 from loadtests.run import add_system_arguments, drive, open_target, report_folder, up_data_dir

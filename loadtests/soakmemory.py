@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 from redis import Redis
 from redis.exceptions import RedisError
 
-from loadtests.machine import descendants, parent_of, proc
+from harness.processes import descendants
 
 MODELS = ("clip_image", "clip_text")
 RSS_GROWTH_MAX = 0.10
@@ -100,12 +101,15 @@ def processes(supervisor: int, children: dict[str, int]) -> dict[int, str]:
         if pid in role:
             labels[pid] = role[pid]
             continue
-        parent = pid
-        while parent not in role and parent != supervisor and (stat := proc(parent, "stat")):
-            parent = parent_of(stat)
-        model = next((m for m in MODELS if m in proc(pid, "cmdline")), "")
-        label = f"{role.get(parent, 'up')}/{proc(pid, 'comm') or '?'}"
-        labels[pid] = label + (f" ({model})" if model else "")
+        try:
+            process = psutil.Process(pid)
+            parents = [p.pid for p in process.parents()]
+            command, name = " ".join(process.cmdline()), process.name()
+        except psutil.Error:
+            continue  # gone since
+        owner = next((role[p] for p in parents if p in role), "up")
+        model = next((m for m in MODELS if m in command), "")
+        labels[pid] = f"{owner}/{name or '?'}" + (f" ({model})" if model else "")
     seen: dict[str, int] = {}
     for pid in sorted(labels):  # two of one kind (worker pool processes): number them
         n = seen[labels[pid]] = seen.get(labels[pid], 0) + 1

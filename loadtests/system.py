@@ -26,7 +26,7 @@ from core.jobs import FINISHED, Jobs
 from core.settings import Settings, get_settings
 from core.submit import queue_sync
 from core.taskqueue import create_celery
-from loadtests import photoset
+from harness import photos as photoset
 from loadtests.scenario import Scenario
 from photosearch.up.probes import http_ok
 from photosearch.up.supervisor import STATE_FILE, read_state

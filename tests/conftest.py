@@ -14,7 +14,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from core.embedding.client import EmbeddingClient
 from core.embedding.manifest import ModelManifest
-from loadtests.machine import triton_ports
+from harness.processes import triton_ports
 from model.export import export_model
 from model.triton_server import TritonServer
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS

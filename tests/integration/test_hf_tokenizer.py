@@ -30,7 +30,7 @@ from core.embedding.manifest import (
     load_manifest,
 )
 from core.embedding.tokenizer import HuggingFaceTokenizer, load_tokenizer, pad_batch, pad_for
-from loadtests.machine import triton_ports
+from harness.processes import triton_ports
 from model.cli import model_app
 from model.onnx_export import import_open_clip
 from model.repository import common_shapes, version_dir

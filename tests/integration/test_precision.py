@@ -21,7 +21,7 @@ from core.embedding.manifest import (
     list_versions,
     load_manifest,
 )
-from loadtests.machine import triton_ports
+from harness.processes import triton_ports
 from model.calibration import ALTERATIONS, QUERIES, Calibration, load_calibration, photo_files
 from model.cli import model_app
 from model.export import ExportError, export_model

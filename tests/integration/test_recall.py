@@ -14,7 +14,7 @@ from core.embedding.arrays import Embeddings
 from core.settings import QdrantSettings
 from core.vectorstore import PhotoPoint, SearchTuning, collection_name
 from core.vectorstore.edge import EdgeStore
-from loadtests.bench_recall import TEXT_NOISE
+from harness.store import TEXT_NOISE
 
 # 20 MB of vectors: Qdrant Edge builds a graph only for a segment above 10 MB (its default
 # indexing threshold) and searches a smaller one exactly, which would hold nothing here.

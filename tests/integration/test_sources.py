@@ -36,10 +36,10 @@ from core.sources import (
     read_photo,
     s3_errors,
 )
+from harness.processes import free_ports
 from indexer.catalog import Photo
 from indexer.metadata import parse_manifest
 from indexer.reader import read_photo as read_for_indexing
-from loadtests.machine import free_ports
 from tests.support.indexing import write_photo
 
 SETTINGS = Settings()

@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis as AsyncRedis
 
 from core.redisguard import RedisGuard
-from loadtests.machine import free_ports
+from harness.processes import free_ports
 from query_api.ratelimit import Limit, Taken, TokenBuckets
 
 

@@ -35,7 +35,7 @@ from core.embedding.errors import (
 from core.embedding.images import prepare_image
 from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, ModelManifest, Priority
 from core.embedding.tokenizer import pad_batch
-from loadtests.machine import free_ports
+from harness.processes import free_ports
 from model.repository import version_dir
 from model.triton_server import (
     CONTROL_HEADER,

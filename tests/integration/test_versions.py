@@ -12,7 +12,7 @@ from tritonclient.grpc.aio import InferenceServerClient
 
 from core.embedding.client import EmbeddingClient
 from core.embedding.errors import EmbeddingError, ModelVersionUnavailable
-from loadtests.machine import triton_ports
+from harness.processes import triton_ports
 from model.export import export_model
 from model.triton_server import TritonServer
 from tests.support.models import TINY_CONFIG

@@ -18,7 +18,7 @@ import uvicorn
 from core.embedding.client import EmbeddingClient
 from core.settings import Settings
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name, open_store
-from loadtests.machine import free_ports
+from harness.processes import free_ports
 from query_api.app import StartCompanion, create_app
 from query_api.auth import hash_key
 from query_api.server import server_config

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.embedding.manifest import IMAGE_MODEL
-from loadtests.machine import triton_ports
-from loadtests.openloop import fetch_text
+from harness.observe import fetch_text
+from harness.processes import triton_ports
 from model.repository import PYTHON_BACKEND, version_dir
 from model.triton_server import TritonServer
 from tests.support.api import sample

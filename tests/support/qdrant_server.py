@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from loadtests.machine import free_ports
+from harness.processes import free_ports
 
 VERSION = "1.15.5"
 # How local mode says what the server answers with a 404.

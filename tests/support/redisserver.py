@@ -17,7 +17,7 @@ from pathlib import Path
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from loadtests.machine import free_ports
+from harness.processes import free_ports
 from photosearch.up.processes import die_with_parent, redis_command
 
 URL_VARIABLE = "PHOTOSEARCH_REDIS__URL"

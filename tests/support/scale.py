@@ -21,8 +21,8 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import make_server
 
 from core.settings import S3Settings
-from loadtests.bench_scale import small_photo
-from loadtests.machine import free_ports
+from harness.photos import small_photo
+from harness.processes import free_ports
 
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 

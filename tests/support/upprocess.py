@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from loadtests.machine import free_ports
+from harness.processes import free_ports
 from photosearch.up.supervisor import read_state
 
 UP_TIMEOUT_S = 420

@@ -16,7 +16,7 @@ from redis import Redis
 
 from core.querycache import cache_key, normalize_query
 from core.vectorstore import open_store
-from loadtests.machine import free_ports, triton_ports
+from harness.processes import free_ports, triton_ports
 from model.triton_server import TritonServer
 from tests.support.api import (
     ADMIN_KEY,

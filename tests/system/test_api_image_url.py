@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from loadtests.machine import free_ports
+from harness.processes import free_ports
 from model.triton_server import TritonServer
 from tests.support.api import (
     SEARCH_KEY,

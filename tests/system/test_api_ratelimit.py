@@ -24,7 +24,7 @@ import pytest
 
 from core.settings import Settings
 from core.vectorstore import open_store
-from loadtests.machine import free_ports
+from harness.processes import free_ports
 from model.triton_server import TritonServer
 from photosearch.up.probes import http_ok
 from query_api.auth import hash_key

@@ -14,7 +14,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from loadtests.machine import free_ports, triton_ports
+from harness.processes import free_ports, triton_ports
 from model.triton_server import grpc_control_headers
 from tests.support.models import TINY_CONFIG
 

@@ -20,10 +20,10 @@ from core.settings import Settings
 from core.submit import queue_sync, submit_reindex
 from core.taskqueue import all_queues
 from core.vectorstore import GROUP_FIELD, LIVE_ALIAS, PhotoPoint, VectorStore, open_store
+from harness.photos import ALTERATIONS
 from indexer.app import create_app
 from indexer.host import worker_thread
 from indexer.runtime import Runtime
-from loadtests.bench_duplicates import ALTERATIONS
 from model.triton_server import TritonServer
 from tests.support.deployfiles import ROOT
 from tests.support.images import encode, photo

@@ -22,7 +22,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from loadtests.machine import free_ports
+from harness.processes import free_ports
 from tests.support.browser import cards, search
 from tests.support.faultload import (
     KEYS,

@@ -14,8 +14,8 @@ from redis import Redis
 from core.jobs import Jobs
 from core.settings import Settings
 from core.taskqueue import ENQUEUED_AT, create_celery, embed_queue
+from harness.processes import free_ports
 from indexer.metrics import IndexerMetrics, enqueued_at
-from loadtests.machine import free_ports
 from model.triton_server import TritonServer
 from tests.support.api import sample
 from tests.support.indexing import (

@@ -19,9 +19,10 @@ from core.settings import Settings
 from core.submit import queue_sync, submit_reindex
 from core.taskqueue import control_queue, embed_queue, plan_queue
 from core.vectorstore import LIVE_ALIAS, VectorStore, model_version_of, open_store
+from harness.observe import QueueWatch
+from harness.photos import small_photo
 from indexer.shards import ShardMap
 from indexer.workqueue import WorkQueue
-from loadtests.bench_scale import QueueWatch, small_photo
 from model.triton_server import TritonServer
 from tests.support.indexing import WorkerProcess, indexer_settings, tasks, wait_job
 from tests.support.qdrant_server import qdrant_stand_in

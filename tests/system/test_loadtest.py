@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from loadtests import photoset
-from loadtests.machine import free_ports
+from harness import photos as photoset
+from harness.processes import free_ports
 from loadtests.records import FIELDS, latency, read, series
 from loadtests.scenario import (
     DEFAULT_FILE,

@@ -30,7 +30,7 @@ from core.settings import Settings
 from core.sources import LocalSource
 from core.submit import queue_sync, submit_reindex, submit_resume
 from core.vectorstore import LIVE_ALIAS, PREVIOUS_ALIAS, model_version_of, open_store
-from loadtests.machine import triton_ports
+from harness.processes import triton_ports
 from model.repository import PYTHON_BACKEND, version_dir
 from model.triton_server import TritonServer
 from tests.support.indexing import (

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from redis import Redis
 
-from loadtests.machine import free_ports
+from harness.processes import free_ports
 from loadtests.records import Records, latency, read
 from loadtests.soak import MEMORY, Verdict, per_minute, thirds, verdicts
 from loadtests.soakmemory import Growth, RssSample, bounds, read_rss, rss_growth

@@ -31,7 +31,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from core.demo import DEMO_PHOTOS
-from loadtests.machine import alive, descendants, free_ports
+from harness.processes import alive, descendants, free_ports
 from model.triton_server import CONTROL_HEADER, Ports
 from photosearch.up.bootstrap import BootstrapError
 from photosearch.up.ports import PortBook

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from core.embedding.manifest import load_manifest
-from loadtests.machine import free_ports
+from harness.processes import free_ports
 from tests.support.indexing import photo_folder
 from tests.support.models import TINY_CONFIG
 from tests.support.redisserver import valkey_binary

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from loadtests.machine import alive, descendants, free_ports
+from harness.processes import alive, descendants, free_ports
 from tests.support.indexing import photo_folder
 from tests.support.models import TINY_CONFIG
 from tests.support.upprocess import Up, newcomer_env

@@ -1,22 +1,25 @@
-"""The photo folder a load test owns: the demo photos, variants of them, and a night's churn.
-
-Variants are real JPEGs cut from the demo photographs (crop, flip, colour, size, quality), so
-that decoding and embedding them costs what a stock photo costs; each has a distinct content.
+"""Photos the tests and benchmarks own: variants of the demo photos (real JPEGs, each of a
+distinct content, that cost what a stock photo costs to decode), a night's churn among them,
+altered copies as re-uploads make them, and catalogues of small synthetic JPEGs.
 """
 
 from __future__ import annotations
 
 import io
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from PIL import Image, ImageEnhance, ImageOps
 
 from core.demo import write_demo_photos
 
 VARIANTS = "variants"  # sub-folder of generated photos, apart from the demo photos
 LONG_SIDE = (640, 1280)  # pixels of a variant's longest side, drawn uniformly
+DISTINCT = 256  # distinct small JPEGs in a catalogue, written over and over
+PER_FOLDER = 1000
 
 
 @dataclass(frozen=True)
@@ -121,3 +124,69 @@ def churn(folder: Path, add: int, change: int, delete: int, seed: int) -> Churn:
         tuple(f"{VARIANTS}/{n}" for n in changed),
         tuple(f"{VARIANTS}/{n}" for n in deleted),
     )
+
+
+# -- altered copies, as re-uploads make them ------------------------------------------------------
+
+
+def _png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")  # lossless: only the alteration itself changes the pixels
+    return buffer.getvalue()
+
+
+def _jpeg(image: Image.Image, quality: int) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", quality=quality)
+    return buffer.getvalue()
+
+
+def _crop(image: Image.Image, keep: float) -> Image.Image:
+    """The middle `keep` of each side."""
+    width, height = image.size
+    dx, dy = round(width * (1 - keep) / 2), round(height * (1 - keep) / 2)
+    return image.crop((dx, dy, width - dx, height - dy))
+
+
+def _resize(image: Image.Image, scale: float) -> Image.Image:
+    width, height = image.size
+    return image.resize((max(1, round(width * scale)), max(1, round(height * scale))))
+
+
+def _rotate(image: Image.Image, degrees: float) -> Image.Image:
+    """Rotated, then cropped to the middle 90% so that no filled corner is left."""
+    return _crop(image.rotate(degrees, resample=Image.Resampling.BICUBIC), 0.9)
+
+
+# Kind -> the altered copy's file, from the original decoded in full (RGB).
+ALTERATIONS: dict[str, Callable[[Image.Image], bytes]] = {
+    "crop90": lambda image: _png(_crop(image, 0.9)),
+    "crop75": lambda image: _png(_crop(image, 0.75)),
+    "jpeg70": lambda image: _jpeg(image, 70),
+    "jpeg30": lambda image: _jpeg(image, 30),
+    "flip": lambda image: _png(image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)),
+    "resize50": lambda image: _png(_resize(image, 0.5)),
+    "resize25": lambda image: _png(_resize(image, 0.25)),
+    "rotate3": lambda image: _png(_rotate(image, 3)),
+    "bright120": lambda image: _png(ImageEnhance.Brightness(image).enhance(1.2)),
+}
+
+
+# -- catalogues of small photos -----------------------------------------------------------------
+
+
+def small_photo(i: int, size: int = 32) -> bytes:
+    """A distinct small JPEG: noise seeded by i (the tiny model sees 32x32 anyway)."""
+    pixels = np.random.default_rng(i).integers(0, 256, (size, size, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+def write_catalogue(root: Path, count: int) -> None:
+    images = [small_photo(i) for i in range(DISTINCT)]
+    for i in range(count):
+        folder = root / f"f{i // PER_FOLDER:05d}"
+        if i % PER_FOLDER == 0:
+            folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"p{i:08d}.jpg").write_bytes(images[i % DISTINCT])

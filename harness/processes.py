@@ -1,25 +1,19 @@
-"""The machine the figures come from (CPU, memory, commit, for reports and docs/benchmarks.md),
-and the processes the benchmarks start on it: the API, a worker, a Redis, on free ports.
-
-The processes are `photosearch up`'s own `Child` (a command, its log, a readiness probe, a stop
-that leaves nothing behind); nothing here comes from the tests.
+"""Processes on free ports: the API, a worker, a Redis, as `photosearch up`'s own `Child`
+(a command, its log, a readiness probe, a stop that leaves nothing behind), and their memory.
 """
 
 from __future__ import annotations
 
 import os
-import platform
-import shutil
 import socket
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from core.jobs import Jobs, JobStatus
 from core.settings import Settings
@@ -28,69 +22,6 @@ from core.taskqueue import create_celery
 from model.triton_server import Ports
 from photosearch.up.probes import http_ok, redis_process_id
 from photosearch.up.processes import Child, redis_binary
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _first(path: str, prefix: str) -> str | None:
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError:
-        return None
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith(prefix)), None)
-
-
-def _gpu() -> str:
-    if shutil.which("nvidia-smi") is None:
-        return "none"
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return ", ".join(out.splitlines()) or "none"
-
-
-def machine() -> str:
-    """One line: CPU model, the cores this process may use, memory, GPU."""
-    cpu = _first("/proc/cpuinfo", "model name") or platform.processor() or platform.machine()
-    memory = _first("/proc/meminfo", "MemTotal:")
-    ram = f"{int(memory.split()[0]) / 1024**2:.0f} GiB" if memory else "? GiB"
-    return f"{cpu}, {len(os.sched_getaffinity(0))} cores, {ram} RAM, GPU: {_gpu()}"
-
-
-def commit() -> str:
-    """The short commit hash, with +dirty when the working tree has uncommitted changes."""
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
-        return done.stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
-
-
-@dataclass(frozen=True)
-class Occasion:
-    """When, where and from what the figures were measured, taken before the first one: the
-    commit is the code that ran, even when HEAD moves on during a long run."""
-
-    command: str
-    started: datetime
-    load: float  # the 1-minute load average
-    commit: str
-    machine: str
-
-    @classmethod
-    def now(cls, command: str) -> Occasion:
-        return cls(command, datetime.now(UTC), os.getloadavg()[0], commit(), machine())
-
-
-# -- processes --------------------------------------------------------------------------------
 
 
 def free_ports(count: int) -> list[int]:
@@ -194,47 +125,48 @@ def redis_process(folder: Path) -> tuple[Child, str]:
     return child, f"redis://127.0.0.1:{port}/0"
 
 
+# -- what they hold (psutil) ---------------------------------------------------------------------
+
+
 def descendants(pid: int) -> set[int]:
-    """Every process below pid, from /proc (grandchildren too: Triton's backend stubs)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            children.setdefault(parent_of(stat.read_text()), []).append(int(stat.parent.name))
-        except (OSError, ValueError):
-            continue
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        found.update(new := children.get(todo.pop(), []))
-        todo += new
-    return found
-
-
-def parent_of(stat: str) -> int:
-    """The parent pid in a /proc/PID/stat line (after the command, which may hold spaces)."""
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def proc(pid: int, name: str) -> str:
-    """/proc/PID/NAME as text, NULs as spaces; "" once the process is gone."""
+    """Every process below pid (grandchildren too: Triton's backend stubs)."""
     try:
-        return (Path("/proc") / str(pid) / name).read_text().replace("\0", " ").strip()
-    except OSError:
-        return ""
-
-
-def status_kib(pid: int, field: str) -> int:
-    """A memory field of /proc/PID/status (VmRSS, VmHWM) in KiB; 0 once the process is gone
-    (a zombie has no memory fields)."""
-    line = next((s for s in proc(pid, "status").splitlines() if s.startswith(field + ":")), "")
-    return int(line.split()[1]) if line else 0
-
-
-def rss_mib(pids: set[int]) -> float:
-    return sum(status_kib(pid, "VmRSS") for pid in pids) / 1024
+        return {p.pid for p in psutil.Process(pid).children(recursive=True)}
+    except psutil.Error:
+        return set()
 
 
 def alive(pid: int) -> bool:
     """Running, not a zombie waiting to be reaped."""
-    stat = proc(pid, "stat")
-    return bool(stat) and stat.rsplit(")", 1)[1].split()[0] != "Z"
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def rss_bytes(pid: int) -> int:
+    """The resident memory of one process; 0 once it is gone."""
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.Error:
+        return 0
+
+
+def rss_mib(pids: set[int]) -> float:
+    return sum(rss_bytes(pid) for pid in pids) / 1024**2
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """The resident memory's high-water mark since the process started or `reset_peak_rss`;
+    0 once it is gone. psutil has no high-water mark: the kernel's status file has it."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return 0
+    line = next((s for s in lines if s.startswith("VmHWM:")), "")
+    return int(line.split()[1]) * 1024 if line else 0
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Lower the high-water mark of `peak_rss_bytes` to the resident memory now."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
