@@ -11,7 +11,7 @@ from functools import partial
 from core.vectorstore import Hit
 from query_api.ranking import collapse, diversify, group_of, newest_first
 from query_api.schemas import MAX_DUPLICATE_IDS, MAX_LIMIT, MAX_OFFSET, Duplicates, Page
-from query_api.services import Services
+from query_api.services import StoreCalls
 from query_api.timing import Stages
 
 # The most candidates a collapsed ranking reads to fill its deepest page: each doubling of
@@ -45,7 +45,8 @@ class Arranged:
 
 
 async def arrange(
-    svc: Services,
+    calls: StoreCalls,
+    rerank_pool: int,
     kind: str,
     collection: str,
     page: Page,
@@ -60,19 +61,19 @@ async def arrange(
     more-like-this) and no one's near-duplicate either."""
     if not (pooled or page.rearranged()):
         with stages.timed("search"):
-            ranking = await svc.in_store(
+            ranking = await calls.run(
                 f"search:{kind}", lambda: fetch(page.limit + 1, page.offset, False)
             )
         return Arranged(ranking.hits, {})
 
     need = page.offset + page.limit + 1
     # Sorted by date: always the same pool, so its pages follow each other; past it, none.
-    least = svc.settings.api.rerank_pool
+    least = rerank_pool
     pool = least if page.sort == "newest" else max(need, least)
     vectors = page.diversity > 0
     while True:
         with stages.timed("search"):
-            ranking = await svc.in_store(f"search:{kind}", partial(fetch, pool, 0, vectors))
+            ranking = await calls.run(f"search:{kind}", partial(fetch, pool, 0, vectors))
         with stages.timed("rerank"):
             hits = collapse(ranking.hits) if page.collapse else list(ranking.hits)
         if len(hits) >= need or not ranking.more or pool >= MAX_POOL or page.sort == "newest":
@@ -84,12 +85,12 @@ async def arrange(
         if page.sort == "newest":
             hits = newest_first(hits)
         hits = hits[page.offset : need]
-    duplicates = await _duplicates(svc, collection, page, stages, hits[: page.limit], exclude)
+    duplicates = await _duplicates(calls, collection, page, stages, hits[: page.limit], exclude)
     return Arranged(hits, duplicates)
 
 
 async def _duplicates(
-    svc: Services,
+    calls: StoreCalls,
     collection: str,
     page: Page,
     stages: Stages,
@@ -101,9 +102,9 @@ async def _duplicates(
         return {}
     groups = sorted({group_of(h) for h in hits})
     with stages.timed("search"):
-        members = await svc.in_store(
+        members = await calls.run(
             "duplicates",
-            lambda: svc.store.group_members(
+            lambda: calls.store.group_members(
                 collection, groups, filter=page.to_store(exclude), limit_each=MAX_GROUP_READ
             ),
         )

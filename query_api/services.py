@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis as AsyncRedis
 
-from core.embedding.arrays import Embeddings
 from core.embedding.client import EmbeddingClient
 from core.embedding.images import ImageLimits
 from core.embedding.manifest import Priority
@@ -28,6 +27,7 @@ from core.vectorstore import (
 )
 from query_api.admission import Admission
 from query_api.auth import KeyRing
+from query_api.embedquery import QueryEmbedder
 from query_api.errors import Unavailable
 from query_api.imagefetch import ImageFetcher
 from query_api.imagework import ImageWork
@@ -58,12 +58,32 @@ class Services:
     # Fetches the images of searches by URL (an HTTP client, closed with the rest).
     fetcher: ImageFetcher
     own_store: bool
-    # In-flight text embeddings: concurrent misses of one query share one Triton call.
-    inflight: dict[tuple[int, str], asyncio.Future[Embeddings]] = field(default_factory=dict)
     # Query counts, written after the answer leaves; held here so none is garbage-collected.
     background: set[asyncio.Task[None]] = field(default_factory=set)
-    # The live collection's name and until when it is reused (api.alias_cache_s).
-    _live: tuple[str, float] | None = None
+    # The parts a search takes, made of the clients above in __post_init__: the store's calls
+    # on store_pool, the live collection's name, and text queries' embeddings.
+    calls: StoreCalls = field(init=False)
+    live: LiveCollection = field(init=False)
+    queries: QueryEmbedder = field(init=False)
+
+    def __post_init__(self) -> None:
+        api = self.settings.api
+        self.calls = StoreCalls(
+            self.store,
+            self.store_pool,
+            timeout_s=api.search_timeout_s,
+            retry_after_s=api.retry_after_s,
+            metrics=self.metrics,
+        )
+        self.live = LiveCollection(self.calls, alias_cache_s=api.alias_cache_s)
+        self.queries = QueryEmbedder(
+            self.embedder,
+            self.cache,
+            self.admission,
+            self.metrics,
+            timeout_s=api.embed_timeout_s,
+            later=self.later,
+        )
 
     @classmethod
     def open(cls, settings: Settings, store: VectorStore | None, metrics: Metrics) -> Services:
@@ -144,16 +164,40 @@ class Services:
             self.store.close()
 
     async def in_store(self, operation: str, call: Callable[[], T]) -> T:
-        """A blocking store call on the store's threads, with the search deadline.
+        """`StoreCalls.run` on this replica's store threads."""
+        return await self.calls.run(operation, call)
 
-        CollectionNotFound passes through (the caller decides); other store failures and a
-        missed deadline become 503 with Retry-After.
-        """
+    async def live_collection(self, fresh: bool = False) -> str:
+        """`LiveCollection.name`: the collection searches read now."""
+        return await self.live.name(fresh)
+
+
+class StoreCalls:
+    """Blocking calls of one vector store, run on the store's threads within the search
+    deadline. CollectionNotFound passes through (the caller decides); other store failures
+    and a missed deadline become 503 with Retry-After."""
+
+    def __init__(
+        self,
+        store: VectorStore,
+        pool: Executor,
+        *,
+        timeout_s: float,
+        retry_after_s: int,
+        metrics: Metrics,
+    ) -> None:
+        self.store = store
+        self.pool = pool
+        self.timeout_s = timeout_s
+        self.retry_after_s = retry_after_s
+        self.metrics = metrics
+
+    async def run(self, operation: str, call: Callable[[], T]) -> T:
         loop = asyncio.get_running_loop()
-        timeout = self.settings.api.search_timeout_s
+        timeout = self.timeout_s
         start = time.perf_counter()
         try:
-            return await asyncio.wait_for(loop.run_in_executor(self.store_pool, call), timeout)
+            return await asyncio.wait_for(loop.run_in_executor(self.pool, call), timeout)
         except CollectionNotFound:
             raise
         except (TimeoutError, StoreError, OSError) as exc:
@@ -164,7 +208,7 @@ class Services:
                 else f"failed ({operation}): {exc}"
             )
             raise Unavailable(
-                "vector_store", f"the vector store {reason}", self.settings.api.retry_after_s
+                "vector_store", f"the vector store {reason}", self.retry_after_s
             ) from None
         finally:
             if operation.startswith("search"):
@@ -172,25 +216,42 @@ class Services:
                     time.perf_counter() - start
                 )
 
-    async def live_collection(self, fresh: bool = False) -> str:
-        """The collection searches read now; its name carries the model version to embed with.
 
-        The name is reused for `api.alias_cache_s`, unless `fresh`: asking the store on every
-        search costs a thread hop (and two HTTP calls to a Qdrant server). Reusing it stays
-        version-safe: a search embeds with the version its collection's name carries, and a
-        switch leaves the previous collection in place for a rollback; `fresh` is for a
-        search that found the name gone.
-        """
-        now = time.monotonic()
-        if not fresh and self._live is not None and now < self._live[1]:
-            return self._live[0]
+class LiveCollection:
+    """The name of the collection searches read now; it carries the model version to embed
+    with.
+
+    The name is reused for `alias_cache_s` (by `now`, a monotonic clock), unless `fresh`:
+    asking the store on every search costs a thread hop (and two HTTP calls to a Qdrant
+    server). Reusing it stays version-safe: a search embeds with the version its collection's
+    name carries, and a switch leaves the previous collection in place for a rollback; `fresh`
+    is for a search that found the name gone.
+    """
+
+    def __init__(
+        self,
+        calls: StoreCalls,
+        *,
+        alias_cache_s: float,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.calls = calls
+        self.alias_cache_s = alias_cache_s
+        self.now = now
+        self._named: tuple[str, float] | None = None
+
+    async def name(self, fresh: bool = False) -> str:
+        now = self.now()
+        if not fresh and self._named is not None and now < self._named[1]:
+            return self._named[0]
+        store = self.calls.store
         try:
-            name = await self.in_store("resolve", lambda: self.store.resolve(LIVE_ALIAS))
+            name = await self.calls.run("resolve", lambda: store.resolve(LIVE_ALIAS))
         except CollectionNotFound:
             raise Unavailable(
                 "vector_store",
                 "nothing is indexed yet: there is no live collection (run a sync)",
-                self.settings.api.retry_after_s,
+                self.calls.retry_after_s,
             ) from None
-        self._live = (name, now + self.settings.api.alias_cache_s)
+        self._named = (name, now + self.alias_cache_s)
         return name

@@ -67,7 +67,15 @@ async def similar(
     stages: StagesDep,
 ) -> SearchResponse:
     """More like this: neighbours of the photo's stored vector, never the photo itself."""
-    return await similar_search(services, root, photo_id, page, stages)
+    return await similar_search(
+        photo_id,
+        page,
+        calls=services.calls,
+        live=services.live,
+        rerank_pool=services.settings.api.rerank_pool,
+        root=root,
+        stages=stages,
+    )
 
 
 @router.get("/{photo_id:path}/duplicates", response_model=DuplicatesResponse, responses=ERRORS)

@@ -6,10 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
+from query_api.auth import Caller
 from query_api.deps import RootPath, SearchCaller, ServicesDep, StagesDep, once_each
 from query_api.imagebody import OPENAPI, read_image_query
 from query_api.schemas import ErrorResponse, Page, RecommendSearch, SearchResponse, TextSearch
 from query_api.search import image_search, recommend_search, text_search
+from query_api.services import Services
+from query_api.timing import Stages
 
 router = APIRouter(prefix="/v1/search", tags=["search"], dependencies=[Depends(once_each)])
 
@@ -17,6 +20,21 @@ router = APIRouter(prefix="/v1/search", tags=["search"], dependencies=[Depends(o
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 403, 413, 422, 429, 503)
 }
+
+
+async def _text_search(
+    services: Services, root: str, query: TextSearch, caller: Caller, stages: Stages
+) -> SearchResponse:
+    return await text_search(
+        query,
+        queries=services.queries,
+        calls=services.calls,
+        live=services.live,
+        rerank_pool=services.settings.api.rerank_pool,
+        root=root,
+        reveal_cache="admin" in caller.scopes,
+        stages=stages,
+    )
 
 
 @router.get("", response_model=SearchResponse, responses=ERRORS)
@@ -28,7 +46,7 @@ async def search_get(
     stages: StagesDep,
 ) -> SearchResponse:
     """Photos that match a description; repeat `tags_any` / `tags_all` for several tags."""
-    return await text_search(services, root, query, "admin" in caller.scopes, stages)
+    return await _text_search(services, root, query, caller, stages)
 
 
 @router.post("", response_model=SearchResponse, responses=ERRORS)
@@ -40,7 +58,7 @@ async def search_post(
     stages: StagesDep,
 ) -> SearchResponse:
     """The same search with a JSON body (long filter lists)."""
-    return await text_search(services, root, query, "admin" in caller.scopes, stages)
+    return await _text_search(services, root, query, caller, stages)
 
 
 # 404: an example photo is not in the index.
@@ -56,7 +74,14 @@ async def recommend_get(
     stages: StagesDep,
 ) -> SearchResponse:
     """More like these photos and not like those: repeat `positive` and `negative`."""
-    return await recommend_search(services, root, query, stages)
+    return await recommend_search(
+        query,
+        calls=services.calls,
+        live=services.live,
+        rerank_pool=services.settings.api.rerank_pool,
+        root=root,
+        stages=stages,
+    )
 
 
 @router.post("/recommend", response_model=SearchResponse, responses=RECOMMEND_ERRORS)
@@ -68,7 +93,14 @@ async def recommend_post(
     stages: StagesDep,
 ) -> SearchResponse:
     """The same with a JSON body."""
-    return await recommend_search(services, root, query, stages)
+    return await recommend_search(
+        query,
+        calls=services.calls,
+        live=services.live,
+        rerank_pool=services.settings.api.rerank_pool,
+        root=root,
+        stages=stages,
+    )
 
 
 # 502 / 504: the server of an image's URL failed or was too slow.
@@ -92,4 +124,19 @@ async def search_image(
     if isinstance(query, str):
         with stages.timed("fetch"):
             query = await services.fetcher.fetch(query)
-    return await image_search(services, root, query, page, stages)
+    api = services.settings.api
+    return await image_search(
+        query,
+        page,
+        encoder=services.embedder,
+        admission=services.admission,
+        images=services.images,
+        metrics=services.metrics,
+        # An image costs Triton several times a text query.
+        timeout_s=api.embed_timeout_s * 5,
+        calls=services.calls,
+        live=services.live,
+        rerank_pool=api.rerank_pool,
+        root=root,
+        stages=stages,
+    )
