@@ -315,6 +315,21 @@ class VectorStore(Protocol):
         """Photos whose title, tags or photographer hold the query's words, best BM25 score
         first (core.keywords.query_vector); KeywordsUnavailable on a collection without them."""
 
+    def hybrid_search(
+        self,
+        collection: str,
+        vector: Embeddings,
+        keywords: SparseVector,
+        *,
+        limit: int,
+        rrf_k: int,
+        filter: SearchFilter | None = None,
+        with_vectors: bool = False,
+    ) -> list[Hit]:
+        """The `limit` nearest photos and the `limit` best by keywords, fused in one query by
+        reciprocal rank fusion (a photo at rank r of a ranking adds 1 / (rrf_k + r)), best
+        first, ties by photo id; KeywordsUnavailable on a collection without keywords."""
+
     def recommend(
         self,
         collection: str,

@@ -5,35 +5,24 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import qdrant_edge as qe
 
 from core.atomicfile import write_atomic
-from core.vectorstore import edge_filters
+from core.vectorstore import edge_requests as to
 from core.vectorstore.base import (
-    GROUP_FIELD,
-    MAX_SHARDS,
-    POINT_FIELDS,
-    SCROLL_PAGE,
-    SHARD_FIELD,
-    CollectionInfo,
+    KEYWORDS_VECTOR,
+    VECTOR_NAME,
     CollectionNotFound,
-    IndexedPoint,
-    PhotoPoint,
+    Hit,
     SearchTuning,
+    StoredPhoto,
     StoreError,
-    indexed_point,
-    model_version_of,
-    point_id,
 )
 from core.vectorstore.diskspace import MB, DiskReserve, folder_bytes
-from core.vectorstore.edge_keywords import add_keywords, keyword_updates, point_vectors
-from core.vectorstore.edge_search import EdgeSearches
 from core.vectorstore.edge_shard import (
     OpenShard,
     create_indexes,
@@ -41,14 +30,37 @@ from core.vectorstore.edge_shard import (
     missing_indexes,
     shard_config,
 )
+from core.vectorstore.engine import (
+    DeletePoints,
+    DeleteVectors,
+    FieldKind,
+    Scroll,
+    Search,
+    SetPayload,
+    SetVectors,
+    Upsert,
+    Write,
+    hit_of,
+    stored_of,
+)
 from core.vectorstore.rwlock import RWLock
+from core.vectorstore.store import Store
+
+# What a write is called when the disk has no room for it.
+_WRITES = {
+    Upsert: "upsert",
+    SetPayload: "payload update",
+    SetVectors: "payload update",
+    DeleteVectors: "payload update",
+    DeletePoints: "delete",  # it too appends to the write-ahead log
+}
 
 
 def _write_json_atomic(path: Path, data: object) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True), durable=True)
 
 
-class EdgeStore(EdgeSearches):
+class EdgeEngine:
     """Qdrant Edge in-process. One process owns `path`: shards are not shared between processes.
 
     Edge calls hold the GIL while they run (optimize() included), so they serialize with other
@@ -63,7 +75,6 @@ class EdgeStore(EdgeSearches):
         hnsw_m: int,
         hnsw_ef_construct: int,
         quantization: bool,
-        tuning: SearchTuning,
         min_free_mb: int = 0,
     ) -> None:
         self._shards_dir = path / "collections"
@@ -71,7 +82,6 @@ class EdgeStore(EdgeSearches):
         self._hnsw_m = hnsw_m
         self._hnsw_ef_construct = hnsw_ef_construct
         self._quantization = quantization
-        self._tuning = tuning
         # Guards the registry and the aliases; never held while a shard call runs.
         self._mutex = threading.Lock()
         self._closed = False
@@ -95,21 +105,17 @@ class EdgeStore(EdgeSearches):
             self.close()  # release the shards already opened: their folders stay locked
             raise
 
-    def _resolve_locked(self, name: str) -> str:
+    def _check_open(self) -> None:
         if self._closed:
             raise StoreError("the store is closed")
-        target = self._aliases.get(name, name)
-        coll = self._collections.get(target)
-        if coll is None or coll.dropping:
-            raise CollectionNotFound(name)
-        return target
 
     def _open(self, name: str) -> OpenShard:
         with self._mutex:
-            return self._collections[self._resolve_locked(name)]
-
-    def _has_keywords(self, name: str) -> bool:
-        return self._open(name).keywords
+            self._check_open()
+            coll = self._collections.get(self._aliases.get(name, name))
+            if coll is None or coll.dropping:
+                raise CollectionNotFound(name)
+            return coll
 
     @contextmanager
     def _shard(self, name: str) -> Iterator[qe.EdgeShard]:
@@ -119,21 +125,27 @@ class EdgeStore(EdgeSearches):
                 raise CollectionNotFound(name)
             yield coll.shard
 
-    def create_collection(self, name: str, dim: int, *, bulk: bool = False) -> None:
-        # The engine builds no index while it is written to (optimize() does): nothing to defer.
-        model_version_of(name)  # only PhotoSearch names: they are also safe folder names
+    def _write_meta(self, name: str, coll: OpenShard) -> None:
+        meta = {"dim": coll.dim, "keywords": coll.keywords}
+        _write_json_atomic(self._shards_dir / f"{name}.json", meta)
+
+    def names(self) -> set[str]:
         with self._mutex:
-            if self._closed:
-                raise StoreError("the store is closed")
+            self._check_open()
+            return {name for name, c in self._collections.items() if not c.dropping}
+
+    def dim(self, name: str) -> int:
+        return self._open(name).dim
+
+    def create(self, name: str, dim: int, *, bulk: bool, indexes: Mapping[str, FieldKind]) -> int:
+        # The engine builds no index while it is written to (optimize() does): nothing to defer.
+        with self._mutex:
+            self._check_open()
             existing = self._collections.get(name)
             if existing is not None:
                 if existing.dropping:
                     raise StoreError(f"collection {name!r} is being dropped")
-                if existing.dim != dim:
-                    raise StoreError(f"collection {name!r} has dim {existing.dim}, not {dim}")
-                return
-            if name in self._aliases:
-                raise StoreError(f"{name!r} is an alias")
+                return existing.dim
             self._room.check("new collection")
             shard_dir = self._shards_dir / name
             # A folder without its metadata file is a create that crashed half-way: empty.
@@ -144,53 +156,51 @@ class EdgeStore(EdgeSearches):
                     shard_config(dim, self._hnsw_m, self._hnsw_ef_construct, self._quantization),
                 )
                 try:
-                    create_indexes(shard, missing_indexes(shard))
+                    create_indexes(shard, missing_indexes(shard, indexes))
                     shard.flush()
                 except BaseException:
                     shard.close()  # else it keeps the folder locked
                     raise
-            _write_json_atomic(self._shards_dir / f"{name}.json", {"dim": dim, "keywords": True})
-            self._collections[name] = OpenShard(shard, dim, RWLock(), keywords=True)
+            coll = OpenShard(shard, dim, RWLock(), keywords=True)
+            self._write_meta(name, coll)
+            self._collections[name] = coll
+            return dim
 
-    def ensure_indexes(self, collection: str) -> None:
-        name = self.resolve(collection)
-        coll = self._open(name)
-        with self._shard(name) as shard:
-            missing = missing_indexes(shard)
+    def create_indexes(self, collection: str, indexes: Mapping[str, FieldKind]) -> None:
+        with self._shard(collection) as shard:
+            missing = missing_indexes(shard, indexes)
             if missing:  # a collection of an earlier release: a write, which needs room
                 self._room.check("payload index")
                 create_indexes(shard, missing)
-            if not coll.keywords:  # and its keywords: every photo's vector is written
-                self._room.check("keywords")
-                add_keywords(shard)
-                shard.flush()  # before the metadata file says it is done
-                meta = {"dim": coll.dim, "keywords": True}
-                _write_json_atomic(self._shards_dir / f"{name}.json", meta)
-                coll.keywords = True
 
-    def finish_bulk_load(self, collection: str) -> None:
-        self.optimize(collection)
+    def has_keywords(self, collection: str) -> bool:
+        # Without the keywords vector (a shard of an earlier release), until ensure_indexes.
+        return self._open(collection).keywords
 
-    def index_ready(self, collection: str) -> bool:
-        self.resolve(collection)
-        return True  # optimize() blocks until the index is built
+    def add_keywords(self, collection: str, fill: Callable[[], object]) -> bool:
+        coll = self._open(collection)
+        self._room.check("keywords")
+        with self._shard(collection) as shard:
+            # Kept as it is where it exists: a fill that crashed half-way goes on.
+            shard.update(qe.UpdateOperation.create_sparse_vector(KEYWORDS_VECTOR, qe.Modifier.Idf))
+        fill()
+        with self._shard(collection) as shard:
+            shard.flush()  # before the metadata file says it is done
+        coll.keywords = True
+        self._write_meta(self._resolve(collection), coll)
+        return True
 
-    def has_collection(self, name: str) -> bool:
+    def _resolve(self, name: str) -> str:
         with self._mutex:
-            coll = self._collections.get(name)
-            return coll is not None and not coll.dropping
+            return self._aliases.get(name, name)
 
-    def drop_collection(self, name: str) -> None:
+    def drop(self, name: str) -> None:
         with self._mutex:
-            if self._closed:
-                raise StoreError("the store is closed")
+            self._check_open()
             coll = self._collections.get(name)
             if coll is None or coll.dropping:
                 raise CollectionNotFound(name)
-            aliased = sorted(a for a, target in self._aliases.items() if target == name)
-            if aliased:
-                raise StoreError(f"collection {name!r} is aliased by {', '.join(aliased)}")
-            coll.dropping = True  # new calls now see it gone; set_aliases refuses it
+            coll.dropping = True  # new calls now see it gone
         try:
             # Waits for the calls already running on this shard.
             with coll.lock.write(), engine_errors():
@@ -206,172 +216,90 @@ class EdgeStore(EdgeSearches):
                 else:
                     coll.dropping = False
 
-    def collections(self) -> list[CollectionInfo]:
-        with self._mutex:
-            dims = {n: c.dim for n, c in self._collections.items() if not c.dropping}
-            aliases = dict(self._aliases)
-        infos = []
-        for name in sorted(dims, key=lambda n: (model_version_of(n), n)):
-            try:
-                points = self.count(name)
-            except CollectionNotFound:
-                continue  # dropped meanwhile
-            aliased = tuple(sorted(a for a, t in aliases.items() if t == name))
-            infos.append(CollectionInfo(name, model_version_of(name), dims[name], points, aliased))
-        return infos
-
     def aliases(self) -> dict[str, str]:
         with self._mutex:
+            self._check_open()
             return dict(self._aliases)
 
     def set_aliases(self, targets: Mapping[str, str | None]) -> None:
         with self._mutex:
-            if self._closed:
-                raise StoreError("the store is closed")
+            self._check_open()
             updated = dict(self._aliases)
             for alias, target in targets.items():
-                if alias in self._collections:
-                    raise StoreError(f"{alias!r} is a collection, not an alias")
                 if target is None:
                     updated.pop(alias, None)
-                    continue
-                coll = self._collections.get(target)
-                if coll is None or coll.dropping:
-                    raise CollectionNotFound(target)
-                updated[alias] = target
+                else:
+                    updated[alias] = target
             _write_json_atomic(self._aliases_path, updated)
             self._aliases = updated
 
-    def resolve(self, name: str) -> str:
-        with self._mutex:
-            return self._resolve_locked(name)
+    def finish_bulk_load(self, collection: str) -> None:
+        self.optimize(collection)
 
-    def upsert(self, collection: str, points: Sequence[PhotoPoint]) -> None:
-        if not points:
-            return
-        # Without the keywords vector (a shard of an earlier release), until ensure_indexes.
-        keywords = self._has_keywords(collection)
-        batch = []
-        for p in points:
-            payload = {**p.payload, "photo_id": p.photo_id}
-            embedding = np.asarray(p.vector, dtype=np.float32).tolist()
-            vectors = point_vectors(embedding, payload if keywords else {})
-            batch.append(qe.Point(point_id(p.photo_id), vectors, payload))
-        self._room.check("upsert")
+    def index_ready(self, collection: str) -> bool:
+        self._open(collection)
+        return True  # optimize() blocks until the index is built
+
+    def optimize(self, collection: str) -> None:
+        # It writes new segments beside the old ones before it drops them: up to their size.
+        folder = self._shards_dir / self._resolve(collection)
+        self._room.check("optimize", folder_bytes(folder))
         with self._shard(collection) as shard:
-            # The WAL makes this survive a killed process without a flush (tested).
-            shard.update(qe.UpdateOperation.upsert_points(batch))
+            shard.optimize()
 
-    def set_payload(self, collection: str, photo_id: str, payload: dict[str, Any]) -> None:
-        self.set_payloads(collection, {photo_id: payload})
-
-    def set_payloads(self, collection: str, payloads: Mapping[str, dict[str, Any]]) -> None:
-        if not payloads:
+    def update(self, collection: str, writes: Sequence[Write]) -> None:
+        if not writes:
             return
-        written = {pid: {**payload, "photo_id": pid} for pid, payload in payloads.items()}
-        # The keywords first: the payload's meta_hash says the photo is up to date. The payload
-        # is merged, so fields it does not name (the indexer's group label) are kept.
-        ops = keyword_updates(written) if self._has_keywords(collection) else []
-        ops += [qe.UpdateOperation.set_payload([point_id(pid)], p) for pid, p in written.items()]
-        self._room.check("payload update")
+        ops = [to.write(w) for w in writes]
+        self._room.check(_WRITES[type(writes[0])])
         with self._shard(collection) as shard:
+            # The WAL makes each survive a killed process without a flush (tested).
             for op in ops:
                 shard.update(op)
 
-    def set_shard(self, collection: str, shard: str, photo_ids: Sequence[str]) -> None:
-        if not photo_ids:
-            return
-        op = qe.UpdateOperation.set_payload(
-            [point_id(pid) for pid in photo_ids], {SHARD_FIELD: shard}
-        )
-        self._room.check("payload update")
-        with self._shard(collection) as edge:
-            edge.update(op)
-
-    def set_group(self, collection: str, group: str, photo_ids: Sequence[str]) -> None:
-        if not photo_ids:
-            return
-        op = qe.UpdateOperation.set_payload(
-            [point_id(pid) for pid in photo_ids], {GROUP_FIELD: group}
-        )
-        self._room.check("payload update")
-        with self._shard(collection) as edge:
-            edge.update(op)
-
-    def delete(self, collection: str, photo_ids: Sequence[str]) -> None:
-        if not photo_ids:
-            return
-        op = qe.UpdateOperation.delete_points([point_id(pid) for pid in photo_ids])
-        self._room.check("delete")  # it too appends to the write-ahead log
+    def query(self, collection: str, search: Search) -> list[Hit]:
+        request = to.search(search, VECTOR_NAME if search.with_vector else None)
         with self._shard(collection) as shard:
-            shard.update(op)
+            found = shard.query(request)
+        return [hit_of(p.score, p.payload, p.vector) for p in found]
 
-    def delete_in_shard(self, collection: str, shard: str | None, photo_ids: Sequence[str]) -> None:
-        if not photo_ids:
-            return
-        op = qe.UpdateOperation.delete_points_by_filter(edge_filters.in_shard(shard, photo_ids))
-        self._room.check("delete")
-        with self._shard(collection) as edge:
-            edge.update(op)
+    def query_batch(self, collection: str, searches: Sequence[Search]) -> list[list[Hit]]:
+        requests = [to.search(s, VECTOR_NAME if s.with_vector else None) for s in searches]
+        with self._shard(collection) as shard:
+            found = shard.query_batch(qe.QueryBatchRequest(requests))
+        return [[hit_of(p.score, p.payload, p.vector) for p in points] for points in found]
+
+    def scroll(self, collection: str, request: Scroll) -> tuple[list[StoredPhoto], object | None]:
+        scroll = to.scroll(request, VECTOR_NAME if request.with_vector else None)
+        with self._shard(collection) as shard:
+            records, offset = shard.scroll(scroll)
+        return [stored_of(r.payload, r.vector) for r in records], offset
+
+    def retrieve(
+        self,
+        collection: str,
+        point_ids: Sequence[str],
+        fields: tuple[str, ...] | None,
+        vector: bool,
+    ) -> list[StoredPhoto]:
+        ids: list[qe.PointId] = list(point_ids)
+        with self._shard(collection) as shard:
+            records = shard.retrieve(
+                ids, to.payload(fields), to.vectors(VECTOR_NAME if vector else None)
+            )
+        return [stored_of(r.payload, r.vector) for r in records]
 
     def count(self, collection: str) -> int:
         with self._shard(collection) as shard:
             return shard.count(qe.CountRequest(exact=True))
 
-    def shard_sizes(self, collection: str) -> dict[str, int]:
-        request = qe.FacetRequest(key=SHARD_FIELD, limit=MAX_SHARDS, exact=True)
+    def facet(
+        self, collection: str, field: str, *, limit: int, exact: bool
+    ) -> list[tuple[str, int]]:
+        request = qe.FacetRequest(key=field, limit=limit, exact=exact)
         with self._shard(collection) as shard:
             hits = shard.facet(request).hits
-        return {str(hit.value): hit.count for hit in hits}
-
-    def shard_labels(self, collection: str) -> list[str]:
-        # Not exact: the index's own counts, read in ~0.1 ms whatever the size (an exact facet
-        # reads every point: 150 ms at 1e6), and a label with no point left is not among them.
-        request = qe.FacetRequest(key=SHARD_FIELD, limit=MAX_SHARDS, exact=False)
-        with self._shard(collection) as shard:
-            hits = shard.facet(request).hits
-        return [str(hit.value) for hit in hits if hit.count]
-
-    def points(
-        self, collection: str, *, shard: str | None = None, unlabelled: bool = False
-    ) -> Iterator[IndexedPoint]:
-        return self._scroll(collection, edge_filters.shard_filter(shard, unlabelled=unlabelled))
-
-    def _scroll(self, collection: str, where: qe.Filter | None) -> Iterator[IndexedPoint]:
-        offset: qe.PointId | None = None
-        while True:
-            request = qe.ScrollRequest(
-                offset=offset,
-                limit=SCROLL_PAGE,
-                filter=where,
-                with_payload=qe.PayloadSelector.Include(POINT_FIELDS),
-                with_vector=False,
-            )
-            # One page per lock hold: the caller may keep the generator suspended for long.
-            with self._shard(collection) as shard:
-                records, offset = shard.scroll(request)
-            yield from (indexed_point(record.payload) for record in records)
-            if offset is None:
-                return
-
-    def points_by_id(self, collection: str, photo_ids: Sequence[str]) -> list[IndexedPoint]:
-        if not photo_ids:
-            return []
-        ids: list[qe.PointId] = [point_id(pid) for pid in photo_ids]
-        with self._shard(collection) as shard:
-            records = shard.retrieve(ids, qe.PayloadSelector.Include(POINT_FIELDS), False)
-        return [indexed_point(record.payload) for record in records]
-
-    def points_by_key(self, collection: str, keys: Sequence[str]) -> list[IndexedPoint]:
-        if not keys:
-            return []
-        return list(self._scroll(collection, edge_filters.with_keys(keys)))
-
-    def optimize(self, collection: str) -> None:
-        # It writes new segments beside the old ones before it drops them: up to their size.
-        self._room.check("optimize", folder_bytes(self._shards_dir / self.resolve(collection)))
-        with self._shard(collection) as shard:
-            shard.optimize()
+        return [(str(hit.value), hit.count) for hit in hits]
 
     def close(self) -> None:
         with self._mutex:
@@ -391,3 +319,26 @@ class EdgeStore(EdgeSearches):
                     errors.append(e)
         if errors:
             raise StoreError(str(errors[0])) from errors[0]
+
+
+class EdgeStore(Store):
+    """The store on Qdrant Edge in `path` (see EdgeEngine)."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        hnsw_m: int,
+        hnsw_ef_construct: int,
+        quantization: bool,
+        tuning: SearchTuning,
+        min_free_mb: int = 0,
+    ) -> None:
+        engine = EdgeEngine(
+            path,
+            hnsw_m=hnsw_m,
+            hnsw_ef_construct=hnsw_ef_construct,
+            quantization=quantization,
+            min_free_mb=min_free_mb,
+        )
+        super().__init__(engine, tuning)

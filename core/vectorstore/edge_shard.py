@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import qdrant_edge as qe
 
-from core.vectorstore.base import (
-    DATETIME_FIELDS,
-    INTEGER_FIELDS,
-    KEYWORD_FIELDS,
-    KEYWORDS_VECTOR,
-    VECTOR_NAME,
-    StoreError,
-)
-from core.vectorstore.edge_keywords import SPARSE_PARAMS
+from core.vectorstore.base import KEYWORDS_VECTOR, VECTOR_NAME, StoreError
+from core.vectorstore.edge_requests import KINDS
+from core.vectorstore.engine import FieldKind
 from core.vectorstore.rwlock import RWLock
 
+# The IDF modifier: the engine weighs each word by its rarity over the collection (BM25's IDF).
+SPARSE_PARAMS = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
 # Qdrant's server default (KB of vectors): below it a segment is scanned, not searched by graph.
 _FULL_SCAN_THRESHOLD_KB = 10_000
 
@@ -61,13 +57,12 @@ def shard_config(
     )
 
 
-def missing_indexes(shard: qe.EdgeShard) -> dict[str, qe.PayloadSchemaType]:
-    """The payload indexes a collection should have and lacks (all of a new one)."""
-    schema = dict.fromkeys(KEYWORD_FIELDS, qe.PayloadSchemaType.Keyword)
-    schema |= dict.fromkeys(DATETIME_FIELDS, qe.PayloadSchemaType.Datetime)
-    schema |= dict.fromkeys(INTEGER_FIELDS, qe.PayloadSchemaType.Integer)
+def missing_indexes(
+    shard: qe.EdgeShard, indexes: Mapping[str, FieldKind]
+) -> dict[str, qe.PayloadSchemaType]:
+    """The payload indexes among these that a shard lacks (all of a new one)."""
     known = shard.info().payload_schema
-    return {field: kind for field, kind in schema.items() if field not in known}
+    return {field: KINDS[kind] for field, kind in indexes.items() if field not in known}
 
 
 def create_indexes(shard: qe.EdgeShard, schema: dict[str, qe.PayloadSchemaType]) -> None:

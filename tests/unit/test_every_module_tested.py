@@ -26,19 +26,8 @@ LOADED_FROM_A_FILE = {
 # query_api.hybrid and query_api.arrange with them; their tests come with that rewrite (the
 # list names the modules before it and after it).
 NOT_YET = {
-    "core.vectorstore.edge_requests",
-    "core.vectorstore.engine",
-    "core.vectorstore.filters",
-    "core.vectorstore.qdrant_requests",
-    "core.vectorstore.store",
     "core.vectorstore.base",
-    "core.vectorstore.edge_filters",
-    "core.vectorstore.edge_keywords",
-    "core.vectorstore.edge_search",
     "core.vectorstore.edge_shard",
-    "core.vectorstore.qdrant_filters",
-    "core.vectorstore.qdrant_keywords",
-    "core.vectorstore.qdrant_search",
     "core.vectorstore.rwlock",
     "indexer.capture",
     "indexer.catchup",

@@ -1,0 +1,167 @@
+"""The store's neutral requests (core/vectorstore/engine.py) in Qdrant Edge's classes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import cast
+
+import qdrant_edge as qe
+
+from core.vectorstore.base import SearchTuning, SparseVector
+from core.vectorstore.engine import (
+    Condition,
+    DateRange,
+    DeletePoints,
+    DeleteVectors,
+    FieldKind,
+    HasIds,
+    HasVector,
+    IsEmpty,
+    Match,
+    Nearest,
+    Prefetch,
+    Recommend,
+    Rrf,
+    Scroll,
+    Search,
+    SetPayload,
+    SetVectors,
+    Upsert,
+    Where,
+    Write,
+)
+
+KINDS: dict[FieldKind, qe.PayloadSchemaType] = {
+    "keyword": qe.PayloadSchemaType.Keyword,
+    "datetime": qe.PayloadSchemaType.Datetime,
+    "integer": qe.PayloadSchemaType.Integer,
+}
+
+
+def _id_list(ids: Iterable[str]) -> list[qe.PointId]:
+    return list(ids)
+
+
+def sparse(vector: SparseVector) -> qe.SparseVector:
+    return qe.SparseVector(list(vector.indices), list(vector.values))
+
+
+def vector(v: list[float] | SparseVector) -> list[float] | qe.SparseVector:
+    return sparse(v) if isinstance(v, SparseVector) else v
+
+
+def condition(c: Condition) -> qe.ConditionType:
+    match c:
+        case Match(field, (value,)):
+            return qe.FieldCondition(key=field, match=qe.MatchValue(value))
+        case Match(field, values):
+            return qe.FieldCondition(key=field, match=qe.MatchAny(list(values)))
+        case DateRange(field, since, until):
+            bounds = qe.RangeDateTime(
+                gte=None if since is None else since.isoformat(),
+                lte=None if until is None else until.isoformat(),
+            )
+            return qe.FieldCondition(key=field, range=bounds)
+        case HasIds(ids):
+            return qe.HasIdCondition(set(_id_list(ids)))
+        case IsEmpty(field):
+            return qe.IsEmptyCondition(field)
+        case HasVector(name):
+            return qe.HasVectorCondition(name)
+        case Where():
+            return where(c)
+
+
+def where(w: Where) -> qe.Filter:
+    return qe.Filter(
+        must=[condition(c) for c in w.must] or None,
+        must_not=[condition(c) for c in w.must_not] or None,
+    )
+
+
+def optional(w: Where | None) -> qe.Filter | None:
+    return None if w is None else where(w)
+
+
+def params(tuning: SearchTuning | None) -> qe.SearchParams | None:
+    return None if tuning is None else tuning.params(qe.SearchParams, qe.QuantizationSearchParams)
+
+
+def query(q: Nearest | Recommend | Rrf) -> qe.ScoringQueryType:
+    match q:
+        case Nearest(v, using):
+            return qe.Query.Nearest(vector(v), using=using)
+        case Recommend(positive, negative, using):
+            examples = qe.RecommendQuery(list(positive), list(negative))
+            return qe.Query.RecommendBestScore(examples, using=using)
+        case Rrf(k):
+            # The stub's union names Fusion, whose Rrf is what the engine takes.
+            return cast(qe.Fusion, qe.Fusion.Rrf(k=k))
+
+
+def payload(fields: Sequence[str] | None) -> qe.PayloadSelector | bool:
+    return True if fields is None else qe.PayloadSelector.Include(list(fields))
+
+
+def vectors(using: str | None) -> list[str] | bool:
+    return False if using is None else [using]
+
+
+def prefetch(p: Prefetch) -> qe.Prefetch:
+    return qe.Prefetch(
+        limit=p.limit,
+        query=query(p.query),
+        filter=optional(p.filter),
+        score_threshold=p.score_threshold,
+        params=params(p.tuning),
+    )
+
+
+def search(s: Search, with_vector: str | None) -> qe.QueryRequest:
+    return qe.QueryRequest(
+        limit=s.limit,
+        offset=s.offset,
+        query=query(s.query),
+        prefetches=[prefetch(p) for p in s.prefetches] or None,
+        filter=optional(s.filter),
+        score_threshold=s.score_threshold,
+        with_payload=payload(s.fields),
+        with_vector=vectors(with_vector),
+        params=params(s.tuning),
+    )
+
+
+def scroll(s: Scroll, with_vector: str | None) -> qe.ScrollRequest:
+    offset: qe.PointId | None = s.offset  # type: ignore[assignment]  # the engine's own
+    return qe.ScrollRequest(
+        offset=offset,
+        limit=s.limit,
+        filter=optional(s.filter),
+        with_payload=payload(s.fields),
+        with_vector=vectors(with_vector),
+    )
+
+
+def write(w: Write) -> qe.UpdateOperation:
+    match w:
+        case Upsert(points):
+            batch = [
+                qe.Point(p.point_id, {n: vector(v) for n, v in p.vectors.items()}, p.payload)
+                for p in points
+            ]
+            return qe.UpdateOperation.upsert_points(batch)
+        case SetPayload(ids, fields):
+            return qe.UpdateOperation.set_payload(_id_list(ids), fields)
+        case SetVectors(by_point):
+            found = [
+                qe.PointVectors(pid, {n: sparse(v) for n, v in named.items()})
+                for pid, named in by_point.items()
+            ]
+            return qe.UpdateOperation.update_vectors(found)
+        case DeleteVectors(ids, names):
+            return qe.UpdateOperation.delete_vectors(_id_list(ids), list(names))
+        case DeletePoints(ids, None):
+            return qe.UpdateOperation.delete_points(_id_list(ids))
+        case DeletePoints(_, Where() as matching):
+            return qe.UpdateOperation.delete_points_by_filter(where(matching))
+    raise TypeError(f"not a write: {w!r}")

@@ -1,0 +1,269 @@
+"""The few primitives an engine offers the store (`Engine`) and the engine-neutral requests they
+take: filters, queries, scrolls and writes, which each engine translates to its own API."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from core.embedding.arrays import Embeddings
+from core.vectorstore.base import VECTOR_NAME, Hit, SearchTuning, SparseVector, StoredPhoto
+
+# ---- Filters: every condition of `must` holds and none of `must_not`.
+
+
+@dataclass(frozen=True)
+class Match:
+    """The payload field holds one of these values (a list field: one of its items does)."""
+
+    field: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DateRange:
+    """The payload field is a date within these bounds (inclusive; None: open)."""
+
+    field: str
+    since: datetime | None
+    until: datetime | None
+
+
+@dataclass(frozen=True)
+class HasIds:
+    point_ids: frozenset[str]
+
+
+@dataclass(frozen=True)
+class IsEmpty:
+    """The payload field is missing, null or empty."""
+
+    field: str
+
+
+@dataclass(frozen=True)
+class HasVector:
+    """The point has this named vector."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Where:
+    must: tuple[Condition, ...] = ()
+    must_not: tuple[Condition, ...] = ()
+
+
+Condition = Match | DateRange | HasIds | IsEmpty | HasVector | Where
+
+# ---- Queries: what scores a point.
+
+
+@dataclass(frozen=True)
+class Nearest:
+    """Similarity to a dense or a sparse vector of the named vector `using`."""
+
+    vector: list[float] | SparseVector
+    using: str
+
+
+@dataclass(frozen=True)
+class Recommend:
+    """Qdrant's recommendation, best-score strategy: like a positive example more than like
+    any negative one."""
+
+    positive: tuple[list[float], ...]
+    negative: tuple[list[float], ...]
+    using: str = VECTOR_NAME
+
+
+@dataclass(frozen=True)
+class Rrf:
+    """Reciprocal rank fusion of the prefetches, as Qdrant counts it: a point at rank r (from
+    1) of a prefetch adds 1 / (k + r - 1)."""
+
+    k: int
+
+
+Query = Nearest | Recommend | Rrf
+
+
+@dataclass(frozen=True)
+class Prefetch:
+    """Candidates for the query above it."""
+
+    query: Nearest | Recommend
+    limit: int
+    filter: Where | None = None
+    score_threshold: float | None = None
+    tuning: SearchTuning | None = None  # None: no search parameters (the exact sparse index)
+
+
+@dataclass(frozen=True)
+class Search:
+    """One query; `fields`: the payload fields each hit carries (None: its whole payload)."""
+
+    query: Query
+    limit: int
+    offset: int = 0
+    prefetches: tuple[Prefetch, ...] = ()
+    filter: Where | None = None
+    score_threshold: float | None = None
+    tuning: SearchTuning | None = None
+    fields: tuple[str, ...] | None = None
+    with_vector: bool = False
+
+
+@dataclass(frozen=True)
+class Scroll:
+    """One page of the points that match, in point id order, from `offset` (an engine's point
+    id that the previous page returned; None: the first page)."""
+
+    filter: Where | None
+    limit: int
+    offset: object | None = None
+    fields: tuple[str, ...] | None = None
+    with_vector: bool = False
+
+
+# ---- Writes, applied in order.
+
+
+@dataclass(frozen=True)
+class NewPoint:
+    point_id: str
+    vectors: Mapping[str, list[float] | SparseVector]
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Upsert:
+    points: tuple[NewPoint, ...]
+
+
+@dataclass(frozen=True)
+class SetPayload:
+    """Merge these payload fields into the points' payloads."""
+
+    point_ids: tuple[str, ...]
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SetVectors:
+    """Write these named vectors of points (point id -> name -> vector), keeping the others."""
+
+    vectors: Mapping[str, Mapping[str, SparseVector]]
+
+
+@dataclass(frozen=True)
+class DeleteVectors:
+    point_ids: tuple[str, ...]
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeletePoints:
+    """Delete the points with these ids, or those that match a filter."""
+
+    point_ids: tuple[str, ...] = ()
+    where: Where | None = None
+
+
+Write = Upsert | SetPayload | SetVectors | DeleteVectors | DeletePoints
+
+# The payload indexes a collection has: field -> kind.
+FieldKind = Literal["keyword", "datetime", "integer"]
+
+
+class Engine(Protocol):
+    """One engine under the store. Collections may be named by an alias wherever a collection
+    is asked for; a missing one raises CollectionNotFound, every other failure StoreError."""
+
+    def names(self) -> set[str]:
+        """The collections (not the aliases)."""
+
+    def dim(self, name: str) -> int:
+        """The dimension of a collection's embedding."""
+
+    def create(self, name: str, dim: int, *, bulk: bool, indexes: Mapping[str, FieldKind]) -> int:
+        """Create a collection with these payload indexes, unless it exists; the dimension
+        of the collection of that name. bulk: see VectorStore.create_collection."""
+
+    def create_indexes(self, collection: str, indexes: Mapping[str, FieldKind]) -> None:
+        """Create the payload indexes among these that the collection lacks."""
+
+    def has_keywords(self, collection: str) -> bool:
+        """Whether the collection has the keywords vector (and its photos theirs)."""
+
+    def add_keywords(self, collection: str, fill: Callable[[], object]) -> bool:
+        """Give a collection without it the keywords vector, run `fill` to write its photos',
+        and record that it has them; False (nothing done) where the engine cannot add a
+        vector to a collection."""
+
+    def drop(self, name: str) -> None:
+        """Delete a collection (the store checked that no alias points at it)."""
+
+    def aliases(self) -> dict[str, str]:
+        """Alias -> collection."""
+
+    def set_aliases(self, targets: Mapping[str, str | None]) -> None:
+        """Point the aliases at collections (None: remove), atomically; the store checked the
+        names."""
+
+    def finish_bulk_load(self, collection: str) -> None: ...
+
+    def index_ready(self, collection: str) -> bool: ...
+
+    def optimize(self, collection: str) -> None: ...
+
+    def close(self) -> None: ...
+
+    def update(self, collection: str, writes: Sequence[Write]) -> None:
+        """Apply the writes in order, durably."""
+
+    def query(self, collection: str, search: Search) -> list[Hit]:
+        """The hits of a search, best first."""
+
+    def query_batch(self, collection: str, searches: Sequence[Search]) -> list[list[Hit]]:
+        """The hits of each search, best first, all asked in one request."""
+
+    def scroll(self, collection: str, request: Scroll) -> tuple[list[StoredPhoto], object | None]:
+        """A page of points and the offset of the next page (None: the last)."""
+
+    def retrieve(
+        self,
+        collection: str,
+        point_ids: Sequence[str],
+        fields: tuple[str, ...] | None,
+        vector: bool,
+    ) -> list[StoredPhoto]:
+        """The stored points among these ids, in any order."""
+
+    def count(self, collection: str) -> int:
+        """Exact number of points."""
+
+    def facet(
+        self, collection: str, field: str, *, limit: int, exact: bool
+    ) -> list[tuple[str, int]]:
+        """The values of a payload field and how many points hold each, most first."""
+
+
+def embedding_of(vectors: object) -> Embeddings | None:
+    """The embedding among a point's named vectors, if it was read."""
+    vector = vectors.get(VECTOR_NAME) if isinstance(vectors, dict) else None
+    return None if vector is None else np.asarray(vector, dtype=np.float32)
+
+
+def hit_of(score: float, payload: Mapping[str, Any] | None, vectors: object) -> Hit:
+    found = dict(payload or {})
+    return Hit(str(found.get("photo_id")), score, found, embedding_of(vectors))
+
+
+def stored_of(payload: Mapping[str, Any] | None, vectors: object) -> StoredPhoto:
+    found = dict(payload or {})
+    return StoredPhoto(str(found.get("photo_id")), found, embedding_of(vectors))

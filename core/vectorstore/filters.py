@@ -1,0 +1,57 @@
+"""The store's filters, engine-neutral: a search's metadata filter, a shard, identities, keys."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from core.vectorstore.base import KEY_FIELD, SHARD_FIELD, SearchFilter, point_id
+from core.vectorstore.engine import Condition, DateRange, HasIds, IsEmpty, Match, Where
+
+
+def search_filter(f: SearchFilter | None) -> Where | None:
+    """The filter of a SearchFilter; None when it has no condition."""
+    if f is None:
+        return None
+    must: list[Condition] = []
+    if f.tags_any:
+        must.append(Match("tags", f.tags_any))
+    must.extend(Match("tags", (tag,)) for tag in f.tags_all)
+    if f.photographer is not None:
+        must.append(Match("photographer", (f.photographer,)))
+    if f.license is not None:
+        must.append(Match("license", (f.license,)))
+    if f.created_from is not None or f.created_to is not None:
+        must.append(DateRange("created_at", f.created_from, f.created_to))
+    must_not: tuple[Condition, ...] = ()
+    if f.exclude_ids:
+        must_not = (HasIds(frozenset(point_id(pid) for pid in f.exclude_ids)),)
+    if not must and not must_not:
+        return None
+    return Where(tuple(must), must_not)
+
+
+def shard_condition(shard: str | None) -> Condition:
+    """The points labelled with a shard; None: those without a label."""
+    return IsEmpty(SHARD_FIELD) if shard is None else Match(SHARD_FIELD, (shard,))
+
+
+def shard_filter(shard: str | None, *, unlabelled: bool = False) -> Where | None:
+    """points(): one shard's, the unlabelled ones, or every point (None)."""
+    if unlabelled:
+        return Where((shard_condition(None),))
+    return None if shard is None else Where((shard_condition(shard),))
+
+
+def in_shard(shard: str | None, photo_ids: Sequence[str]) -> Where:
+    """These photos, while they still carry this label."""
+    ids = HasIds(frozenset(point_id(pid) for pid in photo_ids))
+    return Where((ids, shard_condition(shard)))
+
+
+def with_keys(keys: Sequence[str]) -> Where:
+    return Where((Match(KEY_FIELD, tuple(keys)),))
+
+
+def both(first: Condition, second: Where | None) -> Where:
+    """A condition and, where there is one, a filter."""
+    return Where((first,) if second is None else (first, second))

@@ -1,0 +1,171 @@
+"""The store's neutral requests (core/vectorstore/engine.py) in qdrant-client's models."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from qdrant_client import models as qm
+
+from core.vectorstore.base import SearchTuning, SparseVector
+from core.vectorstore.engine import (
+    Condition,
+    DateRange,
+    DeletePoints,
+    DeleteVectors,
+    FieldKind,
+    HasIds,
+    HasVector,
+    IsEmpty,
+    Match,
+    Nearest,
+    NewPoint,
+    Prefetch,
+    Recommend,
+    Rrf,
+    Scroll,
+    Search,
+    SetPayload,
+    SetVectors,
+    Where,
+    Write,
+)
+
+KINDS: dict[FieldKind, qm.PayloadSchemaType] = {
+    "keyword": qm.PayloadSchemaType.KEYWORD,
+    "datetime": qm.PayloadSchemaType.DATETIME,
+    "integer": qm.PayloadSchemaType.INTEGER,
+}
+
+
+def sparse(vector: SparseVector) -> qm.SparseVector:
+    return qm.SparseVector(indices=list(vector.indices), values=list(vector.values))
+
+
+def vector(v: list[float] | SparseVector) -> list[float] | qm.SparseVector:
+    return sparse(v) if isinstance(v, SparseVector) else v
+
+
+def condition(c: Condition) -> qm.Condition:
+    match c:
+        case Match(field, (value,)):
+            return qm.FieldCondition(key=field, match=qm.MatchValue(value=value))
+        case Match(field, values):
+            return qm.FieldCondition(key=field, match=qm.MatchAny(any=list(values)))
+        case DateRange(field, since, until):
+            return qm.FieldCondition(key=field, range=qm.DatetimeRange(gte=since, lte=until))
+        case HasIds(ids):
+            return qm.HasIdCondition(has_id=sorted(ids))
+        case IsEmpty(field):
+            return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=field))
+        case HasVector(name):
+            return qm.HasVectorCondition(has_vector=name)
+        case Where():
+            return where(c)
+
+
+def where(w: Where) -> qm.Filter:
+    return qm.Filter(
+        must=[condition(c) for c in w.must] or None,
+        must_not=[condition(c) for c in w.must_not] or None,
+    )
+
+
+def optional(w: Where | None) -> qm.Filter | None:
+    return None if w is None else where(w)
+
+
+def params(tuning: SearchTuning | None) -> qm.SearchParams | None:
+    return None if tuning is None else tuning.params(qm.SearchParams, qm.QuantizationSearchParams)
+
+
+def query(q: Nearest | Recommend | Rrf) -> tuple[Any, str | None]:
+    """The query and the named vector it uses."""
+    match q:
+        case Nearest(v, using):
+            return vector(v), using
+        case Recommend(positive, negative, using):
+            examples = qm.RecommendInput(
+                positive=list(positive),
+                negative=list(negative),
+                strategy=qm.RecommendStrategy.BEST_SCORE,
+            )
+            return qm.RecommendQuery(recommend=examples), using
+        case Rrf(k):
+            return qm.RrfQuery(rrf=qm.Rrf(k=k)), None
+
+
+def payload(fields: Sequence[str] | None) -> qm.PayloadSelectorInclude | bool:
+    return True if fields is None else qm.PayloadSelectorInclude(include=list(fields))
+
+
+def vectors(using: str | None) -> list[str] | bool:
+    return False if using is None else [using]
+
+
+def prefetch(p: Prefetch, exact: bool) -> qm.Prefetch:
+    """exact: local mode, which searches exactly and warns about search parameters."""
+    scoring, using = query(p.query)
+    return qm.Prefetch(
+        query=scoring,
+        using=using,
+        limit=p.limit,
+        filter=optional(p.filter),
+        score_threshold=p.score_threshold,
+        params=None if exact else params(p.tuning),
+    )
+
+
+def search(s: Search, with_vector: str | None, exact: bool) -> qm.QueryRequest:
+    scoring, using = query(s.query)
+    return qm.QueryRequest(
+        query=scoring,
+        using=using,
+        prefetch=[prefetch(p, exact) for p in s.prefetches] or None,
+        limit=s.limit,
+        offset=s.offset,
+        filter=optional(s.filter),
+        score_threshold=s.score_threshold,
+        params=None if exact else params(s.tuning),
+        with_payload=payload(s.fields),
+        with_vector=vectors(with_vector),
+    )
+
+
+def scroll_options(s: Scroll, with_vector: str | None) -> dict[str, Any]:
+    """QdrantClient.scroll's keyword arguments."""
+    return {
+        "scroll_filter": optional(s.filter),
+        "limit": s.limit,
+        "offset": s.offset,
+        "with_payload": payload(s.fields),
+        "with_vectors": vectors(with_vector),
+    }
+
+
+def point(p: NewPoint) -> qm.PointStruct:
+    named: dict[str, Any] = {n: vector(v) for n, v in p.vectors.items()}
+    return qm.PointStruct(id=p.point_id, vector=named, payload=p.payload)
+
+
+def write(w: Write) -> qm.UpdateOperation:
+    """Every write but an upsert, which QdrantEngine sends in batches of its own."""
+    match w:
+        case SetPayload(ids, fields):
+            return qm.SetPayloadOperation(
+                set_payload=qm.SetPayload(payload=fields, points=list(ids))
+            )
+        case SetVectors(by_point):
+            found = [
+                qm.PointVectors(id=pid, vector={n: sparse(v) for n, v in named.items()})
+                for pid, named in by_point.items()
+            ]
+            return qm.UpdateVectorsOperation(update_vectors=qm.UpdateVectors(points=found))
+        case DeleteVectors(ids, names):
+            gone = qm.DeleteVectors(points=list(ids), vector=list(names))
+            return qm.DeleteVectorsOperation(delete_vectors=gone)
+        case DeletePoints(ids, None):
+            return qm.DeleteOperation(delete=qm.PointIdsList(points=list(ids)))
+        case DeletePoints(_, Where() as matching):
+            return qm.DeleteOperation(delete=qm.FilterSelector(filter=where(matching)))
+    raise TypeError(f"not a write of one request: {w!r}")
