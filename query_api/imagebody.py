@@ -34,6 +34,7 @@ _URL_ONLY = {
     "required": ["url"],
     "additionalProperties": False,
 }
+_URL_EXAMPLE = {"url": "https://images.example.com/2024/06/red-bicycle.jpg"}
 # The request body of POST /v1/search/image, for the route's `openapi_extra`: the body is
 # read by hand (read_image_query), since no one FastAPI parameter takes all three forms.
 OPENAPI: dict[str, Any] = {
@@ -51,8 +52,8 @@ OPENAPI: dict[str, Any] = {
                     "additionalProperties": False,
                 }
             },
-            "application/x-www-form-urlencoded": {"schema": _URL_ONLY},
-            "application/json": {"schema": _URL_ONLY},
+            "application/x-www-form-urlencoded": {"schema": _URL_ONLY, "example": _URL_EXAMPLE},
+            "application/json": {"schema": _URL_ONLY, "example": _URL_EXAMPLE},
         },
     }
 }

@@ -27,6 +27,29 @@ MAX_EXAMPLES = 20
 # How many of a group's other photos a result lists (its count says how many there are).
 MAX_DUPLICATE_IDS = 20
 
+# The examples of the OpenAPI schema (the documentation's API reference shows them).
+_METADATA_EXAMPLE: dict[str, Any] = {
+    "title": "Red bicycle against a brick wall",
+    "tags": ["bicycle", "street", "red"],
+    "photographer": "ana",
+    "license": "royalty-free",
+    "created_at": "2024-06-01T09:30:00+00:00",
+    "extra": {},
+}
+_PHOTO_EXAMPLE: dict[str, Any] = {
+    "id": "2024/06/red-bicycle.jpg",
+    "metadata": _METADATA_EXAMPLE,
+    "model_version": 2,
+    "indexed_at": "2024-06-02T02:04:11+00:00",
+    "image_url": "/v1/photos/2024/06/red-bicycle.jpg/image",
+    "thumbnail_url": "/v1/photos/2024/06/red-bicycle.jpg/thumbnail",
+}
+_DUPLICATES_EXAMPLE: dict[str, Any] = {
+    "group": "2024/06/red-bicycle.jpg",
+    "count": 2,
+    "ids": ["2024/06/red-bicycle-crop.jpg", "2024/06/red-bicycle-small.jpg"],
+}
+
 
 def _refuse_surrogates(text: str) -> None:
     # JSON's "\ud800" escape decodes to a lone surrogate, which pydantic lets through in the
@@ -39,7 +62,10 @@ def _refuse_surrogates(text: str) -> None:
 class Filters(BaseModel):
     """Metadata filters; every given condition must hold."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"tags_any": ["street"], "license": "royalty-free"}]},
+    )
 
     tags_any: list[str] = Field(
         default_factory=list, max_length=MAX_TAGS, description="At least one of these tags."
@@ -157,7 +183,22 @@ def _query_text(q: str) -> str:
 class TextSearch(Page):
     """A text query with its page and filters (GET query string or POST JSON body)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "q": "a red bicycle against a brick wall",
+                    "mode": "hybrid",
+                    "not": ["cars"],
+                    "tags_any": ["street", "city"],
+                    "created_from": "2024-01-01",
+                    "limit": 20,
+                }
+            ]
+        },
+    )
 
     q: str = Field(
         min_length=1, max_length=MAX_QUERY_CHARS, description="What the photo shows, in words."
@@ -207,6 +248,18 @@ class TextSearch(Page):
 class RecommendSearch(Page):
     """More like these photos and not like those (GET query string or POST JSON body)."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "positive": ["2024/06/red-bicycle.jpg", "2023/09/canal-bikes.jpg"],
+                    "negative": ["2024/02/bike-shop-interior.jpg"],
+                    "limit": 10,
+                }
+            ]
+        }
+    )
+
     positive: list[str] = Field(
         min_length=1,
         max_length=MAX_EXAMPLES,
@@ -229,6 +282,8 @@ class RecommendSearch(Page):
 
 
 class PhotoMetadata(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [_METADATA_EXAMPLE]})
+
     title: str | None = None
     tags: list[str] = Field(default_factory=list)
     photographer: str | None = None
@@ -239,6 +294,8 @@ class PhotoMetadata(BaseModel):
 
 class Photo(BaseModel):
     """A stored photo: its identity, metadata and where the page gets its pixels."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [_PHOTO_EXAMPLE]})
 
     id: str
     metadata: PhotoMetadata
@@ -251,12 +308,20 @@ class Photo(BaseModel):
 class Duplicates(BaseModel):
     """The other photos of a result's near-duplicate group that match the search's filters."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [_DUPLICATES_EXAMPLE]})
+
     group: str = Field(description="The group's id (GET /v1/photos/{id}/duplicates lists it).")
     count: int = Field(description="How many other photos the result stands for.")
     ids: list[str] = Field(description=f"The first {MAX_DUPLICATE_IDS} of their ids.")
 
 
 class Result(Photo):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{**_PHOTO_EXAMPLE, "score": 0.3127, "duplicates": _DUPLICATES_EXAMPLE}]
+        }
+    )
+
     score: float = Field(
         description="The ranking score: cosine similarity to the query (-1..1) for vector, "
         "image, more-like-this and recommend searches; the reciprocal rank fusion score "
@@ -270,6 +335,26 @@ class Result(Photo):
 
 
 class SearchResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "results": [
+                        {**_PHOTO_EXAMPLE, "score": 0.3127, "duplicates": _DUPLICATES_EXAMPLE}
+                    ],
+                    "mode": "hybrid",
+                    "model_version": 2,
+                    "collection": "photos-m2-3f9c2a1b7d4e",
+                    "cached": None,
+                    "limit": 20,
+                    "offset": 0,
+                    "next_offset": 20,
+                    "took_ms": 18.4,
+                }
+            ]
+        }
+    )
+
     results: list[Result]
     mode: Literal["hybrid", "vector", "keyword"] | None = Field(
         None,
@@ -290,6 +375,25 @@ class SearchResponse(BaseModel):
 
 
 class DuplicatesResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "photo_id": "2024/06/red-bicycle.jpg",
+                    "group": "2024/06/red-bicycle.jpg",
+                    "photos": [
+                        {
+                            **_PHOTO_EXAMPLE,
+                            "id": "2024/06/red-bicycle-crop.jpg",
+                            "image_url": "/v1/photos/2024/06/red-bicycle-crop.jpg/image",
+                            "thumbnail_url": "/v1/photos/2024/06/red-bicycle-crop.jpg/thumbnail",
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
     photo_id: str
     group: str
     photos: list[Photo] = Field(description="The other photos of its near-duplicate group.")
@@ -297,6 +401,26 @@ class DuplicatesResponse(BaseModel):
 
 class ErrorResponse(BaseModel):
     """Every 4xx and 5xx answer."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "error": "invalid_request",
+                    "message": "limit: Input should be less than or equal to 100",
+                    "details": [
+                        {
+                            "loc": ["query", "limit"],
+                            "msg": "Input should be less than or equal to 100",
+                            "type": "less_than_equal",
+                        }
+                    ],
+                    "more_errors": 0,
+                },
+                {"error": "unauthorized", "message": "unknown API key"},
+            ]
+        }
+    )
 
     error: str = Field(description="A stable code: invalid_request, unauthorized, ...")
     message: str = Field(description="What was wrong, for a person.")
@@ -308,6 +432,21 @@ class ErrorResponse(BaseModel):
 
 class ModelResponse(BaseModel):
     """The model behind the live collection: what queries are embedded with now."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "model_version": 2,
+                    "collection": "photos-m2-3f9c2a1b7d4e",
+                    "arch": "ViT-B-32",
+                    "weights": "laion2b_s34b_b79k",
+                    "random_weights": False,
+                    "embedding_dim": 512,
+                }
+            ]
+        }
+    )
 
     model_version: int
     collection: str

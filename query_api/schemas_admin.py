@@ -3,25 +3,78 @@ near-duplicate groups (a key with the admin scope)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from query_api.schemas import MAX_DUPLICATE_IDS
 
+# The examples of the OpenAPI schema (the documentation's API reference shows them).
+_GROUP_EXAMPLE: dict[str, Any] = {
+    "group": "2024/06/red-bicycle.jpg",
+    "size": 3,
+    "ids": [
+        "2024/06/red-bicycle.jpg",
+        "2024/06/red-bicycle-crop.jpg",
+        "2024/06/red-bicycle-small.jpg",
+    ],
+}
+_JOB_EXAMPLE: dict[str, Any] = {
+    "id": "3f9c2a1b7d4e",
+    "kind": "reindex",
+    "state": "running",
+    "source": "s3://photostock/catalogue",
+    "collection": "photos-m2-3f9c2a1b7d4e",
+    "model_version": 2,
+    "phase": "catch-up",
+    "round": 2,
+    "listed": 1000000,
+    "shards_total": 100,
+    "shards_planned": 100,
+    "estimated_total": 1000000,
+    "total": 1000000,
+    "done": 1000000,
+    "failed": 0,
+    "skipped": 12,
+    "deleted": 0,
+    "updated": 0,
+    "unchanged": 0,
+    "images_per_s": 812.5,
+    "eta_s": 30.0,
+    "created_at": 1717200000.0,
+    "started_at": 1717200001.5,
+    "finished_at": 0.0,
+    "message": "catch-up round 2: 214 changes to replay",
+    "force": False,
+    "refused": False,
+    "live_count": 1000000,
+    "delete_budget": 500000,
+    "held": 0,
+    "regrouped": 1830,
+    "dropped": False,
+    "problems": ["2024/06/broken.jpg: cannot identify image file"],
+}
+
 
 class DuplicateGroup(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [_GROUP_EXAMPLE]})
+
     group: str
     size: int = Field(description="Photos in the group.")
     ids: list[str] = Field(description=f"The first {MAX_DUPLICATE_IDS} of their ids.")
 
 
 class DuplicateGroups(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"groups": [_GROUP_EXAMPLE]}]})
+
     groups: list[DuplicateGroup] = Field(description="The largest groups first.")
 
 
 class SourceRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"source": "s3://photostock/catalogue"}]},
+    )
     source: str | None = Field(
         None, max_length=2000, description="file:///dir or s3://bucket/prefix; default: the last."
     )
@@ -35,6 +88,12 @@ class SourceRequest(BaseModel):
 
 
 class SyncRequest(SourceRequest):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"source": "file:///srv/photos", "kind": "sync"}, {"kind": "increment"}]
+        }
+    )
+
     kind: Literal["sync", "increment"] = Field(
         "sync",
         description="sync: list the whole source; increment: what the change feed reported.",
@@ -42,10 +101,29 @@ class SyncRequest(SourceRequest):
 
 
 class ReindexRequest(SourceRequest):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"model_version": 2, "source": "s3://photostock/catalogue"}]
+        }
+    )
+
     model_version: int = Field(ge=1, description="The exported model version to rebuild with.")
 
 
 class JobAccepted(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "job_id": "3f9c2a1b7d4e",
+                    "kind": "reindex",
+                    "status_url": "/v1/admin/jobs/3f9c2a1b7d4e",
+                    "joined": False,
+                }
+            ]
+        }
+    )
+
     job_id: str
     kind: str
     status_url: str
@@ -55,12 +133,27 @@ class JobAccepted(BaseModel):
 
 
 class RollbackResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "job_id": "9a0b1c2d3e4f",
+                    "state": "done",
+                    "message": "photos -> photos-m1-1a2b3c4d5e6f (model version 1); "
+                    "photos-previous -> photos-m2-3f9c2a1b7d4e",
+                }
+            ]
+        }
+    )
+
     job_id: str
     state: Literal["done", "failed", "queued", "running"]
     message: str
 
 
 class Job(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [_JOB_EXAMPLE]})
+
     id: str
     kind: str
     state: str
@@ -109,6 +202,25 @@ class Job(BaseModel):
 
 
 class Collection(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "photos-m2-3f9c2a1b7d4e",
+                    "role": "live",
+                    "model_version": 2,
+                    "dim": 512,
+                    "points": 1000000,
+                    "aliases": ["photos"],
+                    "job_id": "3f9c2a1b7d4e",
+                    "job_state": "done",
+                    "created_at": 1717200000.0,
+                    "age_s": 86400.0,
+                }
+            ]
+        }
+    )
+
     name: str
     role: Literal["live", "previous", "reindex", "failed", "orphan"] = Field(
         description="live and previous: the aliases'; reindex: a reindex in progress builds "

@@ -15,9 +15,38 @@ from query_api.errors import Unavailable
 router = APIRouter(tags=["health"])
 
 _CHECK_TIMEOUT_S = 2.0
+_READY = {
+    "status": "degraded",
+    "checks": {
+        "vector_store": {"ok": True, "collection": "photos-m2-3f9c2a1b7d4e"},
+        "triton": {"ok": True, "model_version": 2},
+        "redis": {"ok": False, "error": "Redis unreachable: the query cache is bypassed"},
+    },
+}
+_NOT_READY = {
+    "status": "not ready",
+    "checks": {
+        "vector_store": {"ok": True, "collection": "photos-m2-3f9c2a1b7d4e"},
+        "triton": {"ok": False, "error": "model version 2 is not ready in Triton"},
+        "redis": {"ok": True},
+    },
+}
 
 
-@router.get("/healthz")
+def _json(description: str, example: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"example": example}}}
+
+
+@router.get(
+    "/healthz",
+    responses={
+        200: _json("The process answers.", {"status": "ok"}),
+        503: _json(
+            "What runs beside it has stopped.",
+            {"status": "failing", "error": "the embedded indexing worker has stopped"},
+        ),
+    },
+)
 async def healthz(request: Request) -> JSONResponse:
     """The process answers (liveness), and what runs beside it (an embedded worker) still runs.
 
@@ -34,7 +63,10 @@ async def healthz(request: Request) -> JSONResponse:
 
 @router.get(
     "/readyz",
-    responses={503: {"description": "The vector store or Triton does not answer."}},
+    responses={
+        200: _json("Ready; degraded when only Redis does not answer.", _READY),
+        503: _json("The vector store or Triton does not answer.", _NOT_READY),
+    },
 )
 async def readyz(services: ServicesDep) -> JSONResponse:
     """Ready when the live collection and its model version in Triton answer.

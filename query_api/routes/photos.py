@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Path, Query, Response
 
 from core.embedding.images import ImageLimits
 from core.vectorstore import CollectionNotFound, StoredPhoto
@@ -33,6 +33,19 @@ LIMITED: dict[int | str, dict[str, object]] = {**ERRORS, 429: {"model": ErrorRes
 # needed to see them, no shared cache (a CDN, a proxy) may keep them for the next caller.
 _PUBLIC = "public, max-age=86400"
 _PRIVATE = "private, max-age=86400"
+# A photo's id in a path: its catalogue key (or its manifest's id), slashes and all.
+PhotoId = Annotated[
+    str,
+    Path(
+        description="The photo's id, as a search answered it.",
+        openapi_examples={"a photo": {"value": "2024/06/red-bicycle.jpg"}},
+    ),
+]
+
+
+def _binary(media_type: str, description: str) -> dict[str, object]:
+    schema = {"type": "string", "format": "binary"}
+    return {"description": description, "content": {media_type: {"schema": schema}}}
 
 
 async def _record(services: Services, photo_id: str) -> StoredPhoto:
@@ -87,9 +100,13 @@ async def duplicates(
     return await photo_duplicates(services, root, photo_id)
 
 
-@router.get("/{photo_id:path}/image", responses=ERRORS)
+@router.get(
+    "/{photo_id:path}/image",
+    response_class=Response,
+    responses={**ERRORS, 200: _binary("image/*", "The file, with its media type.")},
+)
 async def image(
-    photo_id: str,
+    photo_id: PhotoId,
     services: ServicesDep,
     caller: ReadCaller,
     if_none_match: Annotated[str | None, Header()] = None,
@@ -105,9 +122,13 @@ async def image(
     return Response(data, media_type=media_type(record), headers=headers)
 
 
-@router.get("/{photo_id:path}/thumbnail", responses=ERRORS)
+@router.get(
+    "/{photo_id:path}/thumbnail",
+    response_class=Response,
+    responses={**ERRORS, 200: _binary("image/jpeg", "The thumbnail.")},
+)
 async def thumbnail(
-    photo_id: str,
+    photo_id: PhotoId,
     services: ServicesDep,
     caller: ReadCaller,
     if_none_match: Annotated[str | None, Header()] = None,
