@@ -1,0 +1,44 @@
+"""A typed Python client of the PhotoSearch HTTP API, for internal applications.
+
+It needs httpx and pydantic only, never the service's own packages:
+
+    from photosearch_client import Client
+
+    with Client("https://photosearch.internal", api_key=KEY) as photos:
+        page = photos.search("a red bicycle", tags_any=["street"], limit=10)
+        for result in page.results:
+            print(result.id, result.score, result.metadata.title)
+"""
+
+from photosearch_client.calls import Mode, SearchOptions
+from photosearch_client.client import Client
+from photosearch_client.errors import ApiError, ApiUnreachable, PhotoSearchError
+from photosearch_client.models import (
+    Duplicates,
+    DuplicatesPage,
+    Health,
+    Image,
+    ModelInfo,
+    Photo,
+    PhotoMetadata,
+    Result,
+    SearchPage,
+)
+
+__all__ = [
+    "ApiError",
+    "ApiUnreachable",
+    "Client",
+    "Duplicates",
+    "DuplicatesPage",
+    "Health",
+    "Image",
+    "Mode",
+    "ModelInfo",
+    "Photo",
+    "PhotoMetadata",
+    "PhotoSearchError",
+    "Result",
+    "SearchOptions",
+    "SearchPage",
+]

@@ -1,0 +1,112 @@
+"""What the API answers, as typed models: search pages, photos, the model, readiness."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# A field the API adds later is ignored, so an application keeps working across releases.
+_ANSWER = ConfigDict(extra="ignore", frozen=True)
+
+
+class PhotoMetadata(BaseModel):
+    model_config = _ANSWER
+
+    title: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    photographer: str | None = None
+    license: str | None = None
+    created_at: str | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class Photo(BaseModel):
+    """A stored photo: its id, metadata, and the API paths of its original and thumbnail."""
+
+    model_config = _ANSWER
+
+    id: str
+    metadata: PhotoMetadata
+    model_version: int | None = None
+    indexed_at: str | None = None
+    image_url: str
+    thumbnail_url: str
+
+
+class Duplicates(BaseModel):
+    """The near-duplicates a result stands for (with collapse): how many, the first ids."""
+
+    model_config = _ANSWER
+
+    group: str
+    count: int
+    ids: list[str]
+
+
+class Result(Photo):
+    score: float
+    duplicates: Duplicates | None = None
+
+
+class SearchPage(BaseModel):
+    """One page of a search's results, and where the next page starts."""
+
+    model_config = _ANSWER
+
+    results: list[Result]
+    mode: Literal["hybrid", "vector", "keyword"] | None = None
+    model_version: int
+    collection: str
+    cached: bool | None = None
+    limit: int
+    offset: int
+    next_offset: int | None
+    took_ms: float
+
+
+class DuplicatesPage(BaseModel):
+    """A photo's near-duplicate group: the other photos in it."""
+
+    model_config = _ANSWER
+
+    photo_id: str
+    group: str
+    photos: list[Photo]
+
+
+class ModelInfo(BaseModel):
+    """The model behind the live collection."""
+
+    model_config = _ANSWER
+
+    model_version: int
+    collection: str
+    arch: str
+    weights: str
+    random_weights: bool
+    embedding_dim: int
+
+
+class Health(BaseModel):
+    """Readiness: `ready` unless the vector store or the model does not answer; `status` is
+    "degraded" when only the query cache is down."""
+
+    model_config = _ANSWER
+
+    status: Literal["ready", "degraded", "not ready"]
+    checks: dict[str, dict[str, Any]]
+
+    @property
+    def ready(self) -> bool:
+        return self.status != "not ready"
+
+
+class Image(BaseModel):
+    """A photo's bytes: its original file or its thumbnail."""
+
+    model_config = _ANSWER
+
+    data: bytes
+    media_type: str
+    etag: str | None = None
