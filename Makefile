@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 PHOTOSEARCH := $(BIN)/photosearch
 UV := $(BIN)/uv
 
-.PHONY: setup lock tools run test lint bench loadtest soak clean
+.PHONY: setup lock tools run test lint docs bench loadtest soak clean
 
 # What `make setup` installs: the lock of pyproject.toml's extras cpu, embedded, export, dev,
 # demo and loadtest (requirements/dev.txt, written by `make lock`). On a GPU host,
@@ -92,6 +92,11 @@ tools:
 
 test: lint tools
 	$(BIN)/pytest
+
+# The documentation site (mkdocs.yml, docs/) in strict mode: a broken link or anchor fails it.
+# Into site/, ignored by git; `$(BIN)/mkdocs serve` shows it while you write.
+docs: setup
+	$(BIN)/mkdocs build --strict --site-dir site
 
 # Every benchmark, one table of their figures (loadtests/benchmarks.py): ~40 min on 2 cores,
 # 30 of them the scale benchmark's catalogues of 1e5 and 1e6 photos.

@@ -1,4 +1,5 @@
-"""The README's settings table, generated from the settings tree so that the two never drift."""
+"""The documentation's settings table (docs/operating/settings.md), generated from the settings
+tree so that the two never drift."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from core.settings import Settings
 
 START = "<!-- settings-table:start -->"
 END = "<!-- settings-table:end -->"
-WRITE_COMMAND = "python -m core.settings_doc --write README.md"
+PAGE = Path("docs/operating/settings.md")
+WRITE_COMMAND = f"python -m core.settings_doc --write {PAGE}"
 
 # A stand-in data directory: a default derived from it (model.repository, qdrant.path) then
 # reads `DATA_DIR/models`, as the validator computes it, instead of this machine's home.
@@ -29,8 +31,8 @@ def settings_table(settings_cls: type[Settings] = Settings) -> str:
     delimiter = config.get("env_nested_delimiter") or "__"
     lines = ["| Variable | Default | Meaning |", "|---|---|---|"]
     for path, default, meaning in _leaves(
-        _without_environment(settings_cls, {}),
-        _without_environment(settings_cls, {"data_dir": _DATA_DIR}),
+        default_settings(settings_cls),
+        default_settings(settings_cls, data_dir=_DATA_DIR),
         (),
     ):
         variable = f"{prefix}{delimiter.join(path)}".upper()
@@ -38,8 +40,9 @@ def settings_table(settings_cls: type[Settings] = Settings) -> str:
     return "\n".join(lines)
 
 
-def _without_environment(settings_cls: type[Settings], values: dict[str, object]) -> Settings:
-    # The table shows the code's defaults, not what this shell's PHOTOSEARCH_* would set.
+def default_settings(settings_cls: type[Settings] = Settings, **values: object) -> Settings:
+    """The code's defaults (and `values`), whatever this shell's PHOTOSEARCH_* would set: what
+    the documentation shows."""
     return settings_cls(_build_sources=((InitSettingsSource(settings_cls, values),), {}))
 
 
@@ -89,12 +92,12 @@ def _split(text: str) -> tuple[str, str, str]:
     return before, table, after
 
 
-def readme_table(text: str) -> str:
-    """The table between a README's markers (ValueError unless it has both, once each)."""
+def marked_table(text: str) -> str:
+    """The table between a page's markers (ValueError unless it has both, once each)."""
     return _split(text)[1]
 
 
-def write_readme(path: Path) -> bool:
+def write_table(path: Path) -> bool:
     """Rewrite the table between the markers in `path`; True if it changed."""
     text = path.read_text(encoding="utf-8")
     before, table, after = _split(text)
@@ -106,11 +109,13 @@ def write_readme(path: Path) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--write", type=Path, metavar="README", help="rewrite its settings table")
+    parser.add_argument(
+        "--write", type=Path, metavar="PAGE", help=f"rewrite its settings table (e.g. {PAGE})"
+    )
     args = parser.parse_args(argv)
     if args.write is None:
         print(settings_table())
-    elif write_readme(args.write):
+    elif write_table(args.write):
         print(f"{args.write}: settings table rewritten")
     else:
         print(f"{args.write}: settings table already up to date")

@@ -26,7 +26,7 @@ app.command("serve-embedded", hidden=True)(serve_embedded_command)
 
 @app.command("settings")
 def settings_command() -> None:
-    """Print every PHOTOSEARCH_* setting, its default and meaning: README.md's Markdown table."""
+    """Print every PHOTOSEARCH_* setting, its default and meaning: the settings page's table."""
     typer.echo(settings_table())
 
 

@@ -1,4 +1,4 @@
-"""README.md's settings table is the one the settings tree generates, and lists every setting."""
+"""The settings page's table is the one the settings tree generates, and lists every setting."""
 
 from __future__ import annotations
 
@@ -11,16 +11,18 @@ from typer.testing import CliRunner
 from core.settings import ModelSettings, Settings
 from core.settings_doc import (
     END,
+    PAGE,
     START,
     WRITE_COMMAND,
-    readme_table,
+    default_settings,
+    marked_table,
     settings_table,
-    write_readme,
+    write_table,
 )
 from photosearch.cli import app
 from tests.support.deployfiles import leaf_variables
 
-README = Path(__file__).parents[3] / "README.md"
+ROOT = Path(__file__).parents[3]
 
 
 def _rows(table: str) -> dict[str, list[str]]:
@@ -33,24 +35,30 @@ def _rows(table: str) -> dict[str, list[str]]:
     return rows
 
 
-def test_the_readme_table_is_the_generated_one() -> None:
-    table = readme_table(README.read_text(encoding="utf-8"))
+def test_the_settings_page_table_is_the_generated_one() -> None:
+    table = marked_table((ROOT / PAGE).read_text(encoding="utf-8"))
     assert table == settings_table(), (
-        f"README.md's settings table is stale: run `{WRITE_COMMAND}` (or paste the output of "
+        f"{PAGE}'s settings table is stale: run `{WRITE_COMMAND}` (or paste the output of "
         f"`photosearch settings` between {START} and {END})"
     )
 
 
+def test_the_readme_holds_no_settings_table() -> None:
+    """The settings live on the documentation site's page, never a second copy in the README."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert START not in readme and "PHOTOSEARCH_API__PORT" not in readme
+
+
 def test_write_rewrites_only_the_block_between_the_markers(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# Title\n\n{START}\n| old | table |\n{END}\n\nAfter.\n", encoding="utf-8")
-    assert write_readme(readme)
-    text = readme.read_text(encoding="utf-8")
+    page = tmp_path / "settings.md"
+    page.write_text(f"# Title\n\n{START}\n| old | table |\n{END}\n\nAfter.\n", encoding="utf-8")
+    assert write_table(page)
+    text = page.read_text(encoding="utf-8")
     assert text == f"# Title\n\n{START}\n{settings_table()}\n{END}\n\nAfter.\n"
-    assert not write_readme(readme)
-    readme.write_text("# No markers\n", encoding="utf-8")
+    assert not write_table(page)
+    page.write_text("# No markers\n", encoding="utf-8")
     with pytest.raises(ValueError, match="settings-table:start"):
-        write_readme(readme)
+        write_table(page)
 
 
 def test_every_leaf_setting_has_exactly_one_row_with_a_description() -> None:
@@ -79,6 +87,9 @@ def test_the_environment_does_not_leak_into_the_table(monkeypatch: pytest.Monkey
     monkeypatch.setenv("PHOTOSEARCH_DATA_DIR", "/elsewhere")
     monkeypatch.setenv("PHOTOSEARCH_MODEL__TEXT_PAD_MULTIPLE", "16")
     assert settings_table() == expected
+    defaults = default_settings()
+    assert defaults.model.text_pad_multiple == 8
+    assert default_settings(data_dir=Path("/x")).data_dir == Path("/x")
 
 
 class _WarmModelSettings(ModelSettings):
