@@ -1,6 +1,13 @@
 """From a ranking to a page: the store pages a plain ranking itself; a fused one, or one
 with near-duplicates collapsed, diversified or sorted by date, is arranged here from a pool
-of the best candidates, and each result is told which near-duplicates it stands for."""
+of the best candidates, and each result is told which near-duplicates it stands for.
+
+Collapsing, diversity and the date order stay here rather than in the engine, which cannot give
+the same pages: Qdrant Edge has no group-by query to collapse a group; Qdrant's MMR (Edge's and
+the server's) takes a nearest-neighbour query's raw similarity as the relevance, where ours
+scales the pool's scores to 0..1 and so diversifies any ranking (fused, BM25, a recommendation,
+a collapsed pool) as the API documents; and ordering by created_at leaves out every photo
+without a date, which ours puts last."""
 
 from __future__ import annotations
 

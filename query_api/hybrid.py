@@ -1,5 +1,6 @@
 """A text search by words, or by words and embedding together: the keyword ranking (BM25 over
-title, tags and photographer) fused with the vector ranking by reciprocal rank fusion."""
+title, tags and photographer) fused with the vector ranking by reciprocal rank fusion, in one
+query of the store where it can (VectorStore.hybrid_search)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from core.keywords import photo_words, query_vector, words
 from core.vectorstore import Hit, KeywordsUnavailable, SparseVector, VectorStore
 from query_api.arrange import Ranking
 from query_api.errors import ApiError
-from query_api.ranking import fuse
+from query_api.ranking import RRF_K, fuse
 from query_api.schemas import TextSearch
 
 Mode = Literal["hybrid", "vector", "keyword"]
@@ -49,27 +50,65 @@ class HybridPlan:
 
     def fetch(self, limit: int, offset: int, with_vectors: bool) -> Ranking:
         """The best `limit` candidates of each ranking (`offset` is 0: a pool), fused."""
-        threshold = self.query.score_threshold
-        by_words, full = self._by_words(limit, with_vectors or threshold is not None)
         if self.query.mode == "keyword":
+            by_words, full = self._by_words(limit, with_vectors)
             assert by_words is not None
             return Ranking(by_words, more=full)
+        if self.query.score_threshold is None and not self.unwanted:
+            return self._fused_by_the_store(limit, with_vectors)
+        return self._fused_here(limit, with_vectors)
+
+    def _fused_by_the_store(self, limit: int, with_vectors: bool) -> Ranking:
+        """Both rankings fused by the engine, in one query."""
         assert self.vector is not None
-        by_vector = self.store.search(
-            self.collection,
-            self.vector,
-            limit=limit,
-            filter=self.query.to_store(),
-            score_threshold=threshold,
-            with_vectors=with_vectors,
-        )
+        try:
+            hits = self.store.hybrid_search(
+                self.collection,
+                self.vector,
+                self.keywords,
+                limit=limit,
+                rrf_k=RRF_K,
+                filter=self.query.to_store(),
+                with_vectors=with_vectors,
+            )
+        except KeywordsUnavailable:
+            self.mode_ran = "vector"
+            hits = self._by_vector(limit, with_vectors)
+            return Ranking(hits, more=len(hits) == limit)
+        # Each ranking holds `limit` at most: the fusion holds as many when either was full.
+        return Ranking(hits, more=len(hits) >= limit)
+
+    def _fused_here(self, limit: int, with_vectors: bool) -> Ranking:
+        """Both rankings read, then fused here. The engine's fusion cannot serve these two
+        cases with the same results: the threshold is a cosine similarity that a keyword
+        match must reach too (a prefetch's threshold would cut the keyword ranking by its
+        own BM25 scores), and a `not` description takes out of the keyword ranking the photos
+        holding all of its words (core.keywords' words of the payload's text: no filter of
+        the engine matches them)."""
+        assert self.vector is not None
+        threshold = self.query.score_threshold
+        by_words, full = self._by_words(limit, with_vectors or threshold is not None)
+        by_vector = self._by_vector(limit, with_vectors)
         if by_words is None:
             self.mode_ran = "vector"
             return Ranking(by_vector, more=len(by_vector) == limit)
         if threshold is not None:  # the threshold is a cosine similarity: the words' too
             query = np.asarray(self.vector, dtype=np.float32)
             by_words = [h for h in by_words if _cosine(h.vector, query) >= threshold]
-        return Ranking(fuse([by_vector, by_words]), more=full or len(by_vector) == limit)
+        # Ties by photo id, as the store's fusion orders them.
+        fused = sorted(fuse([by_vector, by_words]), key=lambda h: (-h.score, h.photo_id))
+        return Ranking(fused, more=full or len(by_vector) == limit)
+
+    def _by_vector(self, limit: int, with_vectors: bool) -> list[Hit]:
+        assert self.vector is not None
+        return self.store.search(
+            self.collection,
+            self.vector,
+            limit=limit,
+            filter=self.query.to_store(),
+            score_threshold=self.query.score_threshold,
+            with_vectors=with_vectors,
+        )
 
     def _by_words(self, limit: int, with_vectors: bool) -> tuple[list[Hit] | None, bool]:
         """The keyword ranking (None: the collection has none) and whether it was full."""

@@ -22,9 +22,6 @@ LOADED_FROM_A_FILE = {
 }
 
 # Modules still without a direct test. It only shrinks: a module leaves it with its first test.
-# core.vectorstore's engine modules are being rewritten over Qdrant's own fusion and MMR, and
-# query_api.hybrid and query_api.arrange with them; their tests come with that rewrite (the
-# list names the modules before it and after it).
 NOT_YET = {
     "core.vectorstore.base",
     "core.vectorstore.edge_shard",
@@ -46,11 +43,9 @@ NOT_YET = {
     "photosearch.up.cli",
     "photosearch.up.indexing",
     "query_api.app",
-    "query_api.arrange",
     "query_api.cli",
     "query_api.deps",
     "query_api.duplicates",
-    "query_api.hybrid",
     "query_api.imagebody",
     "query_api.imagework",
     "query_api.photos",

@@ -1,0 +1,110 @@
+"""From a ranking to a page, on both engines: the store's own pages, near-duplicates
+collapsed and named, diversity, and the pages of a fused ranking, which follow each other."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pytest
+
+from core.vectorstore import GROUP_FIELD, PhotoPoint, VectorStore, collection_name
+from query_api.arrange import Fetch, Ranking, arrange
+from query_api.hybrid import HybridPlan
+from query_api.metrics import Metrics
+from query_api.schemas import Page, TextSearch
+from query_api.services import StoreCalls
+from query_api.timing import Stages
+from tests.support.stores import ENGINES, engine_store
+
+DIM = 8
+COLL = collection_name(1, "r")
+POOL = 100
+DEADLINE_S = 30.0  # bounds a hang only
+
+
+def photos() -> list[PhotoPoint]:
+    """60 photos; p00..p03 a burst of near-identical shots closest to the query."""
+    rng = np.random.default_rng(4)
+    query = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
+    points = []
+    for i in range(60):
+        near = query + rng.normal(0, 0.01, DIM) if i < 4 else rng.normal(size=DIM)
+        vector = (near / np.linalg.norm(near)).astype(np.float32)
+        title = "burst" if i < 4 else " ".join(rng.choice(["sea", "sky", "road", "tree"], 2))
+        payload = {"title": title, GROUP_FIELD: "p00" if i < 4 else f"p{i:02d}"}
+        points.append(PhotoPoint(f"p{i:02d}", vector, payload))
+    return points
+
+
+PHOTOS = photos()
+QUERY = (np.ones(DIM) / np.sqrt(DIM)).astype(np.float32)
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def calls(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StoreCalls]:
+    store = engine_store(request.param, tmp_path_factory.mktemp("arrange"), (COLL,), DIM)
+    store.upsert(COLL, PHOTOS)
+    with ThreadPoolExecutor(2) as pool:
+        yield StoreCalls(store, pool, timeout_s=DEADLINE_S, retry_after_s=1, metrics=Metrics())
+    store.close()
+
+
+def nearest(store: VectorStore) -> Fetch:
+    def fetch(limit: int, offset: int, with_vectors: bool) -> Ranking:
+        hits = store.search(COLL, QUERY, limit=limit, offset=offset, with_vectors=with_vectors)
+        return Ranking(hits, more=len(hits) == limit)
+
+    return fetch
+
+
+async def page_of(calls: StoreCalls, fetch: Fetch, pooled: bool = False, **options: Any) -> Any:
+    page = Page(**options)
+    return await arrange(calls, POOL, "test", COLL, page, Stages(), fetch, pooled=pooled)
+
+
+async def test_a_plain_ranking_is_paged_by_the_store(calls: StoreCalls) -> None:
+    arranged = await page_of(calls, nearest(calls.store), limit=5, offset=2, collapse=False)
+    every = [h.photo_id for h in calls.store.search(COLL, QUERY, limit=10)]
+    assert [h.photo_id for h in arranged.hits] == every[2:8]  # one more: is there a next page
+    assert arranged.duplicates == {}
+
+
+async def test_a_burst_collapses_to_its_best_photo_which_names_the_others(
+    calls: StoreCalls,
+) -> None:
+    arranged = await page_of(calls, nearest(calls.store), limit=3)
+    best = arranged.hits[0].photo_id
+    assert best in {"p00", "p01", "p02", "p03"}
+    assert not {h.photo_id for h in arranged.hits[1:]} & {"p00", "p01", "p02", "p03"}
+    named = arranged.duplicates[best]
+    assert (named.group, named.count) == ("p00", 3)
+    assert sorted(named.ids) == sorted({"p00", "p01", "p02", "p03"} - {best})
+
+
+async def test_diversity_follows_the_most_relevant_by_an_unlike_photo(calls: StoreCalls) -> None:
+    plain = await page_of(calls, nearest(calls.store), limit=3, collapse=False)
+    assert {h.photo_id for h in plain.hits[:3]} <= {"p00", "p01", "p02", "p03"}
+    diverse = await page_of(calls, nearest(calls.store), limit=3, collapse=False, diversity=0.7)
+    assert diverse.hits[0].photo_id == plain.hits[0].photo_id
+    assert diverse.hits[1].photo_id not in {"p00", "p01", "p02", "p03"}
+
+
+async def test_the_pages_of_a_fused_ranking_follow_each_other(calls: StoreCalls) -> None:
+    def search(**options: Any) -> tuple[TextSearch, Fetch]:
+        query = TextSearch(q="sea sky", collapse=False, **options)
+        return query, HybridPlan.of(calls.store, COLL, query, QUERY).fetch
+
+    pages: list[str] = []
+    for offset in range(0, 40, 10):
+        query, fetch = search(limit=10, offset=offset)
+        arranged = await arrange(calls, POOL, "text", COLL, query, Stages(), fetch, pooled=True)
+        pages += [h.photo_id for h in arranged.hits[:10]]
+    query, fetch = search(limit=40)
+    whole = await arrange(calls, POOL, "text", COLL, query, Stages(), fetch, pooled=True)
+    assert pages == [h.photo_id for h in whole.hits[:40]]
+    assert len(set(pages)) == 40

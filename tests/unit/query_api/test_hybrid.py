@@ -1,0 +1,138 @@
+"""A hybrid text search on both engines: fused by the store in one query, or here where the
+engine cannot give the same answer (a score threshold, `not` descriptions); and the fallbacks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+
+from core.keywords import query_vector
+from core.settings import QdrantSettings
+from core.vectorstore import VECTOR_NAME, Hit, PhotoPoint, VectorStore, collection_name
+from core.vectorstore.qdrant import QdrantStore
+from query_api.errors import ApiError
+from query_api.hybrid import HybridPlan
+from query_api.ranking import RRF_K
+from query_api.schemas import TextSearch
+from tests.support.stores import ENGINES, engine_store
+
+DIM = 8
+COLL = collection_name(1, "h")
+WORDS = ["harbour", "crane", "tulips", "dusk", "lighthouse", "snow", "road", "market"]
+
+
+def photos(n: int = 80) -> list[PhotoPoint]:
+    rng = np.random.default_rng(9)
+    vectors = rng.normal(size=(n, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return [
+        PhotoPoint(f"p{i:02d}", vectors[i], {"title": " ".join(rng.choice(WORDS, 2))})
+        for i in range(n)
+    ]
+
+
+PHOTOS = photos()
+QUERY = PHOTOS[4].vector
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[VectorStore]:
+    s = engine_store(request.param, tmp_path_factory.mktemp("hybrid"), (COLL,), DIM)
+    s.upsert(COLL, PHOTOS)
+    yield s
+    s.close()
+
+
+def plan(store: VectorStore, q: str, **options: Any) -> HybridPlan:
+    vector = None if options.get("mode") == "keyword" else QUERY
+    return HybridPlan.of(store, COLL, TextSearch(q=q, **options), vector)
+
+
+def rrf(*rankings: list[Hit]) -> list[str]:
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, hit in enumerate(ranking, start=1):
+            fused[hit.photo_id] = fused.get(hit.photo_id, 0.0) + 1 / (RRF_K + rank)
+    return sorted(fused, key=lambda pid: (-fused[pid], pid))
+
+
+def ids(hits: list[Hit]) -> list[str]:
+    return [h.photo_id for h in hits]
+
+
+def test_a_hybrid_search_fuses_the_vector_and_keyword_rankings(store: VectorStore) -> None:
+    hybrid = plan(store, "harbour at dusk")
+    ranking = hybrid.fetch(10, 0, False)
+    by_vector = store.search(COLL, QUERY, limit=10)
+    by_words = store.keyword_search(COLL, query_vector("harbour dusk"), limit=10)
+    assert ids(ranking.hits) == rrf(by_vector, by_words)
+    assert ranking.more and hybrid.mode_ran == "hybrid"
+    assert all(h.vector is None for h in ranking.hits)
+    assert all(h.vector is not None for h in hybrid.fetch(10, 0, True).hits)
+
+
+def test_a_threshold_keeps_only_keyword_matches_as_close_as_it_asks(store: VectorStore) -> None:
+    cosine = {p.photo_id: float(p.vector @ QUERY) for p in PHOTOS}
+    ordered = sorted(cosine.values())
+    threshold = (ordered[-20] + ordered[-21]) / 2  # the 20 closest photos pass
+    hits = plan(store, "tulips market", score_threshold=threshold).fetch(80, 0, False).hits
+    assert {h.photo_id for h in hits} == {pid for pid, c in cosine.items() if c >= threshold}
+    by_vector = store.search(COLL, QUERY, limit=80, score_threshold=threshold)
+    by_words = [
+        h
+        for h in store.keyword_search(COLL, query_vector("tulips market"), limit=80)
+        if cosine[h.photo_id] >= threshold
+    ]
+    assert ids(hits) == rrf(by_vector, by_words)
+
+
+def test_not_takes_photos_with_all_its_words_out_of_the_keyword_ranking(store: VectorStore) -> None:
+    hits = plan(store, "crane snow", **{"not": ["snow road"]}).fetch(80, 0, False).hits
+    words = {h.photo_id: set(h.payload["title"].split()) for h in hits}
+    by_vector = set(ids(store.search(COLL, QUERY, limit=80)))
+    # A photo holding both words is found by its vector only, never by its words.
+    for pid, held in words.items():
+        if {"snow", "road"} <= held:
+            assert pid in by_vector
+    kept = store.keyword_search(COLL, query_vector("crane snow"), limit=80)
+    unwanted = [h for h in kept if {"snow", "road"} <= set(h.payload["title"].split())]
+    assert unwanted  # the data holds some: the test would see them
+    vector_only = store.search(COLL, QUERY, limit=80)
+    wanted = [h for h in kept if h not in unwanted]
+    assert ids(hits) == rrf(vector_only, wanted)
+
+
+def test_keyword_mode_ranks_by_words_alone(store: VectorStore) -> None:
+    ranking = plan(store, "lighthouse", mode="keyword").fetch(5, 0, False)
+    assert ids(ranking.hits) == ids(store.keyword_search(COLL, query_vector("lighthouse"), limit=5))
+    assert ranking.more
+    with pytest.raises(ApiError) as refused:
+        plan(store, "the of a", mode="keyword")
+    assert refused.value.status == 422
+
+
+def test_a_collection_without_keywords_runs_a_hybrid_search_as_vector(tmp_path: Path) -> None:
+    client = QdrantClient(location=":memory:")
+    old = qm.VectorParams(size=DIM, distance=qm.Distance.COSINE)
+    client.create_collection(COLL, vectors_config={VECTOR_NAME: old})
+    store = QdrantStore(client, settings=QdrantSettings(url=":memory:"))
+    try:
+        store.upsert(COLL, PHOTOS)
+        for options in ({}, {"score_threshold": -1.0}):
+            hybrid = plan(store, "harbour", **options)
+            ranking = hybrid.fetch(10, 0, False)
+            assert hybrid.mode_ran == "vector"
+            assert ids(ranking.hits) == ids(store.search(COLL, QUERY, limit=10))
+        with pytest.raises(ApiError) as refused:
+            plan(store, "harbour", mode="keyword").fetch(10, 0, False)
+        assert refused.value.status == 409
+    finally:
+        store.close()
