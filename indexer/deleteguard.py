@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import math
 
-from core.jobs import FINISHED, JobKind, JobState, JobStatus
-from core.vectorstore import LIVE_ALIAS, CollectionNotFound
-from indexer.runtime import Runtime
+from core.jobs import FINISHED, JobKind, Jobs, JobState, JobStatus
+from core.vectorstore import LIVE_ALIAS, CollectionNotFound, VectorStore
+from indexer.workqueue import WorkQueue
 
 # ARGV: unit id, deletions it asks for. Returns {1 granted or 0 refused, deletions asked in all}.
 _RESERVE = """
@@ -66,36 +66,31 @@ def guarded(job: JobStatus) -> bool:
     return job.kind in (JobKind.SYNC, JobKind.INCREMENT) and not job.force
 
 
-def _reservations(rt: Runtime, job_id: str) -> str:
-    return f"{rt.settings.redis.prefix}:job:{job_id}:deletes"
-
-
-def open_budget(rt: Runtime, job_id: str, collection: str) -> None:
-    """Record the live collection's size and the job's budget, once: a start run again after
-    a crash keeps the first ones, counted before anything was deleted."""
-    live = rt.store.count(collection)
-    key = f"{rt.settings.redis.prefix}:job:{job_id}"
-    with rt.redis.pipeline() as pipe:
+def open_budget(jobs: Jobs, job_id: str, live: int, share: float) -> None:
+    """Record the live collection's size (`live` points) and the job's budget, once: a start
+    run again after a crash keeps the first ones, counted before anything was deleted."""
+    key = f"{jobs.prefix}:job:{job_id}"
+    with jobs.redis.pipeline() as pipe:
         pipe.hsetnx(key, "live_count", live)
-        pipe.hsetnx(key, "delete_budget", allowed(live, rt.settings.indexer.max_delete_share))
+        pipe.hsetnx(key, "delete_budget", allowed(live, share))
         pipe.execute()
 
 
-def reserve(rt: Runtime, job: JobStatus, unit_id: str, deletions: int) -> None:
-    """Count a unit's deletions against the job's budget before they are made; raise
-    DeletesRefused, deleting nothing, when they would pass it."""
+def reserve(jobs: Jobs, share: float, job: JobStatus, unit_id: str, deletions: int) -> None:
+    """Count a unit's deletions against the job's budget (`share` of the live index) before
+    they are made; raise DeletesRefused, deleting nothing, when they would pass it."""
     if not deletions or not guarded(job):
         return
-    script = rt.redis.register_script(_RESERVE)
-    keys = [f"{rt.settings.redis.prefix}:job:{job.id}", _reservations(rt, job.id)]
+    script = jobs.redis.register_script(_RESERVE)
+    keys = [f"{jobs.prefix}:job:{job.id}", f"{jobs.prefix}:job:{job.id}:deletes"]
     granted, asked = script(keys=keys, args=[unit_id, deletions])
     if granted:
-        rt.redis.expire(keys[1], rt.jobs.ttl_s)
+        jobs.redis.expire(keys[1], jobs.ttl_s)
         return
-    now = rt.jobs.get(job.id) or job
+    now = jobs.get(job.id) or job
     raise DeletesRefused(
         f"refused: this {job.kind} would delete more than max_delete_share="
-        f"{rt.settings.indexer.max_delete_share:g} of the live index ({now.live_count} photos, "
+        f"{share:g} of the live index ({now.live_count} photos, "
         f"at most {now.delete_budget} deletions; {int(asked)} asked so far). Nothing past the "
         f"share was deleted ({now.deleted} deleted, {now.held} held back). Check the source "
         f"{job.source}: a wrong folder, an unmounted disk or an empty prefix lists nothing of "
@@ -109,16 +104,15 @@ def holds_back(gone: int, points: int, share: float) -> bool:
     return gone > allowed(points, share)
 
 
-def switch_refusal(rt: Runtime, job: JobStatus) -> str | None:
+def switch_refusal(store: VectorStore, jobs: Jobs, job: JobStatus, share: float) -> str | None:
     """Why a reindex may not switch (its collection holds too few of the live one's points),
     or None. The reindex holds the live collection, so no sync changes it meanwhile."""
     try:
-        live = rt.store.resolve(LIVE_ALIAS)
+        live = store.resolve(LIVE_ALIAS)
     except CollectionNotFound:
         return None
-    before, after = rt.store.count(live), rt.store.count(job.collection)
-    share = rt.settings.indexer.max_delete_share
-    rt.jobs.update(job.id, live_count=before, delete_budget=allowed(before, share))
+    before, after = store.count(live), store.count(job.collection)
+    jobs.update(job.id, live_count=before, delete_budget=allowed(before, share))
     if job.force or before - after <= allowed(before, share):
         return None
     return (
@@ -131,11 +125,11 @@ def switch_refusal(rt: Runtime, job: JobStatus) -> str | None:
     )
 
 
-def refuse(rt: Runtime, job_id: str, message: str) -> None:
+def refuse(jobs: Jobs, work: WorkQueue, job_id: str, message: str) -> None:
     """End the job as refused, its work dropped: nothing more is planned or embedded."""
-    job = rt.jobs.get(job_id)
+    job = jobs.get(job_id)
     if job is None or job.state in FINISHED:
         return
-    rt.jobs.update(job_id, refused=1)
-    rt.jobs.finish(job_id, JobState.FAILED, message)
-    rt.work.drop(job_id, rt.jobs.ttl_s)
+    jobs.update(job_id, refused=1)
+    jobs.finish(job_id, JobState.FAILED, message)
+    work.drop(job_id, jobs.ttl_s)

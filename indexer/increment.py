@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import Executor
 from pathlib import PurePosixPath
 
 from core.jobs import JobKind, JobStatus
-from core.sources import is_photo
+from core.settings import IndexerSettings
+from core.sources import Source, is_photo
+from core.vectorstore import VectorStore
 from indexer.catalog import Manifests, folder_of, photo_of
 from indexer.deleteguard import DeletesRefused, reserve
 from indexer.diff import ShardPlan, classify
 from indexer.feed import open_feed
 from indexer.planner import Planned, Writes, carry_out, resolve_unmatched, shard_unit
+from indexer.records import JobRecords
 from indexer.runtime import Runtime
 from indexer.shards import load_map, prefix_range
 
@@ -41,7 +46,18 @@ def plan_feed(rt: Runtime, job: JobStatus, seq: int, worker: str) -> Planned:
     try:
         chunk = feed.read(settings.indexer.feed_chunk, until=job.started_at)
         try:
-            planned = plan_keys(rt, job, f"feed:{seq}", chunk.keys, worker, started)
+            planned = plan_keys(
+                job,
+                f"feed:{seq}",
+                chunk.keys,
+                source=source,
+                store=rt.store,
+                records=rt.records,
+                readers=rt.readers,
+                settings=settings.indexer,
+                worker=worker,
+                started=started,
+            )
         except DeletesRefused:
             chunk.give_back()
             raise
@@ -64,25 +80,34 @@ def plan_feed(rt: Runtime, job: JobStatus, seq: int, worker: str) -> Planned:
 
 
 def plan_keys(
-    rt: Runtime, job: JobStatus, unit_id: str, keys: list[str], worker: str, started: float
+    job: JobStatus,
+    unit_id: str,
+    keys: list[str],
+    *,
+    source: Source,
+    store: VectorStore,
+    records: JobRecords,
+    readers: Executor,
+    settings: IndexerSettings,
+    worker: str,
+    started: float,
+    now: Callable[[], float] = time.time,
 ) -> Planned:
-    """What the changed keys need in the live collection."""
-    settings = rt.settings.indexer
-    source = rt.source(job.source)
+    """What the changed keys need in the live collection; `readers` ask each key's state."""
     names = settings.metadata_files
     changed_manifests = [k for k in keys if PurePosixPath(k).name in names]
     wanted = [k for k in keys if PurePosixPath(k).name not in names]
-    found = dict(zip(wanted, rt.readers.map(source.stat, wanted), strict=True))
-    points = {p.key: p for p in rt.store.points_by_key(job.collection, wanted)}
-    skipped = rt.skips.get(job.collection, wanted)
-    shards = load_map(rt.store, job.collection)
+    found = dict(zip(wanted, readers.map(source.stat, wanted), strict=True))
+    points = {p.key: p for p in store.points_by_key(job.collection, wanted)}
+    skipped = records.skips.get(job.collection, wanted)
+    shards = load_map(store, job.collection)
     if job.kind == JobKind.INCREMENT:  # the live side: collections that follow it log the keys
-        rt.capture.capture_mapped(shards, keys)
+        records.capture.capture_mapped(shards, keys)
     here = {key for key, obj in found.items() if obj is not None and is_photo(key)}
     manifests = Manifests(source, names, here.__contains__, lambda _: False)
-    manifests.load_above(here, unless=lambda _: False, threads=rt.readers)
+    manifests.load_above(here, unless=lambda _: False, threads=readers)
 
-    writes = Writes(rt, job, source)
+    writes = Writes(store, records.jobs, job, source)
     plan = ShardPlan()
     labels: dict[str, str] = {}
     unmatched = []
@@ -110,15 +135,19 @@ def plan_keys(
             unmatched.append((photo, label))
         else:
             plan.add(photo, classify(photo, point, label, bad[0] if bad else None))
-    reserve(rt, job, unit_id, sum(len(ids) for ids in gone.values()))
+    reserve(records.jobs, settings.max_delete_share, job, unit_id, sum(map(len, gone.values())))
     for shard, ids in gone.items():
         writes.delete(shard, ids)
     warnings = list(manifests.warnings)
     versions = {key: version for key, (version, _) in skipped.items()}
-    resolve_unmatched(rt, job.collection, source, unmatched, versions, plan, labels, warnings)
-    batches, counts = carry_out(rt, job, writes, plan, labels)
-    rt.jobs.note_problems(job.id, warnings)
-    rt.jobs.note_problems(job.id, (f"{k}: {reason}" for k, (_, reason) in plan.rejected.items()))
+    resolve_unmatched(
+        store, readers, job.collection, source, unmatched, versions, plan, labels, warnings
+    )
+    batches, counts = carry_out(records.skips, job, writes, plan, labels, settings.batch_size)
+    records.jobs.note_problems(job.id, warnings)
+    records.jobs.note_problems(
+        job.id, (f"{k}: {reason}" for k, (_, reason) in plan.rejected.items())
+    )
     counts["listed"] = len(keys)
     # A manifest changed: the shards under its folder are planned again, listing included.
     units = [
@@ -131,6 +160,6 @@ def plan_keys(
         "changes": counts["changes"] + writes.deleted + writes.updated,
         "worker": worker,
         "started": started,
-        "finished": time.time(),
+        "finished": now(),
     }
     return Planned(record, batches, units=units, counts=counts)

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
 
 import numpy as np
 
-from core.embedding.arrays import Pixels
+from core.embedding.arrays import Embeddings, Pixels
 from core.embedding.images import ImageLimits
-from core.embedding.manifest import MAX_BATCH_SIZE
+from core.embedding.manifest import MAX_BATCH_SIZE, ModelManifest
+from core.sources import Source
+from core.vectorstore import VectorStore
 from indexer.reader import GONE, read_batch
-from indexer.runtime import Runtime
-from indexer.writer import ShardPhoto, write_points
+from indexer.writer import ShardPhoto, utc_now, write_points
+
+
+class ImageEmbedder(Protocol):
+    """What a batch takes of the embedding client, called from a task thread (it blocks)."""
+
+    def manifest(self, version: int) -> ModelManifest: ...
+
+    def embed_images(self, pixels: Pixels, *, model_version: int, chunk: int) -> Embeddings: ...
 
 
 @dataclass
@@ -26,27 +38,35 @@ class BatchResult:
 
 
 def embed_photos(
-    rt: Runtime,
+    photos: Sequence[ShardPhoto],
     *,
     collection: str,
     model_version: int,
-    source_uri: str,
-    photos: Sequence[ShardPhoto],
+    source: Source,
+    store: VectorStore,
+    embedder: ImageEmbedder,
+    readers: Executor,
+    limits: ImageLimits,
+    cpu_chunk: int,
+    duplicate_threshold: float,
     group_with_stored: bool = True,
+    on_grouped: Callable[[], None] = lambda: None,
+    now: Callable[[], datetime] = utc_now,
 ) -> BatchResult:
     """Embed and upsert a batch. Bad photos are skipped; Triton/store/I-O failures raise.
-    group_with_stored: search the stored photos for each one's near-duplicate group (False:
-    the batch alone, in a reindex's load)."""
-    source = rt.source(source_uri)
-    manifest = rt.embedder.manifest(model_version)
+
+    `readers` read and decode the photos within `limits`; on a CPU target `cpu_chunk` images
+    go to Triton at a time. group_with_stored: search the stored photos for each one's
+    near-duplicate group, then call `on_grouped` (False: the batch alone, in a reindex's
+    load)."""
+    manifest = embedder.manifest(model_version)
     spec = manifest.image
     # Searches share the image model; on a CPU one chunk is what a search may wait behind.
-    chunk = rt.settings.indexer.cpu_chunk if manifest.target == "cpu" else MAX_BATCH_SIZE
-    limits = ImageLimits.of_stored(rt.settings.images)
+    chunk = cpu_chunk if manifest.target == "cpu" else MAX_BATCH_SIZE
     result = BatchResult()
     good: list[ShardPhoto] = []
     pixels: list[Pixels] = []
-    read = read_batch(rt.readers, source, [photo for photo, _ in photos], spec, limits)
+    read = read_batch(readers, source, [photo for photo, _ in photos], spec, limits)
     gone: dict[str, list[str]] = {}
     for (photo, shard), outcome in zip(photos, read, strict=True):
         if isinstance(outcome, str) and outcome == GONE:
@@ -58,22 +78,21 @@ def embed_photos(
             good.append((photo, shard))
             pixels.append(outcome)
     for shard, photo_ids in gone.items():  # a changed photo's old point goes with it
-        rt.store.delete_in_shard(collection, shard, photo_ids)
+        store.delete_in_shard(collection, shard, photo_ids)
     if good:
-        vectors = rt.run(
-            rt.embedder.encode_images(np.stack(pixels), model_version=model_version, chunk=chunk)
-        )
+        vectors = embedder.embed_images(np.stack(pixels), model_version=model_version, chunk=chunk)
         write_points(
-            rt.store,
+            store,
             collection,
             source,
             model_version,
             good,
             vectors,
-            duplicate_threshold=rt.settings.indexer.duplicate_threshold,
+            duplicate_threshold=duplicate_threshold,
             group_with_stored=group_with_stored,
+            now=now,
         )
         if group_with_stored:
-            rt.metrics.duplicate_searches.labels("write").inc()
+            on_grouped()
         result.done = [photo.key for photo, _ in good]
     return result

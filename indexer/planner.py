@@ -16,18 +16,22 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
-from core.jobs import JobKind, JobStatus
+from core.jobs import JobKind, Jobs, JobStatus
+from core.settings import IndexerSettings
 from core.sources import Source
-from core.vectorstore import IndexedPoint
+from core.vectorstore import IndexedPoint, VectorStore
 from indexer.catalog import Photo, ShardTooBig, read_catalog
 from indexer.deleteguard import guarded, holds_back, reserve
 from indexer.diff import ShardDiff, ShardPlan, resolve
-from indexer.runtime import Runtime
+from indexer.records import JobRecords
 from indexer.shards import ShardMap, ShardRange, split_bounds
+from indexer.skips import SkipRecords
+from indexer.workqueue import WorkQueue
 from indexer.writer import build_payload
 
 WRITE_CHUNK = 1000  # points per deletion, relabelling or payload request
@@ -80,30 +84,31 @@ def keyed(point: IndexedPoint, source: Source) -> IndexedPoint:
 class Writes:
     """The writes a plan makes at once, and what they count."""
 
-    def __init__(self, rt: Runtime, job: JobStatus, source: Source) -> None:
-        self.rt, self.job, self.source = rt, job, source
+    def __init__(self, store: VectorStore, jobs: Jobs, job: JobStatus, source: Source) -> None:
+        self.store, self.jobs, self.job, self.source = store, jobs, job, source
         self.deleted = 0
         self.updated = 0
 
     def delete(self, shard: str | None, photo_ids: Sequence[str]) -> None:
         for chunk in chunks(photo_ids, WRITE_CHUNK):
-            self.rt.store.delete_in_shard(self.job.collection, shard, chunk)
-            self.rt.jobs.add(self.job.id, deleted=len(chunk), changes=len(chunk))
+            self.store.delete_in_shard(self.job.collection, shard, chunk)
+            self.jobs.add(self.job.id, deleted=len(chunk), changes=len(chunk))
             self.deleted += len(chunk)
 
     def payloads(self, photos: Sequence[tuple[Photo, str]]) -> None:
         version = self.job.model_version
         for chunk in chunks(photos, WRITE_CHUNK):
-            self.rt.store.set_payloads(
+            self.store.set_payloads(
                 self.job.collection,
                 {p.photo_id: build_payload(p, self.source, version, label) for p, label in chunk},
             )
-            self.rt.jobs.add(self.job.id, updated=len(chunk), changes=len(chunk))
+            self.jobs.add(self.job.id, updated=len(chunk), changes=len(chunk))
             self.updated += len(chunk)
 
 
 def resolve_unmatched(
-    rt: Runtime,
+    store: VectorStore,
+    readers: Executor,
     collection: str,
     source: Source,
     photos: Sequence[tuple[Photo, str]],
@@ -116,11 +121,11 @@ def resolve_unmatched(
     another photo's id. Looked up by id in the whole collection, a chunk at a time."""
     for chunk in chunks(photos, LOOKUP_CHUNK):
         ids = [photo.photo_id for photo, _ in chunk]
-        found = {p.photo_id: keyed(p, source) for p in rt.store.points_by_id(collection, ids)}
+        found = {p.photo_id: keyed(p, source) for p in store.points_by_id(collection, ids)}
         others = sorted(
             {f.key for f in found.values() if f.key} - {photo.key for photo, _ in chunk}
         )
-        there = dict(zip(others, rt.readers.map(source.stat, others), strict=True))
+        there = dict(zip(others, readers.map(source.stat, others), strict=True))
         for photo, label in chunk:
             point = found.get(photo.photo_id)
             other_there = point is not None and there.get(point.key) is not None
@@ -143,12 +148,18 @@ def batches_of(photos: Sequence[tuple[Photo, str]], size: int) -> list[dict[str,
 
 
 def carry_out(
-    rt: Runtime, job: JobStatus, writes: Writes, plan: ShardPlan, labels: dict[str, str]
+    skips: SkipRecords,
+    job: JobStatus,
+    writes: Writes,
+    plan: ShardPlan,
+    labels: dict[str, str],
+    batch_size: int,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Write the payload-only changes and the skip records; the batches and counts to commit."""
+    """Write the payload-only changes and the skip records; the batches (of `batch_size`
+    photos) and counts to commit."""
     writes.payloads([(photo, labels[photo.photo_id]) for photo in plan.payload])
-    rt.skips.record(job.collection, plan.rejected)
-    rt.skips.forget(job.collection, plan.forget)
+    skips.record(job.collection, plan.rejected)
+    skips.forget(job.collection, plan.forget)
     embed = [(photo, labels[photo.photo_id]) for photo in plan.embed]
     counts = {
         "total": len(embed) + len(plan.rejected),
@@ -156,7 +167,7 @@ def carry_out(
         "unchanged": plan.unchanged + plan.known_bad,
         "changes": len(embed),
     }
-    return batches_of(embed, rt.settings.indexer.batch_size), counts
+    return batches_of(embed, batch_size), counts
 
 
 def changed_keys(plan: ShardPlan) -> list[str]:
@@ -170,50 +181,72 @@ def changed_keys(plan: ShardPlan) -> list[str]:
 
 
 def plan_shard(
-    rt: Runtime, job: JobStatus, shard: ShardRange, worker: str, confirm: bool = False
+    job: JobStatus,
+    shard: ShardRange,
+    *,
+    source: Source,
+    store: VectorStore,
+    records: JobRecords,
+    readers: Executor,
+    settings: IndexerSettings,
+    worker: str,
+    confirm: bool = False,
+    now: Callable[[], float] = time.time,
 ) -> Planned:
-    """Diff one shard of the source against its points; confirm: never held back."""
-    started = time.time()
-    settings = rt.settings.indexer
-    source = rt.source(job.source)
+    """Diff one shard of the source against its points; confirm: never held back. `readers`
+    look up the photos that may have moved; `now` stamps the record."""
+    started = now()
     try:
         catalog = read_catalog(
             source, settings.metadata_files, shard, limit=2 * settings.shard_size
         )
     except ShardTooBig:
-        return split_shard(rt, job, shard, worker, started)
-    skipped = rt.skips.in_range(job.collection, shard.lo, shard.hi)
+        return split_shard(
+            job,
+            shard,
+            source=source,
+            store=store,
+            work=records.work,
+            shard_size=settings.shard_size,
+            worker=worker,
+            started=started,
+            now=now,
+        )
+    skipped = records.skips.in_range(job.collection, shard.lo, shard.hi)
     diff = ShardDiff(catalog, skipped, shard.lo)
-    writes = Writes(rt, job, source)
+    writes = Writes(store, records.jobs, job, source)
     # The ids of what is gone are held until the whole shard is seen (no more than its points,
     # as `kept`), so that the guard decides before the first deletion.
     gone: list[str] = []
     gone_keys: list[str] = []
     kept: set[str] = set()
-    for point in rt.store.points(job.collection, shard=shard.lo):
+    for point in store.points(job.collection, shard=shard.lo):
         if diff.see(point):
             gone.append(point.photo_id)
             gone_keys.append(point.key)
         else:
             kept.add(point.photo_id)
-    reserve(rt, job, shard.id, len(gone))
-    share = rt.settings.indexer.max_delete_share
+    share = settings.max_delete_share
+    reserve(records.jobs, share, job, shard.id, len(gone))
     if not confirm and guarded(job) and holds_back(len(gone), len(gone) + len(kept), share):
         # Nothing is written, embedded or counted: the confirming round plans it all.
         record: dict[str, Any] = {"label": shard.lo, "hi": shard.hi, "held": len(gone)}
-        record |= {"worker": worker, "started": started, "finished": time.time()}
+        record |= {"worker": worker, "started": started, "finished": now()}
         return Planned(record, counts={"held": len(gone)})
     writes.delete(shard.lo, gone)
     plan = diff.finish()
     labels = dict.fromkeys(catalog.photos, shard.lo)
     bad = {key: version for key, (version, _) in skipped.items()}
     unmatched = [(photo, shard.lo) for photo in plan.unmatched]
-    resolve_unmatched(rt, job.collection, source, unmatched, bad, plan, labels, catalog.warnings)
-    batches, counts = carry_out(rt, job, writes, plan, labels)
+    resolve_unmatched(
+        store, readers, job.collection, source, unmatched, bad, plan, labels, catalog.warnings
+    )
+    batches, counts = carry_out(records.skips, job, writes, plan, labels, settings.batch_size)
     if job.kind == JobKind.SYNC:  # the live side: collections that follow it log the keys
-        rt.capture.capture(shard, [*gone_keys, *changed_keys(plan)])
-    rt.jobs.note_problems(job.id, catalog.warnings)
-    rt.jobs.note_problems(job.id, (f"{k}: {reason}" for k, (_, reason) in plan.rejected.items()))
+        records.capture.capture(shard, [*gone_keys, *changed_keys(plan)])
+    records.jobs.note_problems(job.id, catalog.warnings)
+    rejected = (f"{k}: {reason}" for k, (_, reason) in plan.rejected.items())
+    records.jobs.note_problems(job.id, rejected)
     counts["listed"] = len(catalog.photos) + len(catalog.rejected)
     # The points the shard holds once its batches are written: what verification expects of
     # a round that changed nothing.
@@ -225,34 +258,41 @@ def plan_shard(
         "changes": counts["changes"] + writes.deleted + writes.updated,
         "worker": worker,
         "started": started,
-        "finished": time.time(),
+        "finished": now(),
     }
     return Planned(record, batches, counts=counts)
 
 
 def split_shard(
-    rt: Runtime, job: JobStatus, shard: ShardRange, worker: str, started: float
+    job: JobStatus,
+    shard: ShardRange,
+    *,
+    source: Source,
+    store: VectorStore,
+    work: WorkQueue,
+    shard_size: int,
+    worker: str,
+    started: float,
+    now: Callable[[], float] = time.time,
 ) -> Planned:
     """Cut an oversized shard every shard_size keys; its parts are planned in this round.
 
     The listing streams (the bounds are all it keeps). A shard with no points yet (the first
-    index of a catalogue: one shard of everything) hands its parts over as they are found, so
-    planning starts long before a listing of 1e8 keys ends; one with points relabels them
-    first, so that each part finds its own."""
-    size = rt.settings.indexer.shard_size
-    source = rt.source(job.source)
+    index of a catalogue: one shard of everything) hands its parts over to `work` as they are
+    found, so planning starts long before a listing of 1e8 keys ends; one with points
+    relabels them first, so that each part finds its own."""
     keys = (obj.key for obj in source.list_range(shard.lo, shard.hi))
-    empty = next(iter(rt.store.points(job.collection, shard=shard.lo)), None) is None
+    empty = next(iter(store.points(job.collection, shard=shard.lo)), None) is None
     bounds = [shard.lo]
     emitted = 0  # parts handed over: those starting at bounds[:emitted]
-    for bound in split_bounds(keys, size):
+    for bound in split_bounds(keys, shard_size):
         bounds.append(bound)
         if empty and len(bounds) - 1 - emitted >= EMIT_EVERY:
             parts = [ShardRange(bounds[i], bounds[i + 1]) for i in range(emitted, len(bounds) - 1)]
-            rt.work.add_units(job.id, (shard_unit(part) for part in parts))
+            work.add_units(job.id, (shard_unit(part) for part in parts))
             emitted = len(bounds) - 1
     if not empty:
-        relabel(rt, job.collection, source, shard.lo, ShardMap(bounds))
+        relabel(store, job.collection, source, shard.lo, ShardMap(bounds))
     ends: list[str | None] = [*bounds[1:], shard.hi]
     parts = [ShardRange(lo, hi) for lo, hi in zip(bounds, ends, strict=True)]
     record = {
@@ -260,24 +300,26 @@ def split_shard(
         "split": len(parts),
         "worker": worker,
         "started": started,
-        "finished": time.time(),
+        "finished": now(),
     }
     # Not a shard of the round itself: its parts are (so the ETA extrapolates over them).
     counts = {"shards_total": -1, "shards_planned": -1}
     return Planned(record, units=[shard_unit(part) for part in parts[emitted:]], counts=counts)
 
 
-def relabel(rt: Runtime, collection: str, source: Source, label: str, parts: ShardMap) -> None:
+def relabel(
+    store: VectorStore, collection: str, source: Source, label: str, parts: ShardMap
+) -> None:
     """Give the points of a split shard the label of the part their key falls in."""
     moves = (
         (new, point.photo_id)
-        for point in rt.store.points(collection, shard=label)
+        for point in store.points(collection, shard=label)
         if (key := keyed(point, source).key) >= label and (new := parts.label_of(key)) != label
     )
-    set_labels(rt, collection, moves)
+    set_labels(store, collection, moves)
 
 
-def set_labels(rt: Runtime, collection: str, moves: Iterable[tuple[str, str]]) -> int:
+def set_labels(store: VectorStore, collection: str, moves: Iterable[tuple[str, str]]) -> int:
     """Give each (label, photo id) its label, a request per label and chunk; how many."""
     pending: dict[str, list[str]] = defaultdict(list)
     count = 0
@@ -285,19 +327,19 @@ def set_labels(rt: Runtime, collection: str, moves: Iterable[tuple[str, str]]) -
         pending[label].append(photo_id)
         count += 1
         if len(pending[label]) >= WRITE_CHUNK:
-            rt.store.set_shard(collection, label, pending.pop(label))
+            store.set_shard(collection, label, pending.pop(label))
     for label, photo_ids in pending.items():
-        rt.store.set_shard(collection, label, photo_ids)
+        store.set_shard(collection, label, photo_ids)
     return count
 
 
-def label_unlabelled(rt: Runtime, collection: str, source: Source) -> int:
+def label_unlabelled(store: VectorStore, collection: str, source: Source) -> int:
     """Label the points written before shards existed (the first sync after an upgrade):
     afterwards every point is read by its shard. Their payload is rewritten by the plan that
     finds them (their key is missing); how many there were."""
-    labels = ShardMap(rt.store.shard_labels(collection))
+    labels = ShardMap(store.shard_labels(collection))
     moves = (
         (labels.label_of(keyed(point, source).key), point.photo_id)
-        for point in rt.store.points(collection, unlabelled=True)
+        for point in store.points(collection, unlabelled=True)
     )
-    return set_labels(rt, collection, moves)
+    return set_labels(store, collection, moves)

@@ -137,9 +137,9 @@ def advance(rt: Runtime, job_id: str) -> None:
             return
         # What the switch would drop, counted here, not under the lock (an exact count of
         # each collection costs their size); the drain's few changes cannot move it far.
-        too_few = switch_refusal(rt, job)
+        too_few = switch_refusal(rt.store, rt.jobs, job, rt.settings.indexer.max_delete_share)
         if too_few is not None:
-            refuse(rt, job_id, too_few)
+            refuse(rt.jobs, rt.work, job_id, too_few)
             return
         warmed = warm_cache(rt, job_id, model_version_of(job.collection))
         rt.jobs.update(job_id, verified_cut=job.capture_cut, warmed=warmed)

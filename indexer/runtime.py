@@ -4,24 +4,43 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from redis import Redis
 
+from core.embedding.arrays import Embeddings, Pixels
 from core.embedding.client import EmbeddingClient
-from core.embedding.manifest import Priority
+from core.embedding.manifest import ModelManifest, Priority
 from core.jobs import Jobs
 from core.settings import Settings
 from core.sources import Source, open_source
 from core.vectorstore import VectorStore, open_store
 from indexer.capture import ChangeLog
 from indexer.metrics import worker_metrics
+from indexer.records import JobRecords
 from indexer.skips import SkipRecords
 from indexer.workqueue import WorkQueue
 
 T = TypeVar("T")
+
+
+class BlockingEmbedder:
+    """The embedding client as a task thread calls it: each call waits for its answer on the
+    client's event loop (`run`)."""
+
+    def __init__(
+        self, client: EmbeddingClient, run: Callable[[Coroutine[Any, Any, Embeddings]], Embeddings]
+    ) -> None:
+        self.client = client
+        self.run = run
+
+    def manifest(self, version: int) -> ModelManifest:
+        return self.client.manifest(version)
+
+    def embed_images(self, pixels: Pixels, *, model_version: int, chunk: int) -> Embeddings:
+        return self.run(self.client.encode_images(pixels, model_version=model_version, chunk=chunk))
 
 
 class Runtime:
@@ -69,6 +88,9 @@ class Runtime:
         )
         self._loop_thread.start()
         self.embedder = self.run(self._make_client())
+        # The parts the plain functions take (indexer/planner.py, pipeline.py).
+        self.records = JobRecords(self.jobs, self.skips, self.capture, self.work)
+        self.images = BlockingEmbedder(self.embedder, self.run)
 
     async def _make_client(self) -> EmbeddingClient:
         # The gRPC aio channel belongs to the loop it was created on. Indexing waits behind

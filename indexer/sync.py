@@ -65,10 +65,10 @@ def start_sync(rt: Runtime, job_id: str, source_uri: str) -> None:
     """List every shard of the source against the live collection."""
     collection = live_collection(rt, job_id)
     running(rt, job_id, source_uri, collection)
-    open_budget(rt, job_id, collection)
+    open_budget(rt.jobs, job_id, rt.store.count(collection), rt.settings.indexer.max_delete_share)
     rt.jobs.remember("source", source_uri)
     rt.store.ensure_indexes(collection)
-    migrated = label_unlabelled(rt, collection, rt.source(source_uri))
+    migrated = label_unlabelled(rt.store, collection, rt.source(source_uri))
     if migrated:
         rt.jobs.note_problems(job_id, [f"{migrated} points of an earlier release got a shard"])
     start_round(rt, job_id, 0, load_map(rt.store, collection))
@@ -85,7 +85,7 @@ def start_increment(rt: Runtime, job_id: str, source_uri: str) -> None:
     if unlabelled(rt, collection):
         raise IndexerError("the live collection has points of an earlier release: sync once")
     running(rt, job_id, source_uri, collection)
-    open_budget(rt, job_id, collection)
+    open_budget(rt.jobs, job_id, rt.store.count(collection), rt.settings.indexer.max_delete_share)
     rt.work.start_round(job_id, 0, [("feed:0", {"kind": "feed", "seq": 0})])
 
 

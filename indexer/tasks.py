@@ -28,6 +28,7 @@ from core.embedding.errors import (
     TritonTimeout,
     TritonUnavailable,
 )
+from core.embedding.images import ImageLimits
 from core.jobs import FINISHED, JobKind, JobState
 from core.sources import SourceError, check_source
 from core.submit import start_queued, submit_sync
@@ -211,7 +212,7 @@ def plan(self: Task[Any, Any], job_id: str) -> None:
         planned = units.plan_unit(rt, job, unit, worker)
     except DeletesRefused as exc:
         # The job ends here: no unit is planned, and nothing deleted, after this one.
-        refuse(rt, job_id, str(exc))
+        refuse(rt.jobs, rt.work, job_id, str(exc))
         rt.work.release(job_id, token)
         return
     ended = units.commit(rt, job_id, token, units.unit_id_of(unit), planned)
@@ -238,12 +239,18 @@ def embed_batch(self: Task[Any, Any], job_id: str) -> None:
     ]
     with rt.metrics.batch_seconds.time():
         result = embed_photos(
-            rt,
+            photos,
             collection=job.collection,
             model_version=job.model_version,
-            source_uri=job.source,
-            photos=photos,
+            source=rt.source(job.source),
+            store=rt.store,
+            embedder=rt.images,
+            readers=rt.readers,
+            limits=ImageLimits.of_stored(rt.settings.images),
+            cpu_chunk=rt.settings.indexer.cpu_chunk,
+            duplicate_threshold=rt.settings.indexer.duplicate_threshold,
             group_with_stored=not reindexing.loading(job),
+            on_grouped=rt.metrics.duplicate_searches.labels("write").inc,
         )
     rt.metrics.photos.labels("done").inc(len(result.done))
     rt.metrics.photos.labels("skipped").inc(len(result.skipped))

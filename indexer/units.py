@@ -30,11 +30,39 @@ def plan_unit(rt: Runtime, job: JobStatus, unit: dict[str, Any], worker: str) ->
         return increment.plan_feed(rt, job, int(unit["seq"]), worker)
     if unit["kind"] == "replay":  # logged changes of the live side (indexer/catchup.py)
         keys = [str(key) for key in unit["keys"]]
-        return increment.plan_keys(rt, job, unit_id_of(unit), keys, worker, time.time())
+        return increment.plan_keys(
+            job,
+            unit_id_of(unit),
+            keys,
+            source=rt.source(job.source),
+            store=rt.store,
+            records=rt.records,
+            readers=rt.readers,
+            settings=rt.settings.indexer,
+            worker=worker,
+            started=time.time(),
+        )
     shard = ShardRange.from_wire(unit)
     if unit["kind"] == "group":  # a shard of a reindex's grouping pass
         return regroup.group_shard(rt, job, shard, worker)
-    return planner.plan_shard(rt, job, shard, worker, bool(unit.get("confirm")))
+    return plan_shard(rt, job, shard, worker, bool(unit.get("confirm")))
+
+
+def plan_shard(
+    rt: Runtime, job: JobStatus, shard: ShardRange, worker: str, confirm: bool = False
+) -> Planned:
+    """planner.plan_shard with the worker's store, source, records and reader threads."""
+    return planner.plan_shard(
+        job,
+        shard,
+        source=rt.source(job.source),
+        store=rt.store,
+        records=rt.records,
+        readers=rt.readers,
+        settings=rt.settings.indexer,
+        worker=worker,
+        confirm=confirm,
+    )
 
 
 def commit(rt: Runtime, job_id: str, token: str, unit_id: str, planned: Planned) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,7 +25,18 @@ _EMPTY_METADATA: dict[str, Any] = {
 }
 
 
-def build_payload(photo: Photo, source: Source, model_version: int, shard: str) -> dict[str, Any]:
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def build_payload(
+    photo: Photo,
+    source: Source,
+    model_version: int,
+    shard: str,
+    *,
+    now: Callable[[], datetime] = utc_now,
+) -> dict[str, Any]:
     return {
         **_EMPTY_METADATA,
         **(photo.metadata or {}),
@@ -38,7 +49,7 @@ def build_payload(photo: Photo, source: Source, model_version: int, shard: str) 
         "content_version": photo.version,
         "meta_hash": photo.meta_hash,
         "model_version": model_version,
-        "indexed_at": datetime.now(UTC).isoformat(),
+        "indexed_at": now().isoformat(),
     }
 
 
@@ -52,6 +63,7 @@ def write_points(
     *,
     duplicate_threshold: float,
     group_with_stored: bool = True,
+    now: Callable[[], datetime] = utc_now,
 ) -> None:
     """Upsert, each photo in its near-duplicate group; ids derive from photo ids, so writing a
     batch again replaces the same points. group_with_stored=False groups the batch within
@@ -67,7 +79,7 @@ def write_points(
             PhotoPoint(
                 photo.photo_id,
                 vector,
-                build_payload(photo, source, model_version, shard) | {GROUP_FIELD: group},
+                build_payload(photo, source, model_version, shard, now=now) | {GROUP_FIELD: group},
             )
             for (photo, shard), vector, group in zip(photos, vectors, groups, strict=True)
         ],

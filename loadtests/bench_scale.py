@@ -63,9 +63,9 @@ from harness.processes import (
     triton_ports,
     worker_process,
 )
-from indexer.planner import plan_shard
 from indexer.runtime import Runtime
 from indexer.shards import ShardMap, ShardRange, load_map
+from indexer.units import plan_shard
 from indexer.verify import compare
 
 MB = 1 << 20

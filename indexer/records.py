@@ -1,0 +1,22 @@
+"""A job's records in Redis that planning writes: counts, skips, logged changes, its round."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.jobs import Jobs
+from indexer.capture import ChangeLog
+from indexer.skips import SkipRecords
+from indexer.workqueue import WorkQueue
+
+
+@dataclass(frozen=True)
+class JobRecords:
+    """The job's counts and problems (`jobs`), the photos it skips (`skips`), the keys a sync
+    changes for a reindex that follows the live side (`capture`), and its round's units and
+    batches (`work`): all in one Redis, under one prefix."""
+
+    jobs: Jobs
+    skips: SkipRecords
+    capture: ChangeLog
+    work: WorkQueue

@@ -1,0 +1,91 @@
+"""One embedding batch on a folder of tiny photos and the in-process store: photos written
+with their payload, a broken one skipped with its reason, one deleted since it was listed
+gone with its point, Triton's chunks as the target asks.
+
+Triton's image encoder is stood in for (tests/unit/indexer/conftest.py): it cannot run in a
+unit test. Reading, decoding, grouping and writing are the real ones.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+from pathlib import Path
+
+from core.embedding.images import ImageLimits
+from core.embedding.manifest import MAX_BATCH_SIZE
+from core.sources import LocalSource
+from core.vectorstore import KEY_FIELD, SHARD_FIELD, VectorStore
+from indexer.catalog import Photo, read_catalog
+from indexer.pipeline import BatchResult, embed_photos
+from tests.unit.indexer.conftest import COLLECTION, INDEXED_AT, PHOTOS, MeanColours
+
+
+def listed(source: LocalSource) -> list[Photo]:
+    return sorted(read_catalog(source, ()).photos.values(), key=lambda photo: photo.key)
+
+
+def embed(
+    photos: list[Photo],
+    source: LocalSource,
+    store: VectorStore,
+    readers: Executor,
+    embedder: MeanColours,
+    grouped: list[int] | None = None,
+) -> BatchResult:
+    return embed_photos(
+        [(photo, "") for photo in photos],
+        collection=COLLECTION,
+        model_version=1,
+        source=source,
+        store=store,
+        embedder=embedder,
+        readers=readers,
+        limits=ImageLimits(),
+        cpu_chunk=4,
+        duplicate_threshold=0.9999,
+        on_grouped=lambda: (grouped if grouped is not None else []).append(1),
+        now=lambda: INDEXED_AT,
+    )
+
+
+def test_a_batch_writes_each_photo_with_its_payload(
+    source: LocalSource, store: VectorStore, readers: Executor
+) -> None:
+    photos = listed(source)
+    grouped: list[int] = []
+    result = embed(photos, source, store, readers, MeanColours(), grouped)
+    assert result == BatchResult(done=[p.key for p in photos])
+    assert store.count(COLLECTION) == PHOTOS
+    (stored,) = store.retrieve(COLLECTION, [photos[0].photo_id])
+    payload = stored.payload
+    assert payload["indexed_at"] == INDEXED_AT.isoformat()
+    assert (payload[KEY_FIELD], payload[SHARD_FIELD]) == (photos[0].key, "")
+    assert (payload["model_version"], payload["content_version"]) == (1, photos[0].version)
+    assert grouped == [1]  # one search of the stored photos for the batch's groups
+
+
+def test_a_broken_photo_is_skipped_and_a_deleted_one_leaves_with_its_point(
+    source: LocalSource, folder: Path, store: VectorStore, readers: Executor
+) -> None:
+    photos = listed(source)
+    embed(photos, source, store, readers, MeanColours())
+    broken, deleted = photos[0], photos[1]
+    (folder / broken.key).write_bytes(b"not a photo")
+    (folder / deleted.key).unlink()
+    result = embed([broken, deleted, photos[2]], source, store, readers, MeanColours())
+    assert result.done == [photos[2].key]
+    assert result.gone == [deleted.key]
+    assert list(result.skipped) == [broken.key]
+    assert result.skipped[broken.key][0] == broken.version
+    assert store.count(COLLECTION) == PHOTOS - 1
+
+
+def test_triton_gets_the_cpu_targets_chunks_and_a_gpus_whole_batches(
+    source: LocalSource, store: VectorStore, readers: Executor
+) -> None:
+    photos = listed(source)
+    cpu, gpu = MeanColours("cpu"), MeanColours("gpu")
+    embed(photos, source, store, readers, cpu)
+    embed(photos, source, store, readers, gpu)
+    assert cpu.calls == [(PHOTOS, 4)]
+    assert gpu.calls == [(PHOTOS, MAX_BATCH_SIZE)]
