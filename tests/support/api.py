@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from query_api.auth import hash_key
 from query_api.server import server_config
 from tests.support.images import encode
 from tests.support.indexing import drop_keys, make_settings, variant
+from tests.support.waiting import wait_until
 
 SEARCH_KEY = "ps_test-search-key"
 ADMIN_KEY = "ps_test-admin-key"
@@ -163,11 +163,13 @@ class ApiServer:
 
     def __enter__(self) -> ApiServer:
         self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
+
+        def started() -> bool:
+            if not self.thread.is_alive():
                 raise RuntimeError("the API did not start")
-            time.sleep(0.02)
+            return self.server.started
+
+        wait_until(started, 60, "the API started")
         return self
 
     def __exit__(self, *exc: object) -> None:

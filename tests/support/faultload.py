@@ -65,7 +65,7 @@ class SearchLoad:
                 q = self.queries[i % len(self.queries)]
                 i += self.threads
                 self.answers.append(self._one(client, q))
-                time.sleep(self.pause_s)
+                self._stop.wait(self.pause_s)  # a steady pace, which ends as the load stops
 
     def _one(self, client: httpx.Client, q: str) -> Answer:
         start = time.monotonic()

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from core.settings import Settings
 from core.taskqueue import TaskApp, create_celery
 from tests.support.images import encode, photo
 from tests.support.redisserver import session_url
+from tests.support.waiting import wait_until
 
 NAMES = ("astronaut", "chelsea", "coffee", "rocket", "camera", "coins", "moon", "hubble_deep_field")
 FORMATS = {".jpg": "JPEG", ".png": "PNG", ".webp": "WEBP", ".gif": "GIF", ".tiff": "TIFF"}
@@ -199,11 +199,14 @@ class WorkerProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + 60
-        while b" ready." not in self.log.read_bytes()[offset:]:
-            if self.process.poll() is not None or time.monotonic() > deadline:
+        process = self.process
+
+        def ready() -> bool:
+            if process.poll() is not None:
                 raise RuntimeError(f"worker did not start:\n{self.tail()}")
-            time.sleep(0.1)
+            return b" ready." in self.log.read_bytes()[offset:]
+
+        wait_until(ready, 120, lambda: f"the worker ready:\n{self.tail()}")
         return self
 
     def tail(self) -> str:
@@ -212,11 +215,11 @@ class WorkerProcess:
     def wait_logged(self, pattern: str, timeout_s: float = 120) -> re.Match[str]:
         """The first match of a regular expression in the log, once the worker has written
         it. Past timeout_s (a ceiling that only bounds a hang), an AssertionError."""
-        deadline = time.monotonic() + timeout_s
-        while (found := re.search(pattern, self.log.read_text(errors="replace"))) is None:
-            assert time.monotonic() < deadline, f"no {pattern!r} in the log:\n{self.tail()}"
-            time.sleep(0.05)
-        return found
+        return wait_until(
+            lambda: re.search(pattern, self.log.read_text(errors="replace")),
+            timeout_s,
+            lambda: f"{pattern!r} in the log:\n{self.tail()}",
+        )
 
     def stop(self) -> int:
         """Warm shutdown (SIGTERM): tasks in flight finish, the store is closed. A worker
@@ -287,22 +290,25 @@ def wait_job(
 ) -> JobStatus:
     """Until the job has finished (core.jobs.FINISHED), or `until(job)` holds: the record
     then. Past timeout_s, an AssertionError with the last record read and the worker's log."""
-    deadline = time.monotonic() + timeout_s
-    last: JobStatus | None = None
-    while True:
+    last: list[JobStatus] = []
+
+    def there() -> JobStatus | None:
         job = jobs.get(job_id)
-        last = job or last
-        if job is not None and (until(job) if until else job.state in FINISHED):
-            return job
-        if time.monotonic() > deadline:
-            log = worker.tail() if worker else ""
-            raise AssertionError(f"job {job_id}: not there in {timeout_s} s: {last}\n{log}")
-        time.sleep(0.05)
+        if job is None:
+            return None
+        last[:] = [job]
+        return job if (until(job) if until else job.state in FINISHED) else None
+
+    def said() -> str:
+        return f"job {job_id} there: {last[0] if last else None}\n{worker.tail() if worker else ''}"
+
+    return wait_until(there, timeout_s, said)
 
 
 def wait_idle(jobs: Jobs, timeout_s: float = 120) -> None:
     """Until every job (the follow-up sync after a switch too) has finished."""
-    deadline = time.monotonic() + timeout_s
-    while any(job.state not in FINISHED for job in jobs.recent(50)):
-        assert time.monotonic() < deadline, jobs.recent(50)
-        time.sleep(0.05)
+    wait_until(
+        lambda: all(job.state in FINISHED for job in jobs.recent(50)),
+        timeout_s,
+        lambda: f"every job finished: {jobs.recent(50)}",
+    )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -29,6 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from harness.processes import free_ports
+from tests.support.waiting import wait_until
 
 VERSION = "1.15.5"
 # How local mode says what the server answers with a 404.
@@ -251,11 +251,13 @@ def qdrant_stand_in(requests: list[tuple[str, str, Any]] | None = None) -> Itera
     thread = threading.Thread(target=server.run, name=f"qdrant-stand-in-{port}", daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
+
+        def started() -> bool:
+            if not thread.is_alive():
                 raise RuntimeError(f"the Qdrant stand-in did not start on port {port}")
-            time.sleep(0.01)
+            return server.started
+
+        wait_until(started, 60, f"the Qdrant stand-in started on port {port}")
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from pathlib import Path
 
 from redis import Redis
@@ -19,6 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from harness.processes import free_ports
 from photosearch.up.processes import die_with_parent, redis_command
+from tests.support.waiting import wait_until
 
 URL_VARIABLE = "PHOTOSEARCH_REDIS__URL"
 
@@ -62,14 +62,19 @@ class RedisServer:
             self.process = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
             )
-        deadline = time.monotonic() + 10
+        process = self.process
         client = Redis.from_url(self.url, socket_timeout=1)
+
+        def tail() -> str:
+            return f"valkey on port {self.port}:\n{self.log.read_text(errors='replace')[-2000:]}"
+
+        def started() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"valkey exited: {tail()}")
+            return answers(client)
+
         try:
-            while not answers(client):
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    tail = self.log.read_text(errors="replace")[-2000:]
-                    raise RuntimeError(f"valkey did not start on port {self.port}:\n{tail}")
-                time.sleep(0.05)
+            wait_until(started, 60, tail)
         finally:
             client.close()
         return self

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,6 +19,7 @@ import httpx
 
 from harness.processes import free_ports
 from photosearch.up.supervisor import read_state
+from tests.support.waiting import wait_until
 
 UP_TIMEOUT_S = 420
 
@@ -73,14 +73,20 @@ class Up:
         return self.output()[-4000:]
 
     def wait_for(self, text: str, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not any(text in line for line in self.lines):
-            assert self.process is not None
-            if self.process.poll() is not None:
-                time.sleep(0.5)  # the reader's last lines
-                raise AssertionError(f"up exited ({self.process.returncode}):\n{self.output()}")
-            assert time.monotonic() < deadline, f"no {text!r} in:\n{self.output()}"
-            time.sleep(0.2)
+        process = self.process
+        assert process is not None
+
+        def printed() -> bool:
+            if any(text in line for line in self.lines):
+                return True
+            if process.poll() is not None:
+                if self.reader is not None:
+                    self.reader.join(10)  # the reader's last lines
+                if not any(text in line for line in self.lines):
+                    raise AssertionError(f"up exited ({process.returncode}):\n{self.output()}")
+            return False
+
+        wait_until(printed, timeout_s, lambda: f"{text!r} in:\n{self.output()}")
 
     def state(self) -> dict[str, Any]:
         return read_state(self.data_dir)
@@ -100,13 +106,6 @@ class Up:
         assert self.process.stdout is not None
         self.process.stdout.close()
         return code
-
-
-def wait_until(check: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.5)
 
 
 def ready(up: Up) -> bool:

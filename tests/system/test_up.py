@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,8 @@ from tests.support.upprocess import (
     newcomer_env,
     ready,
     server_can_bind,
-    wait_until,
 )
+from tests.support.waiting import wait_until
 
 CAT = "skimage-chelsea"
 CACHE_MAX_MB = 24  # not the default: the query cache's Redis gets the setting's bound
@@ -286,7 +287,7 @@ def test_triton_s_ports_taken_while_it_was_down_are_not_taken_for_its_own(up: Up
     try:
         os.killpg(triton, signal.SIGKILL)  # Triton and its backend stubs
         for port in ports.values():
-            wait_until(lambda p=port: server_can_bind(p), 30, f"port {port} stayed bound")
+            wait_until(partial(server_can_bind, port), 30, f"port {port} stayed bound")
             strangers.append(StrangerTriton(port))
         os.kill(up.process.pid, signal.SIGCONT)
         wait_until(
