@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from harness.processes import triton_ports
 from model.export import export_model
 from model.triton_server import TritonServer
 from tests.support.models import TINY_CONFIG
+from tests.support.waiting import await_until
 
 
 async def test_version_2_loads_while_version_1_keeps_serving(
@@ -44,7 +46,8 @@ async def test_version_2_loads_while_version_1_keeps_serving(
                         outcomes.append("ok" if ok else "changed")
                     except EmbeddingError as exc:
                         outcomes.append(f"failed: {exc}")
-                    await asyncio.sleep(0.02)
+                    with contextlib.suppress(TimeoutError):  # a steady pace until stopped
+                        await asyncio.wait_for(stop.wait(), 0.02)
 
             searching = asyncio.create_task(keep_searching())
             await asyncio.to_thread(export_model, str(TINY_CONFIG), "none", repo)
@@ -61,7 +64,12 @@ async def test_version_2_loads_while_version_1_keeps_serving(
             )
             output, _ = await load.communicate()
             assert load.returncode == 0, output.decode()
-            await asyncio.sleep(0.5)  # searches keep running across the switch
+            loaded = len(outcomes)
+
+            async def searched_on() -> bool:  # searches keep running across the switch
+                return len(outcomes) >= loaded + 10
+
+            await await_until(searched_on, 60, lambda: f"searches after the load: {outcomes}")
             stop.set()
             await searching
 

@@ -8,6 +8,7 @@ import pytest
 from starlette.types import Message, Receive, Scope, Send
 
 from query_api.metrics import Metrics, MetricsMiddleware
+from tests.support.waiting import await_until
 
 
 def in_flight(metrics: Metrics) -> float:
@@ -19,8 +20,10 @@ def in_flight(metrics: Metrics) -> float:
 async def test_requests_are_in_flight_until_answered_and_probes_never_are() -> None:
     metrics = Metrics()
     release = asyncio.Event()
+    entered: list[str] = []
 
     async def slow_app(scope: Scope, receive: Receive, send: Send) -> None:
+        entered.append(scope["path"])
         await release.wait()
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b""})
@@ -40,7 +43,11 @@ async def test_requests_are_in_flight_until_answered_and_probes_never_are() -> N
 
     searches = [call("/v1/search") for _ in range(3)]
     probes = [call(p) for p in ("/readyz", "/healthz", "/metrics")]
-    await asyncio.sleep(0.05)
+
+    async def all_running() -> bool:
+        return len(entered) == 6
+
+    await await_until(all_running, 30, lambda: f"six requests running: {entered}")
     assert in_flight(metrics) == 3
     release.set()
     await asyncio.gather(*searches, *probes)
