@@ -9,12 +9,11 @@ import json
 import os
 import socket
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import numpy as np
@@ -36,6 +35,9 @@ from tests.support.api import (
     serving,
 )
 from tests.support.images import encode, png_bomb
+from tests.support.waiting import wait_until
+
+T = TypeVar("T")
 
 SEARCH = {"X-API-Key": SEARCH_KEY}
 BIG = "big.png"  # 4000x3000 RGB: 48 MB decoded, no reduction while decoding
@@ -122,9 +124,8 @@ class Searches:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        deadline = time.monotonic() + 30
-        while len(self.statuses) < 2 and time.monotonic() < deadline:  # one sent meanwhile
-            time.sleep(0.05)
+        # One answered, and one more sent meanwhile.
+        wait_until(lambda: len(self.statuses) >= 2, 60, "two searches answered")
         self.stop.set()
         self.thread.join(60)
 
@@ -143,7 +144,6 @@ def test_a_big_png_is_decoded_once_for_many_thumbnail_requests_within_the_budget
         answers = _parallel(
             8, lambda: httpx.get(f"{stack.url}/v1/photos/{BIG}/thumbnail", headers=SEARCH)
         )
-        time.sleep(0.5)
     assert [a.status_code for a in answers] == [200] * 8, answers[0].text
     assert len({a.content for a in answers}) == 1  # one thumbnail, shared
     thumb = Image.open(io.BytesIO(answers[0].content))
@@ -168,11 +168,41 @@ def test_an_image_that_needs_more_than_the_whole_budget_is_refused(stack: Stack)
     assert set(searches.statuses) == {200}
 
 
-def test_originals_are_served_from_the_image_threads(stack: Stack) -> None:
-    answers = _parallel(6, lambda: httpx.get(f"{stack.url}/v1/photos/{BIG}/image", headers=SEARCH))
+def test_originals_are_read_once_for_concurrent_requests(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    images = stack.services.images
+    started = images.started
+    # Every request for the original asks for it while the first read is still to run: the
+    # image threads are held until all six have asked (a reading of a file is too quick to
+    # overlap by chance).
+    asked: list[str] = []
+    single_flight = images.single_flight
+
+    async def counted(key: str, make: Callable[[], Awaitable[T]]) -> T:
+        asked.append(key)
+        return await single_flight(key, make)
+
+    monkeypatch.setattr(images, "single_flight", counted)
+    gate = threading.Event()
+    held = [images.pool.submit(gate.wait, 120) for _ in range(stack.settings.api.image_threads)]
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            sent = [
+                pool.submit(httpx.get, f"{stack.url}/v1/photos/{BIG}/image", headers=SEARCH)
+                for _ in range(6)
+            ]
+            wait_until(lambda: len(asked) == 6, 60, lambda: f"six requests asking: {asked}")
+            gate.set()
+            answers = [future.result() for future in sent]
+    finally:
+        gate.set()
+        for future in held:
+            future.result()
     assert [a.status_code for a in answers] == [200] * 6
     folder = stack.indexed.files[stack.indexed.ids[0]].parent
     assert all(a.content == (folder / BIG).read_bytes() for a in answers)
+    assert images.started == started + 1  # six requests, one read
     # A key is needed to see photos here: no shared cache may keep them.
     assert answers[0].headers["cache-control"].startswith("private")
 
@@ -315,15 +345,16 @@ def test_connections_past_the_bound_get_503(
 ) -> None:
     settings = api_settings(tmp_path / "data", triton.url, repository, max_connections=2)
     with serving(settings) as server:
+        connections = server.server.server_state.connections
         held = [_raw(server.port) for _ in range(2)]
         try:
-            time.sleep(0.2)
+            wait_until(lambda: len(connections) == 2, 60, "the server holding both connections")
             answer = httpx.get(server.url + "/healthz")
             assert answer.status_code == 503
         finally:
             for conn in held:
                 conn.close()
-        time.sleep(0.2)
+        wait_until(lambda: not connections, 60, "the server letting both connections go")
         assert httpx.get(server.url + "/healthz").status_code == 200
 
 
