@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from indexer.runtime import Runtime
 from model.triton_server import TritonServer
 from tests.support.api import ADMIN_KEY, SEARCH_KEY, api_settings, embed_texts, serving
 from tests.support.indexing import ApiJobs, drop_keys, photo_folder, wait_idle, wait_job
+from tests.support.waiting import wait_until
 
 ADMIN = {"X-API-Key": ADMIN_KEY}
 SEARCH = {"X-API-Key": SEARCH_KEY}
@@ -61,7 +61,7 @@ class SearchLoop(threading.Thread):
                 response = client.get("/v1/search", params=params)
                 self.answers.append((q, response.status_code, response.json()))
                 n += 1
-                time.sleep(0.02)
+                self.stop.wait(0.02)  # a steady pace, which ends as the loop stops
 
 
 @pytest.fixture
@@ -83,13 +83,14 @@ def embedded(
 
 def first_answer_from(admin: httpx.Client, collection: str, settings: Settings) -> Any:
     """The first answer to POPULAR from `collection`, which a switch made live: each replica
-    keeps the live collection's name for alias_cache_s, so it comes within that time."""
-    deadline = time.monotonic() + settings.api.alias_cache_s + 5
-    while True:
+    keeps the live collection's name for alias_cache_s, so it comes after that time (the
+    ceiling only bounds a hang)."""
+
+    def answered() -> Any:
         body = admin.get("/v1/search", params={"q": POPULAR}).json()
-        if body["collection"] == collection or time.monotonic() > deadline:
-            return body
-        time.sleep(0.02)
+        return body if body["collection"] == collection else None
+
+    return wait_until(answered, settings.api.alias_cache_s + 60, f"an answer from {collection}")
 
 
 def test_reindex_through_the_api_keeps_query_and_collection_versions_equal_and_prewarms(
@@ -130,7 +131,13 @@ def test_reindex_through_the_api_keeps_query_and_collection_versions_equal_and_p
         # for alias_cache_s): already embedded with version 2 before the switch.
         after = first_answer_from(admin, store.resolve(LIVE_ALIAS), settings)
         wait_idle(Jobs.from_settings(settings))
-        time.sleep(0.3)
+        # The loop's searches go on across the switch, to the new collection.
+        live = store.resolve(LIVE_ALIAS)
+        wait_until(
+            lambda: any(body.get("collection") == live for _, _, body in loop.answers),
+            60,
+            "the search loop answered from the new collection",
+        )
         loop.stop.set()
         loop.join()
 

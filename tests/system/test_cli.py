@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from tritonclient.utils import InferenceServerException
 from harness.processes import free_ports, triton_ports
 from model.triton_server import grpc_control_headers
 from tests.support.models import TINY_CONFIG
+from tests.support.waiting import wait_until
 
 CLI = [sys.executable, "-m", "photosearch"]
 
@@ -102,10 +102,11 @@ def test_export_then_serve_answers_both_models_and_stops_on_sigterm(tmp_path: Pa
     assert serve.returncode == 0, rest
     assert "Triton stopped" in rest
     assert not key_file.exists()
-    deadline = time.monotonic() + 10
-    while _processes_mentioning(str(work)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _processes_mentioning(str(work)) == []
+    wait_until(
+        lambda: _processes_mentioning(str(work)) == [],
+        60,
+        lambda: f"Triton's processes gone: {_processes_mentioning(str(work))}",
+    )
 
 
 def test_a_text_queue_delay_over_10_ms_is_refused(tmp_path: Path) -> None:
