@@ -8,8 +8,11 @@ It needs httpx and pydantic only, never the service's own packages:
         page = photos.search("a red bicycle", tags_any=["street"], limit=10)
         for result in page.results:
             print(result.id, result.score, result.metadata.title)
+
+AsyncClient has the same methods, awaited, for asyncio applications.
 """
 
+from photosearch_client.asyncclient import AsyncClient
 from photosearch_client.calls import Mode, SearchOptions
 from photosearch_client.client import Client
 from photosearch_client.errors import ApiError, ApiUnreachable, PhotoSearchError
@@ -28,6 +31,7 @@ from photosearch_client.models import (
 __all__ = [
     "ApiError",
     "ApiUnreachable",
+    "AsyncClient",
     "Client",
     "Duplicates",
     "DuplicatesPage",

@@ -12,6 +12,7 @@ import httpx
 from pydantic import BaseModel
 
 from photosearch_client.errors import ApiError
+from photosearch_client.models import Image
 
 Mode = Literal["hybrid", "vector", "keyword"]
 Model = TypeVar("Model", bound=BaseModel)
@@ -135,3 +136,11 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 def parse(model: type[Model], response: httpx.Response) -> Model:
     return model.model_validate_json(response.content)
+
+
+def image(response: httpx.Response) -> Image:
+    return Image(
+        data=response.content,
+        media_type=response.headers.get("Content-Type", "application/octet-stream"),
+        etag=response.headers.get("ETag"),
+    )

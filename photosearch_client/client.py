@@ -127,11 +127,11 @@ class Client:
 
     def original(self, photo_id: str) -> Image:
         """The photo's original file."""
-        return _image(self._send(Call("GET", calls.photo_path(photo_id, "image"))))
+        return calls.image(self._send(Call("GET", calls.photo_path(photo_id, "image"))))
 
     def thumbnail(self, photo_id: str) -> Image:
         """A JPEG thumbnail of the photo."""
-        return _image(self._send(Call("GET", calls.photo_path(photo_id, "thumbnail"))))
+        return calls.image(self._send(Call("GET", calls.photo_path(photo_id, "thumbnail"))))
 
     def model(self) -> ModelInfo:
         """The model version, architecture and weights behind the live collection."""
@@ -154,11 +154,3 @@ class Client:
         except httpx.TransportError as exc:
             raise ApiUnreachable(f"{call.method} {call.path}: {exc!r}") from exc
         return calls.check(response, call)
-
-
-def _image(response: httpx.Response) -> Image:
-    return Image(
-        data=response.content,
-        media_type=response.headers.get("Content-Type", "application/octet-stream"),
-        etag=response.headers.get("ETag"),
-    )

@@ -4,6 +4,7 @@ and a real Qdrant Edge store over HTTP, the answers checked against the API's ow
 from __future__ import annotations
 
 import ast
+import asyncio
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from model.triton_server import TritonServer
 from photosearch_client import (
     ApiError,
     ApiUnreachable,
+    AsyncClient,
     Client,
     DuplicatesPage,
     Health,
@@ -219,6 +221,28 @@ def test_no_answer_is_api_unreachable() -> None:
     with Client("http://127.0.0.1:1", SEARCH_KEY, timeout_s=5) as client:
         with pytest.raises(ApiUnreachable):
             client.health()
+
+
+async def test_the_async_client_answers_as_the_client_does(api: Api, client: Client) -> None:
+    data = api.indexed.files[PHOTO].read_bytes()
+    async with AsyncClient(api.server.url, SEARCH_KEY, timeout_s=30) as aclient:
+        text, image, similar = await asyncio.gather(
+            aclient.search("a photo of a cat", mode="vector", limit=5, collapse=False),
+            aclient.search_image(data, limit=3, collapse=False),
+            aclient.similar(PHOTO, limit=5, collapse=False),
+        )
+        photo, thumbnail, model, health = await asyncio.gather(
+            aclient.photo(PHOTO), aclient.thumbnail(PHOTO), aclient.model(), aclient.health()
+        )
+        with pytest.raises(ApiError) as missing:
+            await aclient.duplicates("no/such/photo.jpg")
+    assert missing.value.status == 404
+    same = client.search("a photo of a cat", mode="vector", limit=5, collapse=False)
+    assert ids(text) == ids(same)
+    assert image.results[0].id == PHOTO
+    assert ids(similar) == ids(client.similar(PHOTO, limit=5, collapse=False))
+    assert photo == client.photo(PHOTO) and thumbnail.media_type == "image/jpeg"
+    assert model == client.model() and health.ready
 
 
 def test_the_client_s_models_name_the_api_s_fields() -> None:
