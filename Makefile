@@ -98,9 +98,10 @@ test: lint tools
 docs: setup
 	$(BIN)/mkdocs build --strict --site-dir site
 
-# Every benchmark, one table of their figures (loadtests/benchmarks.py): ~40 min on 2 cores,
-# 30 of them the scale benchmark's catalogues of 1e5 and 1e6 photos.
-# ARGS="--write docs/benchmarks.md" refreshes the docs page, ARGS="--quick" is a first look.
+# Every benchmark of loadtests/registry.py, one table of their figures: hours on 2 cores, most
+# of them the scale and reindex benchmarks' catalogues of 1e5 and 1e6 photos.
+# ARGS="--write docs/benchmarks.md" refreshes the docs page (ARGS="--only api --write ..." its
+# api rows, the others kept with their runs); ARGS="--quick" is a first look.
 bench: setup
 	$(BIN)/python -m loadtests.benchmarks $(ARGS)
 

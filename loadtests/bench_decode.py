@@ -21,6 +21,7 @@ from pathlib import Path
 from core.embedding.images import prepare_image
 from core.embedding.manifest import ImagePreprocessing
 from harness.photos import sized
+from loadtests.registry import Figure
 
 # ViT-B-32's eval transform, as the exporter writes it into the manifest.
 SPEC = ImagePreprocessing(
@@ -81,6 +82,27 @@ def measure(args: argparse.Namespace) -> DecodeFigures:
             every = sum(pool.map(rate, [data] * cores, [args.seconds] * cores))
         rows.append(DecodeRow(label, megabytes, one, every))
     return DecodeFigures(cores, rows)
+
+
+# -- its rows in docs/benchmarks.md (loadtests/registry.py) -------------------------------------
+
+
+def per_core(label: str) -> Figure[DecodeFigures]:
+    def row(f: DecodeFigures) -> DecodeRow:
+        return next(r for r in f.rows if r.label == label)
+
+    return Figure(
+        f"decode + preprocess, {label} JPEG",
+        "photos/s per core",
+        lambda f: row(f).one_core,
+        lambda f: (
+            f"{row(f).ms_per_photo:.1f} ms a photo ({row(f).megabytes:.2f} MB); "
+            f"{row(f).all_cores:.0f}/s on all {f.cores} cores"
+        ),
+    )
+
+
+FIGURES: list[Figure[DecodeFigures]] = [per_core(label) for label in SIZES]
 
 
 def main() -> None:

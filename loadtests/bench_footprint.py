@@ -55,6 +55,7 @@ from core.vectorstore.edge import EdgeStore
 from harness.machine import commit, machine
 from harness.store import store_clusters
 from harness.vocabulary import TAGS, photo_key, photo_payload
+from loadtests.registry import Figure
 
 COLLECTION = collection_name(1, "footprint")
 # Held in RAM as the engine's structures (besides each payload index, "index <field>").
@@ -223,7 +224,6 @@ def slope(low: float, high: float, sizes: Sequence[Size]) -> float:
 
 
 def report(sizes: Sequence[Size], args: argparse.Namespace) -> str:
-    first, last = sizes[0], sizes[-1]
     lines = [
         f"# Collection footprint on Qdrant Edge ({args.dim} dims, m={args.m}, "
         f"ef_construct={args.ef_construct}, int8, shards of {args.shard_size})",
@@ -257,26 +257,86 @@ def report(sizes: Sequence[Size], args: argparse.Namespace) -> str:
         cells = " | ".join(f"{v / 2**20:.1f}" for v in values)
         lines.append(f"| {name} | {cells} | {slope(values[0], values[-1], sizes):.1f} |")
 
-    # The heap per byte on disk of the parts held as structures (the payload indexes, the
-    # keywords' index, the id tracker): the heap less the int8 copies (an array, loaded
-    # whole), over those parts' bytes on disk less their pages (the model's HEAP_PER_DISK_BYTE).
-    def structures(s: Size) -> tuple[float, float]:
-        names = [n for n in s.disk if n.startswith("index ") or n in HEAP_PARTS]
-        heap = s.memory.heap - s.disk.get("int8 copies", 0)
-        return heap, sum(s.disk[n] - s.memory.files.get(n, 0) for n in names)
-
-    (heap_low, disk_low), (heap_high, disk_high) = structures(first), structures(last)
     graph = [s.disk.get("HNSW graph", 0) / s.points for s in sizes]
     lines += [
         "",
         f"Heap per byte on disk of the payload indexes, keywords index and id tracker: "
-        f"{(heap_high - heap_low) / (disk_high - disk_low):.2f}. HNSW graph per point: "
+        f"{heap_per_disk_byte(list(sizes)):.2f}. HNSW graph per point: "
         + ", ".join(f"{g:.0f} B at {s.points:,}" for g, s in zip(graph, sizes, strict=True))
         + ".",
         "",
         "Index build: " + ", ".join(f"{s.build_s:.1f} s at {s.points:,}" for s in sizes) + ".",
     ]
     return "\n".join(lines)
+
+
+# -- its rows in docs/benchmarks.md (loadtests/registry.py) -------------------------------------
+
+PARTS = (
+    "originals",
+    "int8 copies",
+    "HNSW graph",
+    *(f"index {name}" for name in (*KEYWORD_FIELDS, *DATETIME_FIELDS, *INTEGER_FIELDS)),
+    "keywords index",
+    "keywords storage",
+    "id tracker",
+    "payload",
+)
+
+
+def on_disk(part: str) -> Figure[list[Size]]:
+    def value(sizes: list[Size]) -> float:
+        return slope(sizes[0].disk.get(part, 0), sizes[-1].disk.get(part, 0), sizes)
+
+    def context(sizes: list[Size]) -> str:
+        pages = [s.memory.files.get(part, 0) for s in sizes]
+        at = ", ".join(f"{s.disk.get(part, 0) / s.points:.0f} B at {s.points:,}" for s in sizes)
+        return f"resident pages {slope(pages[0], pages[-1], sizes):.1f} B a photo; {at}"
+
+    return Figure(f"{part}, on disk per photo", "B", value, context)
+
+
+def heap_per_disk_byte(sizes: list[Size]) -> float:
+    """The heap per byte on disk of the parts held as structures (the payload indexes, the
+    keywords' index, the id tracker): the heap less the int8 copies (an array, loaded whole),
+    over those parts' bytes on disk less their pages (the model's HEAP_PER_DISK_BYTE)."""
+
+    def structures(s: Size) -> tuple[float, float]:
+        names = [n for n in s.disk if n.startswith("index ") or n in HEAP_PARTS]
+        heap = s.memory.heap - s.disk.get("int8 copies", 0)
+        return heap, sum(s.disk[n] - s.memory.files.get(n, 0) for n in names)
+
+    (heap_low, disk_low), (heap_high, disk_high) = structures(sizes[0]), structures(sizes[-1])
+    return (heap_high - heap_low) / (disk_high - disk_low)
+
+
+FIGURES: list[Figure[list[Size]]] = [
+    *(on_disk(part) for part in PARTS),
+    Figure(
+        "the heap of a fresh process serving searches, per photo",
+        "B",
+        lambda sizes: slope(sizes[0].memory.heap, sizes[-1].memory.heap, sizes),
+        lambda sizes: (
+            "anonymous memory, int8 copies included; "
+            + ", ".join(f"index build {s.build_s:.1f} s at {s.points:,}" for s in sizes)
+        ),
+    ),
+    Figure(
+        "the WAL, larger collection",
+        "MiB",
+        lambda sizes: sizes[-1].disk.get("WAL", 0) / 2**20,
+        lambda sizes: (
+            f"whatever the collection's size: {sizes[0].disk.get('WAL', 0) / 2**20:.0f} "
+            f"MiB at {sizes[0].points:,}"
+        ),
+    ),
+    Figure(
+        "heap per byte on disk of the indexes and the id tracker",
+        "x",
+        heap_per_disk_byte,
+        lambda sizes: "the payload indexes, keywords index and id tracker, int8 copies aside",
+    ),
+]
 
 
 def parser() -> argparse.ArgumentParser:

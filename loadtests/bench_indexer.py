@@ -22,7 +22,8 @@ from core.embedding.images import prepare_image
 from core.embedding.manifest import IMAGE_MODEL, list_versions, load_manifest
 from harness.photos import sized
 from harness.processes import bench_settings, redis_process, running, sync_folder, triton_ports
-from loadtests.bench_model import throughput
+from loadtests.bench_model import REPEATS, throughput
+from loadtests.registry import Figure
 from model.repository import version_dir
 from model.triton_server import TritonServer
 
@@ -126,6 +127,37 @@ def measure(args: argparse.Namespace) -> IndexerFigures:
         )
         arch = load_manifest(repo, version).arch if args.repository else args.arch
     return IndexerFigures(arch, args.photos, raw, e2e, count, args.batch_size, args.runs)
+
+
+# -- its rows in docs/benchmarks.md (loadtests/registry.py) -------------------------------------
+
+
+FIGURES: list[Figure[IndexerFigures]] = [
+    Figure(
+        "raw image encoder",
+        "img/s",
+        lambda f: f.raw[f.best_batch],
+        lambda f: (
+            f"onnxruntime on all cores, best batch ({f.best_batch}) of "
+            f"{', '.join(map(str, f.raw))}, best of {REPEATS}"
+        ),
+    ),
+    Figure(
+        "indexing end to end",
+        "img/s",
+        lambda f: f.e2e,
+        lambda f: (
+            f"{f.count} JPEGs of 1.2 MP: read + decode, Triton, Qdrant Edge upserts by a real "
+            f"worker, tasks of {f.batch_size}, best of {f.runs}"
+        ),
+    ),
+    Figure(
+        "end to end / raw encoder",
+        "%",
+        lambda f: f.ratio * 100,
+        lambda f: "asked: indexing's images/s against the raw encoder's",
+    ),
+]
 
 
 def main() -> None:

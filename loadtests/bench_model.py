@@ -27,6 +27,7 @@ from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, list_versions, load
 from core.embedding.tokenizer import ClipTokenizer, pad_batch
 from harness.machine import commit, machine
 from harness.processes import triton_ports
+from loadtests.registry import Figure
 from model.repository import version_dir, write_configs
 from model.triton_config import BatchingOptions
 from model.triton_server import TritonServer
@@ -228,6 +229,84 @@ def measure(args: argparse.Namespace) -> ModelFigures:
             with TritonServer(repo, triton_ports(), Path(tmp) / "triton") as server:
                 figures.append(asyncio.run(triton_figures(repo, version, server.url, args.seconds)))
         return ModelFigures(load_manifest(repo, version).arch, raw, figures[0], figures[1])
+
+
+# -- its rows in docs/benchmarks.md (loadtests/registry.py) -------------------------------------
+
+
+def text_ms(figures: dict[str, float]) -> float:
+    """ms per query of one query at a time, padded to its own length."""
+    return 1000 / figures["text b1 longest"]
+
+
+FIGURES: list[Figure[ModelFigures]] = [
+    Figure(
+        "text encoder, 1 query padded to 77 tokens",
+        "q/s",
+        lambda f: f.raw["text b1 77"],
+        lambda f: "raw onnxruntime, 16 typical stock-photo queries in turn",
+    ),
+    Figure(
+        "text encoder, 1 query at its own length",
+        "q/s",
+        lambda f: f.raw["text b1 longest"],
+        lambda f: "the same queries, not padded (the export takes any length <= 77)",
+    ),
+    Figure(
+        "dynamic length / 77 tokens, 1 query",
+        "x",
+        lambda f: f.raw["text b1 longest"] / f.raw["text b1 77"],
+        lambda f: "asked: own length vs 77 tokens; same embeddings (CLIP's text tower is causal)",
+    ),
+    Figure(
+        "dynamic length / 77 tokens, batches of 8",
+        "x",
+        lambda f: f.raw["text b8 longest"] / f.raw["text b8 77"],
+        lambda f: (
+            f"{f.raw['text b8 longest']:.0f} vs {f.raw['text b8 77']:.0f} q/s; "
+            "a batch is padded to its longest query"
+        ),
+    ),
+    Figure(
+        "text, 1 query, raw onnxruntime",
+        "ms/query",
+        lambda f: text_ms(f.raw),
+        lambda f: "in this process, at its own length",
+    ),
+    Figure(
+        "text, 1 query, through Triton",
+        "ms/query",
+        lambda f: text_ms(f.no_delay),
+        lambda f: "Triton's python backend on the CPU, queue delays 0, gRPC from this process",
+    ),
+    Figure(
+        "Triton overhead, text, 1 query",
+        "x",
+        lambda f: text_ms(f.no_delay) / text_ms(f.raw),
+        lambda f: (
+            "asked: Triton's overhead (time through Triton / raw onnxruntime); "
+            f"{text_ms(f.no_delay) - text_ms(f.raw):+.1f} ms a query"
+        ),
+    ),
+    Figure(
+        "Triton overhead, image batch of 32",
+        "x",
+        lambda f: f.raw["image b32"] / f.no_delay["image b32"],
+        lambda f: (
+            f"time through Triton / raw: {f.raw['image b32']:.1f} img/s raw, "
+            f"{f.no_delay['image b32']:.1f} img/s through Triton"
+        ),
+    ),
+    Figure(
+        "text, 8 concurrent single queries through Triton",
+        "q/s",
+        lambda f: f.via["text c8 longest"],
+        lambda f: (
+            "with the exported 5 ms text queue delay: Triton's dynamic batcher forms the "
+            f"batches ({f.no_delay['text c8 longest']:.0f} q/s with delay 0)"
+        ),
+    ),
+]
 
 
 def main() -> None:

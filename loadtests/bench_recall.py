@@ -46,6 +46,7 @@ from harness.machine import commit, machine
 from harness.models import ensure_model
 from harness.store import STORE_SEED, ensure_store, fill_store, store_clusters
 from loadtests.bench_api import store_arguments
+from loadtests.registry import Figure
 
 K = 10  # recall@K, and the searches' limit
 TARGET = 0.99  # what the issue asks at every recommended setting
@@ -365,6 +366,46 @@ def measure(args: argparse.Namespace) -> RecallFigures:
         stores=stores,
         load_before=load_before,
     )
+
+
+# -- its rows in docs/benchmarks.md (loadtests/registry.py) -------------------------------------
+
+
+def at_shipped(f: RecallFigures, kind: str = "text") -> Measured:
+    """Qdrant Edge at the search settings the code ships (hnsw_ef, oversampling)."""
+    return f.edge(kind).at(f.shipped)
+
+
+def fastest_context(f: RecallFigures) -> str:
+    fastest = f.edge().fastest()
+    there = (
+        f"{label(fastest.tuning)}, {fastest.p50_ms:.2f} ms p50" if fastest else "none in the grid"
+    )
+    return (
+        f"Qdrant Edge in-process, limit {K}, text queries; exact search "
+        f"{f.edge().exact.p50_ms:.1f} ms; fastest at >= {TARGET:.0%}: {there}"
+    )
+
+
+FIGURES: list[Figure[RecallFigures]] = [
+    Figure(
+        "recall@10 at the shipped search settings",
+        "%",
+        lambda f: at_shipped(f).recall * 100,
+        lambda f: (
+            f"asked: >= {TARGET:.0%} against exact search; hnsw_ef "
+            f"{f.shipped.hnsw_ef}, oversampling {f.shipped.oversampling:g}; {f.queries} text "
+            f"queries (best hits {f.edge().top1:.2f}, as CLIP's); photo queries "
+            f"{at_shipped(f, 'photo').recall:.1%}"
+        ),
+    ),
+    Figure(
+        "vector search at the shipped search settings, p50",
+        "ms",
+        lambda f: at_shipped(f).p50_ms,
+        fastest_context,
+    ),
+]
 
 
 def main() -> None:

@@ -67,6 +67,7 @@ from indexer.runtime import Runtime
 from indexer.shards import ShardMap, ShardRange, load_map
 from indexer.units import plan_shard
 from indexer.verify import compare
+from loadtests.registry import Figure
 
 MB = 1 << 20
 T = TypeVar("T")
@@ -370,6 +371,112 @@ def measure(args: argparse.Namespace) -> ScaleFigures:
                 shutil.rmtree(root)
                 print(f"  {photos}: {size}", flush=True)
     return figures
+
+
+# -- its rows in docs/benchmarks.md (loadtests/registry.py) -------------------------------------
+
+
+def sizes(f: ScaleFigures) -> str:
+    return f"{f.small.photos} and {f.large.photos} photos, shards of {f.shard_size}"
+
+
+def heap_context(f: ScaleFigures, size: SizeFigures) -> str:
+    return (
+        f"{size.photos} photos: the worst step of the split ({size.split.peak_mb:.1f} MB), "
+        f"a reindex's load ({size.load.peak_mb:.1f}) and a nightly full sync "
+        f"({size.nightly.peak_mb:.1f}), shards of {f.shard_size}"
+    )
+
+
+FIGURES: list[Figure[ScaleFigures]] = [
+    Figure(
+        "planner peak heap, smaller catalogue",
+        "MB",
+        lambda f: f.small.planner_peak_mb,
+        lambda f: heap_context(f, f.small),
+    ),
+    Figure(
+        "planner peak heap, larger catalogue",
+        "MB",
+        lambda f: f.large.planner_peak_mb,
+        lambda f: heap_context(f, f.large),
+    ),
+    Figure(
+        "planner peak heap, larger / smaller catalogue",
+        "x",
+        lambda f: f.memory_ratio,
+        lambda f: f"asked: within 1.2x; {sizes(f)}",
+    ),
+    Figure(
+        "the first sync's split of a catalogue (one listing)",
+        "keys/s",
+        lambda f: f.large.split.photos_per_s,
+        lambda f: (
+            f"{f.large.photos} keys listed and cut into shards by one planner "
+            f"({f.small.split.photos_per_s:.0f}/s at {f.small.photos})"
+        ),
+    ),
+    Figure(
+        "planning a reindex's load, one planner",
+        "photos/s",
+        lambda f: f.large.load.photos_per_s,
+        lambda f: (
+            f"{f.large.load.steps} shards of an empty collection "
+            f"({f.small.load.photos_per_s:.0f}/s at {f.small.photos})"
+        ),
+    ),
+    Figure(
+        "planning a nightly full sync, 1% changed, one planner",
+        "photos/s",
+        lambda f: f.large.nightly.photos_per_s,
+        lambda f: (
+            f"{f.large.photos} photos against their points "
+            f"({f.small.nightly.photos_per_s:.0f}/s at {f.small.photos})"
+        ),
+    ),
+    Figure(
+        "verification peak heap, larger catalogue",
+        "MB",
+        lambda f: f.large.verify_peak_mb,
+        lambda f: (
+            f"a count per shard and sample searches over {f.large.photos} points in "
+            f"{f.large.verify_s:.2f} s ({f.small.verify_peak_mb:.2f} MB at {f.small.photos})"
+        ),
+    ),
+    Figure(
+        "the broker's longest embed queue, larger catalogue",
+        "batches",
+        lambda f: float(f.large.broker_longest or 0),
+        lambda f: (
+            f"asked: never past max_queued_batches ({f.max_queued}); "
+            f"{f.small.broker_longest} at {f.small.photos}"
+        ),
+    ),
+    Figure(
+        "Redis commands per embedding batch",
+        "calls",
+        lambda f: f.large.redis_calls_per_batch or 0.0,
+        lambda f: (
+            "everything the sync asked the queue's Redis (the broker, the job's scripts, "
+            f"Celery's acks), batches of {f.batch_size}, larger catalogue"
+        ),
+    ),
+    Figure(
+        "Qdrant Edge upserts, larger catalogue",
+        "points/s",
+        lambda f: f.large.upserts_per_s,
+        lambda f: f"1000 points a request, {f.large.photos} points of 32 dims",
+    ),
+    Figure(
+        "indexing end to end, larger catalogue",
+        "photos/s",
+        lambda f: f.large.e2e_photos_per_s or 0.0,
+        lambda f: (
+            f"32x32 JPEGs, the tiny test model, a worker of 2 threads, batches of "
+            f"{f.batch_size} ({f.small.e2e_photos_per_s or 0:.0f}/s at {f.small.photos})"
+        ),
+    ),
+]
 
 
 def main() -> None:

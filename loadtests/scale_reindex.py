@@ -66,6 +66,7 @@ from indexer.verify import compare
 from loadtests.bench_scale import MB
 from loadtests.jobtasks import Clustered, Worker, begin_reindex
 from loadtests.livechanges import LIVE_DIM, Changes, fill_live
+from loadtests.registry import Figure
 
 PER_CLUSTER = 100  # photos per cluster centre of the synthetic vectors
 PHASES = (
@@ -333,10 +334,61 @@ def report(runs: list[SizeRun]) -> None:
             f"{run.capture_ms:.3f} ms/change; grouping moved {run.regrouped} photos; "
             f"verification found {run.problems} problems" + "".join(f"; {n}" for n in notes)
         )
-    small, large = (r.phases.get("catch-up replay") for r in (runs[0], runs[-1]))
-    if len(runs) > 1 and small is not None and large is not None:
-        ratio = (large.seconds / large.count) / (small.seconds / small.count)
+    if len(runs) > 1 and not math.isnan(ratio := catch_up_ratio(runs)):
         print(f"catch-up per change, largest / smallest catalogue: {ratio:.2f}x (goal <= 1.2)")
+
+
+# -- its rows in docs/benchmarks.md (loadtests/registry.py) -------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    from loadtests.bench_scale import parser as scale_parser
+
+    p = scale_parser()
+    p.set_defaults(reindex=True)
+    return p
+
+
+measure = measure_reindex
+
+
+def phase_row(name: str) -> Figure[list[SizeRun]]:
+    def value(runs: list[SizeRun]) -> float:
+        return runs[-1].phases[name].seconds if name in runs[-1].phases else math.nan
+
+    def context(runs: list[SizeRun]) -> str:
+        def at(run: SizeRun) -> str:
+            p = run.phases.get(name)
+            if p is None:
+                return f"{run.photos:,} photos: not measured"
+            figures = f"{p.seconds:.2f} s, CPU {p.cpu_s:.2f} s, RSS {p.rss_mb:,.0f} MB"
+            return f"{run.photos:,} photos: {figures}"
+
+        small, large = runs[0].phases.get(name), runs[-1].phases.get(name)
+        sizes = (runs[0].photos, runs[-1].photos)
+        ratio = per_10x(small.cpu_s, large.cpu_s, sizes) if small and large else None
+        grows = f"; CPU per 10x {ratio:.2f}x" if ratio is not None else ""
+        return f"{at(runs[-1])}; {at(runs[0])}{grows}"
+
+    return Figure(f"reindex: {name}, larger catalogue", "s", value, context)
+
+
+def catch_up_ratio(runs: list[SizeRun]) -> float:
+    small, large = (r.phases.get("catch-up replay") for r in (runs[0], runs[-1]))
+    if small is None or large is None:
+        return math.nan
+    return (large.seconds / large.count) / (small.seconds / small.count)
+
+
+FIGURES: list[Figure[list[SizeRun]]] = [
+    *(phase_row(name) for name in PHASES),
+    Figure(
+        "catch-up per change, larger / smaller catalogue",
+        "x",
+        catch_up_ratio,
+        lambda runs: f"asked: within 1.2x; {runs[0].photos:,} and {runs[-1].photos:,} photos",
+    ),
+]
 
 
 def run(args: argparse.Namespace) -> None:
