@@ -85,7 +85,7 @@ def open_load(rt: Runtime, job_id: str, collection: str, dim: int, source_uri: s
         shards = load_map(rt.store, rt.store.resolve(LIVE_ALIAS))
     except CollectionNotFound:
         shards = ShardMap()  # one shard of everything, split as it is listed
-    start_round(rt, job_id, 0, shards)
+    start_round(rt.work, job_id, 0, shards)
 
 
 def advance(rt: Runtime, job_id: str) -> None:
@@ -213,7 +213,7 @@ def switch(rt: Runtime, job_id: str) -> None:
     job = rt.jobs.get(job_id)
     assert job is not None
     collection = job.collection
-    with alias_lock(rt):
+    with alias_lock(rt.redis, rt.settings.redis.prefix):
         aliases = rt.store.aliases()
         if aliases.get(LIVE_ALIAS) == collection:  # a run of this step that died after it
             previous = aliases.get(PREVIOUS_ALIAS)
@@ -343,7 +343,7 @@ def advance_rollback(rt: Runtime, job_id: str) -> None:
 def rollback(rt: Runtime) -> str:
     """Swap the live and previous collections: searches go back to the model before. The
     collection left follows the live one in turn, for rollback_days."""
-    with alias_lock(rt):
+    with alias_lock(rt.redis, rt.settings.redis.prefix):
         aliases = rt.store.aliases()
         previous, live = aliases.get(PREVIOUS_ALIAS), aliases.get(LIVE_ALIAS)
         if previous is None:
@@ -358,7 +358,7 @@ def rollback(rt: Runtime) -> str:
 
 def drop(rt: Runtime, collection: str) -> str:
     """Delete a collection for good; never the live one."""
-    with alias_lock(rt):
+    with alias_lock(rt.redis, rt.settings.redis.prefix):
         aliases = rt.store.aliases()
         if aliases.get(LIVE_ALIAS) == collection:
             raise IndexerError(f"{collection} is live; switch or roll back first")

@@ -5,49 +5,65 @@ the job may make (indexer/deleteguard.py) and a last round for the shards it hel
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
+from redis import Redis
 from redis.lock import Lock
 
-from core.embedding.manifest import list_versions
-from core.jobs import FINISHED, JobKind, JobState
-from core.vectorstore import LIVE_ALIAS, CollectionNotFound, collection_name
+from core.embedding.manifest import ModelManifest, list_versions
+from core.jobs import FINISHED, JobKind, Jobs, JobState
+from core.settings import IndexerSettings
+from core.sources import Source
+from core.vectorstore import LIVE_ALIAS, CollectionNotFound, VectorStore, collection_name
 from core.vectorstore.base import model_version_of
 from indexer.deleteguard import open_budget
 from indexer.planner import held_units, label_unlabelled, shard_unit
-from indexer.runtime import Runtime
+from indexer.records import JobRecords
 from indexer.shards import ShardMap, load_map
+from indexer.workqueue import WorkQueue
 
 
 class IndexerError(Exception):
     """An indexer operation was refused; the message says why and what to do."""
 
 
-def alias_lock(rt: Runtime) -> Lock:
+def alias_lock(redis: Redis, prefix: str) -> Lock:
     """Serializes every change of the aliases: the first collection, switch, rollback, drop.
     Held for the change itself, never while a source is listed."""
-    lock: Lock = rt.redis.lock(f"{rt.settings.redis.prefix}:lock:aliases", timeout=600)
+    lock: Lock = redis.lock(f"{prefix}:lock:aliases", timeout=600)
     return lock
 
 
-def live_collection(rt: Runtime, job_id: str) -> str:
-    """The collection searches read; the first sync creates it with the configured version."""
-    with alias_lock(rt):
+def live_collection(
+    job_id: str,
+    *,
+    store: VectorStore,
+    lock: Lock,
+    model_version: int | None,
+    repository: Path,
+    manifest: Callable[[int], ModelManifest],
+) -> str:
+    """The collection searches read; the first sync creates it with `model_version` (None:
+    the newest of the repository), as wide as its `manifest` says."""
+    with lock:
         try:
-            return rt.store.resolve(LIVE_ALIAS)
+            return store.resolve(LIVE_ALIAS)
         except CollectionNotFound:
             pass
-        version = rt.settings.indexer.model_version or max(list_versions(rt.settings.repository))
+        version = model_version or max(list_versions(repository))
         name = collection_name(version, job_id)
-        rt.store.create_collection(name, rt.embedder.manifest(version).embedding_dim)
-        rt.store.set_aliases({LIVE_ALIAS: name})
+        store.create_collection(name, manifest(version).embedding_dim)
+        store.set_aliases({LIVE_ALIAS: name})
         return name
 
 
-def start_round(rt: Runtime, job_id: str, round_: int, shards: ShardMap) -> None:
-    rt.work.start_round(job_id, round_, (shard_unit(shard) for shard in shards.ranges()))
+def start_round(work: WorkQueue, job_id: str, round_: int, shards: ShardMap) -> None:
+    work.start_round(job_id, round_, (shard_unit(shard) for shard in shards.ranges()))
 
 
-def running(rt: Runtime, job_id: str, source_uri: str, collection: str) -> None:
-    rt.jobs.start(
+def running(jobs: Jobs, job_id: str, source_uri: str, collection: str) -> None:
+    jobs.start(
         job_id,
         state=JobState.RUNNING,
         source=source_uri,
@@ -56,70 +72,86 @@ def running(rt: Runtime, job_id: str, source_uri: str, collection: str) -> None:
     )
 
 
-def unlabelled(rt: Runtime, collection: str) -> bool:
+def unlabelled(store: VectorStore, collection: str) -> bool:
     """Whether the collection holds points of a release before shards (no label yet)."""
-    return next(iter(rt.store.points(collection, unlabelled=True)), None) is not None
+    return next(iter(store.points(collection, unlabelled=True)), None) is not None
 
 
-def start_sync(rt: Runtime, job_id: str, source_uri: str) -> None:
-    """List every shard of the source against the live collection."""
-    collection = live_collection(rt, job_id)
-    running(rt, job_id, source_uri, collection)
-    open_budget(rt.jobs, job_id, rt.store.count(collection), rt.settings.indexer.max_delete_share)
-    rt.jobs.remember("source", source_uri)
-    rt.store.ensure_indexes(collection)
-    migrated = label_unlabelled(rt.store, collection, rt.source(source_uri))
+def start_sync(
+    job_id: str,
+    source_uri: str,
+    collection: str,
+    *,
+    source: Source,
+    store: VectorStore,
+    records: JobRecords,
+    max_delete_share: float,
+) -> None:
+    """List every shard of the source (`source_uri`) against the live `collection`."""
+    jobs = records.jobs
+    running(jobs, job_id, source_uri, collection)
+    open_budget(jobs, job_id, store.count(collection), max_delete_share)
+    jobs.remember("source", source_uri)
+    store.ensure_indexes(collection)
+    migrated = label_unlabelled(store, collection, source)
     if migrated:
-        rt.jobs.note_problems(job_id, [f"{migrated} points of an earlier release got a shard"])
-    start_round(rt, job_id, 0, load_map(rt.store, collection))
+        jobs.note_problems(job_id, [f"{migrated} points of an earlier release got a shard"])
+    start_round(records.work, job_id, 0, load_map(store, collection))
 
 
-def start_increment(rt: Runtime, job_id: str, source_uri: str) -> None:
+def start_increment(
+    job_id: str,
+    source_uri: str,
+    *,
+    store: VectorStore,
+    records: JobRecords,
+    settings: IndexerSettings,
+) -> None:
     """Plan what the change feed reported since the last increment."""
-    if not rt.settings.indexer.feed:
+    if not settings.feed:
         raise IndexerError("no change feed: set PHOTOSEARCH_INDEXER__FEED, or run a full sync")
     try:
-        collection = rt.store.resolve(LIVE_ALIAS)
+        collection = store.resolve(LIVE_ALIAS)
     except CollectionNotFound:
         raise IndexerError("nothing is indexed yet: run a full sync first") from None
-    if unlabelled(rt, collection):
+    if unlabelled(store, collection):
         raise IndexerError("the live collection has points of an earlier release: sync once")
-    running(rt, job_id, source_uri, collection)
-    open_budget(rt.jobs, job_id, rt.store.count(collection), rt.settings.indexer.max_delete_share)
-    rt.work.start_round(job_id, 0, [("feed:0", {"kind": "feed", "seq": 0})])
+    running(records.jobs, job_id, source_uri, collection)
+    open_budget(records.jobs, job_id, store.count(collection), settings.max_delete_share)
+    records.work.start_round(job_id, 0, [("feed:0", {"kind": "feed", "seq": 0})])
 
 
-def nightly_kind(rt: Runtime) -> JobKind:
-    """The increment when a feed is set and the live collection can take one, else a sync."""
-    if not rt.settings.indexer.feed:
+def nightly_kind(store: VectorStore, feed: str | None) -> JobKind:
+    """The increment when a `feed` is set and the live collection can take one, else a sync."""
+    if not feed:
         return JobKind.SYNC
     try:
-        collection = rt.store.resolve(LIVE_ALIAS)
+        collection = store.resolve(LIVE_ALIAS)
     except CollectionNotFound:
         return JobKind.SYNC
-    return JobKind.SYNC if unlabelled(rt, collection) else JobKind.INCREMENT
+    return JobKind.SYNC if unlabelled(store, collection) else JobKind.INCREMENT
 
 
-def finish_sync(rt: Runtime, job_id: str) -> str | None:
+def finish_sync(job_id: str, *, jobs: Jobs, work: WorkQueue, max_delete_share: float) -> str | None:
     """The round is over: the shards it held back are planned again in a round of their own,
     their deletions within the budget now that the whole listing has been seen; or the job
     ends (failed if any photo failed for good). Returns the collection when it ended, whose
     search index is then rebuilt where the engine does not do it itself."""
-    job = rt.jobs.get(job_id)
+    job = jobs.get(job_id)
     if job is None or job.state in FINISHED:
         return None
-    held = held_units(rt.work.planned(job_id).values())
+    held = held_units(work.planned(job_id).values())
     if held:
-        rt.jobs.update(
+        jobs.update(
             job_id,
             message=f"{len(held)} shards losing more than max_delete_share="
-            f"{rt.settings.indexer.max_delete_share:g} of their photos were held back until "
+            f"{max_delete_share:g} of their photos were held back until "
             f"the whole listing was seen: {job.held} deletions, within the budget of "
             f"{job.delete_budget}",
         )
-        rt.work.start_round(job_id, job.round + 1, held)
+        work.start_round(job_id, job.round + 1, held)
         return None
     state = JobState.FAILED if job.failed else JobState.DONE
-    rt.jobs.finish(job_id, state, f"{job.failed} photos failed" if job.failed else "")
-    rt.work.drop(job_id, rt.jobs.ttl_s)
+    jobs.finish(job_id, state, f"{job.failed} photos failed" if job.failed else "")
+    work.drop(job_id, jobs.ttl_s)
     return job.collection

@@ -279,7 +279,12 @@ def finalize(self: Task[Any, Any], job_id: str) -> None:
         elif job.kind != JobKind.REINDEX:
             if rt.work.round_done(job_id, job.round):
                 # Ends the job, or opens the round of the shards held back.
-                collection = syncing.finish_sync(rt, job_id)
+                collection = syncing.finish_sync(
+                    job_id,
+                    jobs=rt.jobs,
+                    work=rt.work,
+                    max_delete_share=rt.settings.indexer.max_delete_share,
+                )
                 if collection is not None:
                     self.app.tasks[OPTIMIZE].delay(collection)
         else:
@@ -316,7 +321,24 @@ def sync(self: Task[Any, Any], job_id: str, source_uri: str) -> None:
     source = accepted_source(rt, job_id, source_uri)
     if source is None:
         return
-    syncing.start_sync(rt, job_id, source)
+    settings = rt.settings
+    collection = syncing.live_collection(
+        job_id,
+        store=rt.store,
+        lock=syncing.alias_lock(rt.redis, settings.redis.prefix),
+        model_version=settings.indexer.model_version,
+        repository=settings.repository,
+        manifest=rt.embedder.manifest,
+    )
+    syncing.start_sync(
+        job_id,
+        source,
+        collection,
+        source=rt.source(source),
+        store=rt.store,
+        records=rt.records,
+        max_delete_share=settings.indexer.max_delete_share,
+    )
     pump(self.app, rt, job_id)
 
 
@@ -328,7 +350,9 @@ def increment(self: Task[Any, Any], job_id: str, source_uri: str) -> None:
     if source is None:
         return
     try:
-        syncing.start_increment(rt, job_id, source)
+        syncing.start_increment(
+            job_id, source, store=rt.store, records=rt.records, settings=rt.settings.indexer
+        )
     except IndexerError as exc:
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
         return
@@ -374,7 +398,10 @@ def scheduled_sync(self: Task[Any, Any]) -> str | None:
     """Beat's nightly job: the increment when a feed is set, else a full sync."""
     rt = runtime(self)
     return scheduled(
-        self.app, rt, syncing.nightly_kind(rt), "nightly job (a feed keeps its changes)"
+        self.app,
+        rt,
+        syncing.nightly_kind(rt.store, rt.settings.indexer.feed),
+        "nightly job (a feed keeps its changes)",
     )
 
 

@@ -1,0 +1,31 @@
+"""The indexer's tasks as a worker's app binds them: each that changes a job retries a
+dependency's failure a finite number of times, with backoff, and is acknowledged only once it
+ran; a photo that cannot be read is never a reason to retry."""
+
+from __future__ import annotations
+
+from core.embedding.errors import InvalidImage, TritonUnavailable
+from core.settings import IndexerSettings, Settings
+from core.sources import SourceError, SourceUnavailable
+from core.taskqueue import EMBED_BATCH, FINALIZE, PLAN, REINDEX
+from core.vectorstore import StoreError
+from indexer.app import create_app
+from indexer.tasks import RETRYABLE
+
+
+def test_the_job_tasks_retry_a_dependencys_failure_a_finite_number_of_times() -> None:
+    app = create_app(Settings(indexer=IndexerSettings(max_retries=7)))
+    for name in (PLAN, EMBED_BATCH, FINALIZE, REINDEX):
+        task = app.tasks[name]
+        declared = {option: getattr(task, option) for option in ("retry_backoff", "autoretry_for")}
+        assert task.max_retries == 7, name
+        assert declared["retry_backoff"], name
+        assert set(declared["autoretry_for"]) == set(RETRYABLE), name
+    assert app.conf.task_acks_late and app.conf.task_reject_on_worker_lost
+
+
+def test_a_bad_photo_or_source_is_not_retried_and_an_outage_is() -> None:
+    for outage in (TritonUnavailable, StoreError, SourceUnavailable):
+        assert issubclass(outage, RETRYABLE), outage
+    for refusal in (InvalidImage, SourceError):
+        assert not issubclass(refusal, RETRYABLE), refusal
