@@ -56,10 +56,22 @@ def with_examples_shown(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def with_text_escaped(schema: dict[str, Any]) -> dict[str, Any]:
+    """The operations' and parameters' descriptions with `<` escaped: the reference puts them
+    in HTML, where "Bearer <API key>" would lose its "<API key>" as an unknown tag (the
+    schemas shown as code keep theirs)."""
+    for operation in (op for ops in schema.get("paths", {}).values() for op in ops.values()):
+        for item in [operation, *operation.get("parameters", [])]:
+            for name in ("summary", "description"):
+                if isinstance(item.get(name), str):
+                    item[name] = item[name].replace("<", "&lt;")
+    return schema
+
+
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
     folder = Path(tempfile.mkdtemp(prefix="photosearch-docs-"))
     path = folder / "openapi.json"
-    schema = with_examples_shown(openapi_schema())
+    schema = with_text_escaped(with_examples_shown(openapi_schema()))
     path.write_text(json.dumps(schema, indent=2), encoding="utf-8")
     _state["schema"] = path
     return config

@@ -101,6 +101,8 @@ def test_the_reference_renders_every_operation_of_the_app(site: Path) -> None:
     assert expected <= headings, sorted(expected - headings)
     # Examples are the models' own, not made up by the renderer.
     assert "2024/06/red-bicycle.jpg" in html
+    # A description's "<" reaches the page as text, not as the start of a tag.
+    assert "Bearer &lt;API key" in html and "created_at &lt;= this" in html
 
 
 def test_the_settings_page_is_the_code_s(site: Path) -> None:
