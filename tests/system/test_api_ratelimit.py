@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +41,7 @@ from tests.support.images import encode
 from tests.support.indexing import drop_keys, env_of, variant
 from tests.support.qdrant_server import qdrant_stand_in
 from tests.support.redisserver import RedisServer
+from tests.support.waiting import wait_until
 
 LIMITED, OTHER, SHARED = "ps_test-limited", "ps_test-other", "ps_test-shared"
 SLOW = 0.01  # searches a second: one per 100 s
@@ -212,12 +212,18 @@ class ApiProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + 60
-        while not http_ok(self.url + "/readyz"):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.__exit__()
-                raise RuntimeError(f"the API did not get ready:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.1)
+        process = self.process
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"the API exited:\n{self.log.read_text()[-3000:]}")
+            return http_ok(self.url + "/readyz")
+
+        try:
+            wait_until(ready, 120, lambda: f"the API ready:\n{self.log.read_text()[-3000:]}")
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -268,9 +274,12 @@ def test_redis_down_the_limits_fail_open_and_count_it_then_return(
 
         # Back (empty: a full bucket): checked again once the guard tries Redis again.
         private_redis.start()
-        deadline = time.monotonic() + 30
-        while "ratelimit" not in (answer := search(server.url, LIMITED)).headers:
-            assert answer.status_code == 200 and time.monotonic() < deadline
-            time.sleep(0.1)
+
+        def checked() -> httpx.Response | None:
+            answer = search(server.url, LIMITED)
+            assert answer.status_code == 200, answer.text
+            return answer if "ratelimit" in answer.headers else None
+
+        answer = wait_until(checked, 60, "the limits checked again after Redis's return")
         assert remaining(answer) == 2
         assert [search(server.url, LIMITED).status_code for _ in range(3)] == [200, 200, 429]

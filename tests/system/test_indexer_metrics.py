@@ -71,18 +71,26 @@ def test_queue_length_and_the_oldest_tasks_age_are_read_from_redis(settings: Set
     assert empty["photosearch_indexer_oldest_task_age_seconds"] == idle
 
     app = publisher(settings)
-    for n in range(3):
-        app.send_task("indexer.embed_batch", args=[f"job{n}"])
-        time.sleep(0.3)
-    # The first message waits longest: the age is its age, not the newest one's.
-    time.sleep(1.0)
+    # Sent 1000, 500 and 10 s ago, as their stamps say (a stamp given is kept): the test
+    # need not wait for a message to age.
+    sent = time.time()
+    for n, ago in enumerate((1000, 500, 10)):
+        app.send_task("indexer.embed_batch", args=[f"job{n}"], headers={ENQUEUED_AT: sent - ago})
+    app.send_task("indexer.embed_batch", args=["stamped on its way"])
     seen = families(metrics)
-    assert seen["photosearch_indexer_queue_length"] == {"control": 0, "plan": 0, "embed": 3}
+    assert seen["photosearch_indexer_queue_length"] == {"control": 0, "plan": 0, "embed": 4}
+    # The first message waits longest: the age is its age, not a newer one's (the bound
+    # above only bounds a hung test).
     age = seen["photosearch_indexer_oldest_task_age_seconds"]["embed"]
-    assert 1.6 <= age < 30, age
-    raw = Redis.from_url(settings.redis.url).lindex(embed_queue(settings), -1)
-    assert isinstance(raw, bytes) and enqueued_at(raw) is not None
-    assert ENQUEUED_AT.encode() in raw
+    assert 1000 <= age < 1500, age
+    queue = Redis.from_url(settings.redis.url)
+    oldest = queue.lindex(embed_queue(settings), -1)
+    assert isinstance(oldest, bytes) and enqueued_at(oldest) == sent - 1000
+    # One sent now is stamped on its way, by the clock of the process that sent it.
+    raw = queue.lindex(embed_queue(settings), 0)
+    assert isinstance(raw, bytes) and ENQUEUED_AT.encode() in raw
+    assert sent <= (enqueued_at(raw) or 0) <= time.time()
+    queue.close()
 
 
 def test_an_unstamped_or_foreign_message_gives_no_age() -> None:

@@ -8,7 +8,6 @@ searches; every task still travels through the real Redis queue.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +39,7 @@ from tests.support.indexing import (
     wait_job,
     write_photo,
 )
+from tests.support.waiting import wait_until
 
 
 class SearchLoop(threading.Thread):
@@ -68,7 +68,7 @@ class SearchLoop(threading.Thread):
                     self.seen.add(collection)
             except Exception as exc:
                 self.failures.append(f"{type(exc).__name__}: {exc}")
-            time.sleep(0.01)
+            self.stop.wait(0.01)  # a steady pace, which ends as the loop stops
 
 
 def test_reindex_switches_with_no_failed_search_and_rollback_returns(
@@ -109,7 +109,9 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
         with worker_thread(create_app(settings), runtime, queues=everything):
             job = wait_job(jobs, job_id)
             wait_idle(jobs)
-            time.sleep(0.3)  # searches go on after the switch
+            # Searches go on after the switch, to the new collection.
+            live = store.resolve(LIVE_ALIAS)
+            wait_until(lambda: live in searches.seen, 60, "a search of the new collection")
             searches.stop.set()
             searches.join()
 
