@@ -35,15 +35,10 @@ NOT_YET = {
     "photosearch.up.cli",
     "photosearch.up.indexing",
     "query_api.cli",
-    "query_api.deps",
     "query_api.duplicates",
     "query_api.imagebody",
     "query_api.imagework",
     "query_api.photos",
-    "query_api.routes.admin",
-    "query_api.routes.model",
-    "query_api.routes.photos",
-    "query_api.routes.search",
     "query_api.server",
 }
 

@@ -5,24 +5,36 @@ vectors (Triton cannot run in a unit test)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from fastapi import APIRouter, FastAPI
 from redis.asyncio import Redis as AsyncRedis
 
 from core.embedding.arrays import Embeddings
+from core.embedding.manifest import (
+    ImagePreprocessing,
+    ModelManifest,
+    TokenizerSpec,
+    write_manifest,
+)
 from core.querycache import QueryCache
+from core.settings import RedisSettings, Settings
+from core.settings_api import ApiKey, ApiSettings
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name
 from query_api.admission import Admission
 from query_api.embedquery import QueryEmbedder
-from query_api.metrics import Metrics
-from query_api.services import LiveCollection, StoreCalls
+from query_api.errors import install_handlers
+from query_api.metrics import Metrics, MetricsMiddleware
+from query_api.services import LiveCollection, Services, StoreCalls
 from tests.support.stores import engine_store
 
 DIM = 4
@@ -223,3 +235,63 @@ def queries(
         timeout_s=DEADLINE_S,
         later=later,
     )
+
+
+def api_settings(folder: Path, *, anonymous: bool = True, keys: Sequence[ApiKey] = ()) -> Settings:
+    """Settings of an API over the session's Redis under a prefix of its own, and a model
+    repository holding version 1's manifest (as wide as the store's vectors)."""
+    settings = Settings(
+        data_dir=folder,
+        redis=RedisSettings(prefix=f"unit-{uuid.uuid4().hex}"),
+        api=ApiSettings(anonymous_search=anonymous, metrics_port=0, keys=tuple(keys)),
+    )
+    settings.repository.mkdir(parents=True, exist_ok=True)
+    write_manifest(settings.repository, model_manifest(1))
+    return settings
+
+
+def model_manifest(version: int) -> ModelManifest:
+    return ModelManifest(
+        version=version,
+        arch="ViT-B-32",
+        arch_config={},
+        weights="/models/laion2b.pt",
+        embedding_dim=DIM,
+        image=ImagePreprocessing(size=16, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)),
+        tokenizer=TokenizerSpec(context_length=8),
+        target="cpu",
+        files={},
+        exported_at="2026-01-01T00:00:00+00:00",
+        exporter={},
+    )
+
+
+def key_of(name: str, secret: str, *scopes: str) -> ApiKey:
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    return ApiKey.model_validate({"name": name, "sha256": digest, "scopes": scopes or ("search",)})
+
+
+def router_app(settings: Settings, store: VectorStore, *routers: APIRouter) -> FastAPI:
+    """An app of only these routers over the replica's Services (opened in its lifespan, as
+    query_api.app does), with the error handlers and the request timing they rely on."""
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        services = Services.open(settings, store, metrics)
+        app.state.services = services
+        try:
+            yield
+        finally:
+            await services.close()
+
+    app = FastAPI(lifespan=lifespan)
+    install_handlers(app, settings.api.retry_after_s, settings.api.overload_retry_after_s)
+    for router in routers:
+        app.include_router(router)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app
+
+
+def result_ids(answer: dict[str, Any]) -> list[str]:
+    return [result["id"] for result in answer["results"]]
