@@ -24,8 +24,8 @@ from core.embedding.errors import (
     TritonTimeout,
     TritonUnavailable,
 )
-from core.jobs import FINISHED, JobKind, JobState, JobStatus
-from indexer.runtime import Runtime
+from core.jobs import FINISHED, JobKind, Jobs, JobState, JobStatus
+from core.vectorstore import VectorStore
 
 # Jobs too long to fail for an outage; a nightly job fails and the next night starts again.
 PAUSING = (JobKind.REINDEX, JobKind.ROLLBACK)
@@ -48,17 +48,17 @@ def dependency(exc: BaseException) -> str:
 
 
 def pause(
-    rt: Runtime, job_id: str, exc: BaseException, now: Callable[[], float] = time.time
+    jobs: Jobs, job_id: str, exc: BaseException, now: Callable[[], float] = time.time
 ) -> bool:
     """Pause the job for this failure if it is one that pauses; True when it did (or would
     have, had Redis answered: then it is recorded later)."""
     reason = f"{dependency(exc)} did not answer past the retry budget: {type(exc).__name__}: {exc}"
     try:
-        job = rt.jobs.get(job_id)
+        job = jobs.get(job_id)
         if job is None or job.kind not in PAUSING or job.state in FINISHED:
             return False
         if job.state != JobState.PAUSED:
-            rt.jobs.update(
+            jobs.update(
                 job_id,
                 state=JobState.PAUSED,
                 resume_state=job.state,
@@ -72,39 +72,47 @@ def pause(
         return True
 
 
-def record_unrecorded(rt: Runtime, now: Callable[[], float] = time.time) -> None:
+def record_unrecorded(jobs: Jobs, now: Callable[[], float] = time.time) -> None:
     """Write the pauses that Redis could not take when they happened (Redis answers now)."""
     with _lock:
         pending = dict(_unrecorded)
         _unrecorded.clear()
     for job_id, (reason, since) in pending.items():
-        rt.jobs.note_problems(
+        jobs.note_problems(
             job_id, [f"paused {now() - since:.0f} s, until Redis answered again: {reason}"]
         )
 
 
-def unanswered(rt: Runtime, job: JobStatus) -> str | None:
-    """Which dependency of the job still does not answer, or None."""
+def unanswered(job: JobStatus, *, ready: Callable[[int], bool], store: VectorStore) -> str | None:
+    """Which dependency of the job still does not answer, or None. `ready`: whether Triton
+    serves a model version."""
     try:
-        if not rt.run(rt.embedder.is_ready(job.model_version), timeout=30):
+        if not ready(job.model_version):
             return f"model version {job.model_version} is not ready in Triton"
     except Exception as exc:
         return f"Triton: {type(exc).__name__}: {exc}"
     try:
         # One paused before its start has no collection yet: the store answering will do.
-        rt.store.count(job.collection) if job.collection else rt.store.aliases()
+        store.count(job.collection) if job.collection else store.aliases()
     except Exception as exc:
         return f"the vector store: {type(exc).__name__}: {exc}"
     return None
 
 
-def go_on(rt: Runtime, job: JobStatus, now: Callable[[], float] = time.time) -> bool:
+def go_on(
+    job: JobStatus,
+    *,
+    jobs: Jobs,
+    ready: Callable[[int], bool],
+    store: VectorStore,
+    now: Callable[[], float] = time.time,
+) -> bool:
     """Set a paused job going again if its dependencies answer; True when it did."""
-    if job.state != JobState.PAUSED or unanswered(rt, job) is not None:
+    if job.state != JobState.PAUSED or unanswered(job, ready=ready, store=store) is not None:
         return False
     paused_s = now() - job.paused_at if job.paused_at else 0.0
-    rt.jobs.note_problems(job.id, [f"paused {paused_s:.0f} s: {job.message}"])
-    rt.jobs.update(
+    jobs.note_problems(job.id, [f"paused {paused_s:.0f} s: {job.message}"])
+    jobs.update(
         job.id,
         state=job.resume_state or JobState.RUNNING,
         message=f"went on after a pause of {paused_s:.0f} s",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import asdict
 from typing import Any
@@ -81,6 +82,11 @@ def runtime(task: Task[Any, Any]) -> Runtime:
     return get_runtime(settings_of(task.app))
 
 
+def triton_ready(rt: Runtime) -> Callable[[int], bool]:
+    """Whether Triton serves a model version, asked from a task thread."""
+    return lambda version: rt.run(rt.embedder.is_ready(version), timeout=30)
+
+
 @worker_shutdown.connect
 def _close(**_: object) -> None:
     close_runtime()
@@ -117,12 +123,14 @@ def nudge(app: Celery, rt: Runtime, recent: int = 100) -> None:
     back the room and work of lost ones), `finalize` where a round has ended or a job waits
     (a reindex for its index or the live lock, a rollback for the live lock), and a paused
     job once its dependencies answer."""
-    pausing.record_unrecorded(rt)
+    pausing.record_unrecorded(rt.jobs)
     start_queued(app, rt.jobs)  # a job in line for the live lock, its holder ended unannounced
     for job in rt.jobs.recent(recent):
         if job.state in (*FINISHED, JobState.QUEUED):
             continue
-        if job.state == JobState.PAUSED and not pausing.go_on(rt, job):
+        if job.state == JobState.PAUSED and not pausing.go_on(
+            job, jobs=rt.jobs, ready=triton_ready(rt), store=rt.store
+        ):
             continue
         if job.kind == JobKind.REINDEX and not job.phase:  # paused before it started
             app.tasks[REINDEX].delay(job.id, job.model_version, job.source)
@@ -163,7 +171,7 @@ class JobTask(Task[Any, Any]):
         if not job_id:
             return
         rt = runtime(self)
-        if isinstance(exc, RETRYABLE) and pausing.pause(rt, job_id, exc):
+        if isinstance(exc, RETRYABLE) and pausing.pause(rt.jobs, job_id, exc):
             with suppress(*pausing.REDIS_DOWN):  # the sweep gives it back then
                 rt.work.requeue(job_id, task_id)  # a plan token's shard
             return
@@ -182,7 +190,7 @@ class BatchTask(Task[Any, Any]):
     ) -> None:
         job_id = args[0] if args else kwargs["job_id"]
         rt = runtime(self)
-        if isinstance(exc, RETRYABLE) and pausing.pause(rt, job_id, exc):
+        if isinstance(exc, RETRYABLE) and pausing.pause(rt.jobs, job_id, exc):
             with suppress(*pausing.REDIS_DOWN):
                 rt.work.requeue(job_id, task_id)
             return

@@ -8,23 +8,26 @@ from query_api.errors import ApiError
 from query_api.schemas import MAX_DUPLICATE_IDS, DuplicatesResponse
 from query_api.schemas_admin import DuplicateGroup, DuplicateGroups
 from query_api.search import stored_photo
-from query_api.services import Services
+from query_api.services import LiveCollection, StoreCalls
 
 
-async def photo_duplicates(svc: Services, root: str, photo_id: str) -> DuplicatesResponse:
+async def photo_duplicates(
+    photo_id: str, *, calls: StoreCalls, live: LiveCollection, root: str
+) -> DuplicatesResponse:
     """The other photos of a photo's group, in photo id order (the first MAX_GROUP_READ)."""
-    collection = await svc.live_collection()
+    collection = await live.name()
+    store = calls.store
     try:
-        found = await svc.in_store("retrieve", lambda: svc.store.retrieve(collection, [photo_id]))
+        found = await calls.run("retrieve", lambda: store.retrieve(collection, [photo_id]))
         if not found:
             raise ApiError(404, f"no photo {photo_id!r} in the index")
         group = str(found[0].payload.get(GROUP_FIELD) or photo_id)
-        members = await svc.in_store(
+        members = await calls.run(
             "duplicates",
-            lambda: svc.store.group_members(collection, [group], limit_each=MAX_GROUP_READ),
+            lambda: store.group_members(collection, [group], limit_each=MAX_GROUP_READ),
         )
         others = [pid for pid in members.get(group, []) if pid != photo_id]
-        records = await svc.in_store("retrieve", lambda: svc.store.retrieve(collection, others))
+        records = await calls.run("retrieve", lambda: store.retrieve(collection, others))
     except CollectionNotFound:
         raise ApiError(404, f"no photo {photo_id!r} in the index") from None
     return DuplicatesResponse(
@@ -32,12 +35,14 @@ async def photo_duplicates(svc: Services, root: str, photo_id: str) -> Duplicate
     )
 
 
-async def largest_groups(svc: Services, limit: int) -> DuplicateGroups:
-    collection = await svc.live_collection(fresh=True)
-    sizes = await svc.in_store("duplicates", lambda: svc.store.group_sizes(collection, limit=limit))
-    members = await svc.in_store(
+async def largest_groups(limit: int, *, calls: StoreCalls, live: LiveCollection) -> DuplicateGroups:
+    """The `limit` largest groups, largest first, with the first ids of each."""
+    collection = await live.name(fresh=True)
+    store = calls.store
+    sizes = await calls.run("duplicates", lambda: store.group_sizes(collection, limit=limit))
+    members = await calls.run(
         "duplicates",
-        lambda: svc.store.group_members(
+        lambda: store.group_members(
             collection, [g for g, _ in sizes], limit_each=MAX_DUPLICATE_IDS
         ),
     )

@@ -183,4 +183,4 @@ async def duplicate_groups(
     limit: Annotated[int, Query(ge=1, le=1000, description="How many groups.")] = 50,
 ) -> DuplicateGroups:
     """The largest near-duplicate groups of the live collection, with their first ids."""
-    return await largest_groups(services, limit)
+    return await largest_groups(limit, calls=services.calls, live=services.live)

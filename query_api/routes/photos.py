@@ -97,7 +97,7 @@ async def duplicates(
 ) -> DuplicatesResponse:
     """The photo's near-duplicates: the other photos of its group (crops, re-encodings,
     resizes, bursts of one scene), as the indexer grouped them."""
-    return await photo_duplicates(services, root, photo_id)
+    return await photo_duplicates(photo_id, calls=services.calls, live=services.live, root=root)
 
 
 @router.get(

@@ -26,20 +26,15 @@ NOT_YET = {
     "core.vectorstore.base",
     "core.vectorstore.edge_shard",
     "core.vectorstore.rwlock",
-    "indexer.catchup",
     "indexer.cli",
-    "indexer.pause",
     "model.encoders",
     "photosearch.__main__",
-    "photosearch.unreachable",
     "photosearch.up.cli",
     "photosearch.up.indexing",
     "query_api.cli",
-    "query_api.duplicates",
     "query_api.imagebody",
     "query_api.imagework",
     "query_api.photos",
-    "query_api.server",
 }
 
 
