@@ -107,37 +107,6 @@ def hit_ratio(records: Records) -> float:
     return float(known.mean()) if len(known) else math.nan
 
 
-@dataclass(frozen=True)
-class Series:
-    """Figures per window of time, for the plots: t is the window's start, from the run's."""
-
-    t: Floats
-    p50: Floats
-    p90: Floats
-    p99: Floats
-    rate: dict[str, Floats]  # answered requests per second, by kind
-    error_rate: Floats  # failed requests per second
-
-
-def series(records: Records, t0: float, duration_s: float, window_s: float) -> Series:
-    edges = np.arange(0.0, duration_s + window_s, window_s)
-    n = len(edges) - 1
-    which = np.digitize(records.start - t0, edges) - 1
-    inside = (which >= 0) & (which < n)
-    pct = np.full((3, n), np.nan)
-    for i in range(n):
-        values = records.latency_ms[(which == i) & records.ok]
-        if len(values):
-            pct[:, i] = np.percentile(values, [50, 90, 99])
-
-    def per_second(mask: npt.NDArray[np.bool_]) -> Floats:
-        counts: Floats = np.bincount(which[mask & inside], minlength=n)[:n] / window_s
-        return counts
-
-    rate = {k: per_second((records.kind == k) & records.ok) for k in sorted(set(records.kind))}
-    return Series(edges[:-1], pct[0], pct[1], pct[2], rate, per_second(~records.ok))
-
-
 # -- the API's and Triton's counters over the run -----------------------------------------------
 
 MODELS = {"text": TEXT_MODEL, "image": IMAGE_MODEL}

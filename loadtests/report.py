@@ -1,5 +1,6 @@
-"""The report of one load-test run: report.md with PNG plots, and summary.json for machines.
-Locust's own reports (locust.html, locust_*.csv) lie beside them."""
+"""The report of one load-test run: report.md, summary.json for machines, and a plot of
+Triton's batching. Locust's own reports lie beside them: locust.html charts the requests per
+second and the latency over time, locust_*.csv holds its statistics."""
 
 from __future__ import annotations
 
@@ -18,22 +19,18 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on a server or in CI
 
 import matplotlib.pyplot as plt
-import numpy as np
 from matplotlib.axes import Axes
 
 from harness.machine import Occasion
 from loadtests.records import (
     MODELS,
-    Floats,
     Latency,
     Records,
     Sample,
-    Series,
     cache_figures,
     hit_ratio,
     latency,
     read,
-    series,
     triton_figures,
 )
 from loadtests.scenario import Plan, expected_hit_ratio
@@ -145,9 +142,7 @@ def render(
         "",
         f"Planned {s.rate:g}/s; answered {summary['achieved_rate']:.1f}/s.",
         "",
-        "![latency percentiles over time](latency.png)",
-        "",
-        "![requests per second over time](throughput.png)",
+        f"Requests per second and latency over time: Locust's report, `{LOCUST}.html`.",
         "",
         *_cache_lines(summary),
         *_triton_lines(summary),
@@ -262,8 +257,6 @@ def write_report(
     span = None
     if watch is not None:
         span = (watch.sent_at - t0, (watch.finished_at or t0 + duration) - t0)
-    plot_latency(out / "latency.png", series(records, t0, duration, max(2.0, duration / 40)), span)
-    plot_throughput(out / "throughput.png", series(records, t0, duration, 1.0), span)
     plot_triton(out / "triton.png", samples, t0, span)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     report = out / "report.md"
@@ -271,7 +264,7 @@ def write_report(
     return report
 
 
-# -- the plots, over time, with the sync shaded --------------------------------------------------
+# -- the plot of Triton's batching over time, the sync shaded ------------------------------------
 
 
 @contextmanager
@@ -294,35 +287,6 @@ def _figure(
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def plot_latency(path: Path, s: Series, span: Span) -> None:
-    title, ylabel = "Latency percentiles per window", "latency, ms (answered requests)"
-    with _figure(path, 1, title, ylabel, span) as (ax,):
-        mid = s.t + (s.t[1] - s.t[0] if len(s.t) > 1 else 0) / 2
-        for values, label, style in (
-            (s.p50, "p50", "-"),
-            (s.p90, "p90", "--"),
-            (s.p99, "p99", ":"),
-        ):
-            ax.plot(mid, values, style, marker=".", label=label)
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-
-
-def plot_throughput(path: Path, s: Series, span: Span) -> None:
-    title = "Throughput per second, by kind of request"
-    with _figure(path, 1, title, "requests per second", span, ncol=2) as (ax,):
-        bottom = np.zeros(len(s.t))
-        bars: list[tuple[str, Floats, str | None]] = [
-            (f"{kind} answered", rate, None) for kind, rate in s.rate.items()
-        ]
-        if s.error_rate.any():
-            bars.append(("errors", s.error_rate, "red"))
-        for label, rate, color in bars:
-            ax.bar(s.t, rate, width=1.0, bottom=bottom, align="edge", label=label, color=color)
-            bottom += rate
-        ax.grid(alpha=0.3, axis="y")
 
 
 def plot_triton(path: Path, samples: list[Sample], t0: float, span: Span) -> None:

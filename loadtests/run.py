@@ -1,4 +1,4 @@
-"""Run a load-test scenario against PhotoSearch and write a report with plots.
+"""Run a load-test scenario against PhotoSearch and write its report.
 
     python -m loadtests.run                       # scenario `mixed` against `photosearch up`
     python -m loadtests.run --start               # start `photosearch up` for the run first
@@ -7,8 +7,8 @@
 
 Scenarios live in loadtests/scenarios.toml (--config for another file). Locust sends the load
 from a process of its own; this process samples the API's and Triton's /metrics, starts the
-nightly sync mid-way, and writes report.md, summary.json and PNG plots into --out, beside
-Locust's own HTML and CSV reports.
+nightly sync mid-way, and writes report.md, summary.json and a plot of Triton's batching into
+--out, beside Locust's own HTML and CSV reports (requests/s and latency over time).
 """
 
 from __future__ import annotations

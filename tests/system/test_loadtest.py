@@ -20,7 +20,7 @@ from PIL import Image
 
 from harness import photos as photoset
 from harness.processes import free_ports
-from loadtests.records import FIELDS, latency, read, series
+from loadtests.records import FIELDS, latency, read
 from loadtests.scenario import (
     DEFAULT_FILE,
     RATE_PER_USER,
@@ -161,10 +161,6 @@ def test_latency_and_rates_are_drawn_from_every_request(tmp_path: Path) -> None:
     assert (everything.count, everything.errors) == (102, 2)
     assert everything.p99 == pytest.approx(np.percentile(np.arange(1, 101), 99))
     assert records.error_counts() == {"503: not ready": 1, "ConnectionRefusedError": 1}
-    s = series(records, t0, 10.0, 1.0)
-    assert list(s.rate["text"]) == [10.0] * 10  # ten answered per second
-    assert s.error_rate[5] == 1 and s.error_rate[9] == 1 and s.error_rate.sum() == 2
-    assert s.p50[0] == pytest.approx(5.5)  # latencies 1..10 ms in the first second
 
 
 def test_a_records_file_with_other_columns_is_refused(tmp_path: Path) -> None:
@@ -331,10 +327,9 @@ def test_the_report_has_its_figures_and_its_plots(smoke_run: tuple[Path, dict[st
         assert heading in report
     p99 = summary["all"]["p99"]
     assert f"| {p99:.1f} |" in report  # the table shows the summary's figures
-    for name in ("latency.png", "throughput.png", "triton.png"):
-        assert f"]({name})" in report
-        with Image.open(out / name) as image:
-            assert image.format == "PNG" and image.size[0] >= 800
+    assert "](triton.png)" in report and "locust.html" in report
+    with Image.open(out / "triton.png") as image:
+        assert image.format == "PNG" and image.size[0] >= 800
     rows = (out / "requests.csv").read_text().splitlines()
     assert len(rows) - 1 == summary["all"]["count"]  # every request, one line each
     # Locust's own reports lie beside ours: its statistics by kind, as CSV and HTML.
