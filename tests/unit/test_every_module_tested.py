@@ -27,12 +27,9 @@ NOT_YET = {
     "core.vectorstore.edge_shard",
     "core.vectorstore.rwlock",
     "indexer.cli",
-    "model.encoders",
     "photosearch.__main__",
     "photosearch.up.cli",
     "photosearch.up.indexing",
-    "query_api.cli",
-    "query_api.imagebody",
     "query_api.imagework",
     "query_api.photos",
 }
