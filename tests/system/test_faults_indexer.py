@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from tests.support.indexing import (
     write_photo,
 )
 from tests.support.redisserver import RedisServer
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -60,11 +60,13 @@ def assert_store_holds(settings: Settings, root: Path) -> None:
 
 
 def wait_progress(jobs: Jobs, job_id: str, at_least: int, worker: WorkerProcess) -> int:
-    deadline = time.monotonic() + 120
-    while (job := jobs.get(job_id)) is None or job.done < at_least:
-        assert time.monotonic() < deadline, f"{job}\n{worker.tail()}"
-        time.sleep(0.01)
-    return job.done
+    """Until the job has done at_least photos (polled often: a kill is to land mid-job)."""
+
+    def done() -> int | None:
+        job = jobs.get(job_id)
+        return job.done if job is not None and job.done >= at_least else None
+
+    return wait_until(done, 120, lambda: f"{jobs.get(job_id)}\n{worker.tail()}", every_s=0.01)
 
 
 def test_a_worker_killed_mid_batch_twice_loses_nothing_and_duplicates_nothing(
@@ -96,13 +98,16 @@ def wait_supervised(jobs: Jobs, job_id: str, worker: WorkerProcess) -> JobStatus
     restart policy, Kubernetes and `photosearch up` do. Celery's consumer usually reconnects
     by itself, but kombu's Redis transport sometimes fails its reconnect with an
     AttributeError ('NoneType' object has no attribute 'hostname') and the worker exits."""
-    deadline = time.monotonic() + 180
-    while (job := jobs.get(job_id)) is None or job.state not in FINISHED:
-        assert time.monotonic() < deadline, f"{job}\n{worker.tail()}"
+
+    def finished() -> JobStatus | None:
+        job = jobs.get(job_id)
+        if job is not None and job.state in FINISHED:
+            return job
         if worker.process is not None and worker.process.poll() is not None:
             worker.start()
-        time.sleep(0.1)
-    return job
+        return None
+
+    return wait_until(finished, 180, lambda: f"{jobs.get(job_id)}\n{worker.tail()}")
 
 
 def test_a_worker_s_redis_killed_mid_sync_keeps_the_queued_batches_and_the_worker_goes_on(
@@ -126,7 +131,8 @@ def test_a_worker_s_redis_killed_mid_sync_keeps_the_queued_batches_and_the_worke
             job_id = queue_sync(tasks(settings), jobs, str(root))
             wait_progress(jobs, job_id, 10, worker)
             redis.stop()
-            time.sleep(2)  # down long enough for every connection of the worker to fail
+            # Down until the worker has seen it: its consumer's connection failed.
+            worker.wait_logged("Connection to broker lost", 60)
             redis.start()
             jobs = Jobs.from_settings(settings)  # the test's own connection died too
             job = wait_supervised(jobs, job_id, worker)

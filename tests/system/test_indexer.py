@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 
 from core.embedding.arrays import Embeddings
 from core.embedding.client import EmbeddingClient
-from core.jobs import JobKind, Jobs
+from core.jobs import JobKind, Jobs, JobStatus
 from core.settings import Settings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, VectorStore, open_store
@@ -34,6 +33,7 @@ from tests.support.indexing import (
     write_manifest,
     write_photo,
 )
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -88,7 +88,6 @@ def test_sync_makes_the_index_match_the_folder(
         # Add two, change one, delete one, retitle one.
         write_photo(root / "new/a.png", 20)
         write_photo(root / "new/b.webp", 21)
-        time.sleep(0.01)
         (root / "day1/photo001.png").write_bytes(encode(variant(30), "PNG"))
         (root / "day1/photo003.gif").unlink()
         write_manifest(root, [{"path": "day2/photo000.jpg", "title": "Moon walk", "tags": ["a"]}])
@@ -258,11 +257,13 @@ def test_beat_runs_the_nightly_sync_on_its_cron(
             start_new_session=True,
         )
         try:
-            deadline = time.monotonic() + 90
-            while not (found := jobs.recent(5)):
+
+            def queued() -> list[JobStatus]:
                 assert beat.poll() is None, (tmp_path / "beat.log").read_text()
-                assert time.monotonic() < deadline, (tmp_path / "beat.log").read_text()
-                time.sleep(0.5)
+                return jobs.recent(5)
+
+            # The next minute's start, at most a minute away.
+            found = wait_until(queued, 120, lambda: (tmp_path / "beat.log").read_text())
             job = wait_job(jobs, found[0].id, worker=worker)
         finally:
             beat.terminate()

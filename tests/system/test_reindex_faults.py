@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from tests.support.indexing import (
     tasks,
     wait_job,
 )
+from tests.support.waiting import wait_until
 
 PHOTOS = 32
 BATCH = 2
@@ -206,10 +206,7 @@ def catalogue(tmp_path: Path) -> Path:
 
 def wait_for(what: str, check: Callable[[], bool], worker: WorkerProcess) -> None:
     """Until check() holds; the ceiling only bounds a hang."""
-    deadline = time.monotonic() + 120
-    while not check():
-        assert time.monotonic() < deadline, f"no {what} in 120 s\n{worker.tail()}"
-        time.sleep(0.05)
+    wait_until(check, 120, lambda: f"{what}\n{worker.tail()}")
 
 
 def synced_then_reindexing(
