@@ -3,7 +3,7 @@ take: filters, queries, scrolls and writes, which each engine translates to its 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -11,7 +11,14 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from core.embedding.arrays import Embeddings
-from core.vectorstore.base import VECTOR_NAME, Hit, SearchTuning, SparseVector, StoredPhoto
+from core.vectorstore.base import (
+    SCROLL_PAGE,
+    VECTOR_NAME,
+    Hit,
+    SearchTuning,
+    SparseVector,
+    StoredPhoto,
+)
 
 # ---- Filters: every condition of `must` holds and none of `must_not`.
 
@@ -267,3 +274,23 @@ def hit_of(score: float, payload: Mapping[str, Any] | None, vectors: object) -> 
 def stored_of(payload: Mapping[str, Any] | None, vectors: object) -> StoredPhoto:
     found = dict(payload or {})
     return StoredPhoto(str(found.get("photo_id")), found, embedding_of(vectors))
+
+
+def pages(
+    engine: Engine,
+    collection: str,
+    where: Where | None,
+    *,
+    fields: tuple[str, ...] | None,
+    vector: bool = False,
+    page: int = SCROLL_PAGE,
+) -> Iterator[list[StoredPhoto]]:
+    """The points that match, a page at a time: one engine call each, so a caller may keep
+    the generator suspended for long."""
+    offset: object | None = None
+    while True:
+        found, offset = engine.scroll(collection, Scroll(where, page, offset, fields, vector))
+        if found:
+            yield found
+        if offset is None:
+            return

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from core import keywords as words
 from core.embedding.arrays import Embeddings
 from core.vectorstore import filters
 from core.vectorstore.base import (
@@ -41,54 +41,26 @@ from core.vectorstore.base import (
 )
 from core.vectorstore.engine import (
     DeletePoints,
-    DeleteVectors,
     Engine,
     FieldKind,
-    HasVector,
     Match,
     Nearest,
     NewPoint,
     Prefetch,
     Recommend,
     Rrf,
-    Scroll,
     Search,
     SetPayload,
-    SetVectors,
     Upsert,
-    Where,
-    Write,
+    pages,
 )
+from core.vectorstore.keyword_vectors import dense, fill_keywords, keyword_writes, point_vectors
 
 PAYLOAD_INDEXES: dict[str, FieldKind] = {
     **dict.fromkeys(KEYWORD_FIELDS, "keyword"),
     **dict.fromkeys(DATETIME_FIELDS, "datetime"),
     **dict.fromkeys(INTEGER_FIELDS, "integer"),
 }
-
-
-def _dense(vector: Embeddings) -> list[float]:
-    return np.asarray(vector, dtype=np.float32).tolist()  # type: ignore[no-any-return]
-
-
-def keyword_writes(payloads: Mapping[str, Mapping[str, Any]]) -> list[Write]:
-    """Rewrite the keywords vectors of photos (photo id -> their new payload): a vector for
-    those with words, none for the others (a delete, which the engine ignores where there is
-    none). A photo without words never gets an empty vector: the engine counts the points of
-    its IDF wrong when an empty vector later gains words, and a word's IDF, and every score
-    with it, can then turn negative."""
-    found: dict[str, dict[str, SparseVector]] = {}
-    wordless: list[str] = []
-    for photo_id, payload in payloads.items():
-        vector = words.document_vector(payload)
-        if vector.indices:
-            found[point_id(photo_id)] = {KEYWORDS_VECTOR: vector}
-        else:
-            wordless.append(point_id(photo_id))
-    writes: list[Write] = [SetVectors(found)] if found else []
-    if wordless:
-        writes.append(DeleteVectors(tuple(wordless), (KEYWORDS_VECTOR,)))
-    return writes
 
 
 class Store:
@@ -115,17 +87,7 @@ class Store:
         name = self.resolve(collection)
         self._engine.create_indexes(name, PAYLOAD_INDEXES)
         if not self._engine.has_keywords(name):
-            self._engine.add_keywords(name, lambda: self._fill_keywords(name))
-
-    def _fill_keywords(self, collection: str) -> None:
-        """Give every photo without a keywords vector the one of its payload. Safe to run
-        again after a crash half-way: only the photos still without one are read."""
-        lacking = Where(must_not=(HasVector(KEYWORDS_VECTOR),))
-        fields = (*words.FIELDS, "photo_id")
-        for page in self._pages(collection, lacking, fields=fields):
-            found = {p.photo_id: p.payload for p in page}
-            writes = [w for w in keyword_writes(found) if isinstance(w, SetVectors)]
-            self._engine.update(collection, writes)
+            self._engine.add_keywords(name, partial(fill_keywords, self._engine, name))
 
     def finish_bulk_load(self, collection: str) -> None:
         self._engine.finish_bulk_load(collection)
@@ -200,10 +162,7 @@ class Store:
         new = []
         for p in points:
             payload = {**p.payload, "photo_id": p.photo_id}
-            vectors: dict[str, list[float] | SparseVector] = {VECTOR_NAME: _dense(p.vector)}
-            found = words.document_vector(payload) if keywords else None
-            if found is not None and found.indices:
-                vectors[KEYWORDS_VECTOR] = found
+            vectors = point_vectors(dense(p.vector), payload if keywords else {})
             new.append(NewPoint(point_id(p.photo_id), vectors, payload))
         self._engine.update(collection, [Upsert(tuple(new))])
 
@@ -256,31 +215,11 @@ class Store:
         found = self._engine.facet(collection, SHARD_FIELD, limit=MAX_SHARDS, exact=False)
         return [label for label, count in found if count]
 
-    def _pages(
-        self,
-        collection: str,
-        where: Where | None,
-        *,
-        fields: tuple[str, ...] | None,
-        vector: bool = False,
-        page: int = SCROLL_PAGE,
-    ) -> Iterator[list[StoredPhoto]]:
-        """The points that match, a page at a time: one engine call each, so a caller may
-        keep the generator suspended for long."""
-        offset: object | None = None
-        while True:
-            request = Scroll(where, page, offset, fields, vector)
-            found, offset = self._engine.scroll(collection, request)
-            if found:
-                yield found
-            if offset is None:
-                return
-
     def points(
         self, collection: str, *, shard: str | None = None, unlabelled: bool = False
     ) -> Iterator[IndexedPoint]:
         where = filters.shard_filter(shard, unlabelled=unlabelled)
-        for page in self._pages(collection, where, fields=tuple(POINT_FIELDS)):
+        for page in pages(self._engine, collection, where, fields=tuple(POINT_FIELDS)):
             yield from (indexed_point(p.payload) for p in page)
 
     def points_by_id(self, collection: str, photo_ids: Sequence[str]) -> list[IndexedPoint]:
@@ -294,8 +233,8 @@ class Store:
         if not keys:
             return []
         where = filters.with_keys(keys)
-        pages = self._pages(collection, where, fields=tuple(POINT_FIELDS))
-        return [indexed_point(p.payload) for page in pages for p in page]
+        found = pages(self._engine, collection, where, fields=tuple(POINT_FIELDS))
+        return [indexed_point(p.payload) for page in found for p in page]
 
     def retrieve(
         self,
@@ -320,7 +259,7 @@ class Store:
     ) -> Iterator[list[StoredPhoto]]:
         where = filters.shard_filter(shard)
         selected = tuple(payload_fields(fields) or ())
-        return self._pages(collection, where, fields=selected, vector=True, page=page)
+        return pages(self._engine, collection, where, fields=selected, vector=True, page=page)
 
     def group_members(
         self,
@@ -335,7 +274,7 @@ class Store:
         in_groups = Match(GROUP_FIELD, tuple(dict.fromkeys(groups)))
         where = filters.both(in_groups, filters.search_filter(filter))
         members: dict[str, list[str]] = {}
-        for page in self._pages(collection, where, fields=("photo_id", GROUP_FIELD)):
+        for page in pages(self._engine, collection, where, fields=("photo_id", GROUP_FIELD)):
             for p in page:
                 members.setdefault(str(p.payload[GROUP_FIELD]), []).append(p.photo_id)
         # Point ids are not in photo id order: the whole group is read to take its first ones.
@@ -367,7 +306,7 @@ class Store:
         return self._engine.query(
             collection,
             Search(
-                Nearest(_dense(vector), VECTOR_NAME),
+                Nearest(dense(vector), VECTOR_NAME),
                 limit,
                 offset,
                 filter=filters.search_filter(filter),
@@ -421,9 +360,7 @@ class Store:
         to match, the vector ranking alone; KeywordsUnavailable on a collection without
         keyword vectors."""
         where = filters.search_filter(filter)
-        rankings = [
-            Prefetch(Nearest(_dense(vector), VECTOR_NAME), limit, where, None, self._tuning)
-        ]
+        rankings = [Prefetch(Nearest(dense(vector), VECTOR_NAME), limit, where, None, self._tuning)]
         if keywords.indices:
             self._check_keywords(collection)
             rankings.append(Prefetch(Nearest(keywords, KEYWORDS_VECTOR), limit, where))
@@ -449,7 +386,7 @@ class Store:
     ) -> list[Hit]:
         if not positive and not negative:
             return []
-        examples = Recommend(tuple(_dense(v) for v in positive), tuple(_dense(v) for v in negative))
+        examples = Recommend(tuple(dense(v) for v in positive), tuple(dense(v) for v in negative))
         return self._engine.query(
             collection,
             Search(

@@ -26,8 +26,9 @@ from core.vectorstore import (
     point_id,
 )
 from core.vectorstore.engine import DeleteVectors, SetVectors, embedding_of, hit_of, stored_of
+from core.vectorstore.keyword_vectors import keyword_writes
 from core.vectorstore.qdrant import QdrantStore
-from core.vectorstore.store import keyword_writes
+from core.vectorstore.store import PAYLOAD_INDEXES, Store
 from tests.support.stores import ENGINES, engine_store
 
 DIM = 8
@@ -136,3 +137,13 @@ def test_an_engines_point_becomes_a_hit_or_a_stored_photo() -> None:
     assert (
         stored_of(None, False).payload == {} and stored_of({"photo_id": "q"}, None).vector is None
     )
+
+
+def test_both_engines_serve_the_one_store_with_every_filtered_field_indexed(
+    store: VectorStore,
+) -> None:
+    assert isinstance(store, Store)
+    filtered = {"tags", "photographer", "license", "created_at", "shard", "source_key"}
+    assert filtered | {"dup_group", "photo_id", "model_version"} == set(PAYLOAD_INDEXES)
+    assert PAYLOAD_INDEXES["created_at"] == "datetime"
+    assert PAYLOAD_INDEXES["model_version"] == "integer"
