@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from harness.processes import alive, descendants, free_ports, rss_mib
-from loadtests.system import UpProcess
+from harness.up import UpProcess
 from photosearch.up.probes import http_ok
 
 MARKS = [
