@@ -46,8 +46,8 @@ from core.embedding.manifest import TEXT_INPUT, TEXT_MODEL, load_manifest
 from core.embedding.tokenizer import ClipTokenizer, pad_batch
 from core.settings import Settings
 from core.vectorstore import VectorStore
-from harness.machine import ROOT, commit, machine
-from harness.models import default_repository, ensure_model
+from harness.machine import commit, machine
+from harness.models import WORK, default_repository, ensure_model
 from harness.processes import api_process, free_ports, redis_process, running, triton_ports
 from harness.store import ensure_store
 from harness.vocabulary import Queries
@@ -381,13 +381,13 @@ def store_arguments(parser: argparse.ArgumentParser) -> None:
         "--repository",
         type=Path,
         default=default_repository(),
-        help="model repository, exported once and reused (default: var/bench-api/models)",
+        help="model repository, exported once and reused (default: var/benchmarks/models)",
     )
     parser.add_argument(
         "--data-dir",
         type=Path,
-        default=ROOT / "var" / "bench-api" / "data",
-        help="where the bench store is built once and reused (default: var/bench-api/data)",
+        default=WORK / "api",
+        help="where the bench store is built once and reused (default: var/benchmarks/api)",
     )
     parser.add_argument("--photos", type=int, default=100_000)
     parser.add_argument("--clusters", type=int, default=1000, help="centres of the vectors")

@@ -38,7 +38,7 @@ RECORDS.writerow(FIELDS)
 
 
 def _started(**_: Any) -> None:
-    # The runner's clock for the timeline: the sync's start and the plots count from here.
+    # The runner's clock for the timeline: the sync's start and the soak's minutes count from here.
     Path(PLAN.started).write_text(f"{time.time():.6f}")
 
 

@@ -291,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-every", type=float, default=10, help="s between memory samples")
     parser.add_argument("--out", type=Path, help="report folder [var/loadtests/soak-TIME]")
     parser.add_argument("--sync-grace", type=float, default=300, help="wait for the last sync")
-    add_system_arguments(parser, remote=False)  # the memory is read from /proc: local only
+    # The memory is read from the processes themselves (psutil): a local system only.
+    add_system_arguments(parser, remote=False)
     args = parser.parse_args(argv)
     try:
         scenario = load_scenario(args.scenario, args.config, args.rate, args.duration)
