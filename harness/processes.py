@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from redis import Redis
 
 from core.jobs import Jobs, JobStatus
 from core.settings import Settings
@@ -123,6 +124,26 @@ def redis_process(folder: Path) -> tuple[Child, str]:
         "redis", command, folder / "redis.log", ready=lambda: bool(redis_process_id(port))
     )
     return child, f"redis://127.0.0.1:{port}/0"
+
+
+def own_redis(stack: ExitStack, work: Path, given: str | None, prefix: str) -> str:
+    """The API's Redis: `given` (its keys under `prefix` deleted at the end), else a Redis of
+    this run's own in `work`, stopped at the end. Returns its URL."""
+    if given is None:
+        child, url = redis_process(work)
+        stack.enter_context(running(child))
+        return url
+
+    def delete() -> None:
+        redis = Redis.from_url(given)
+        keys = list(redis.scan_iter(match=f"{prefix}:*", count=1000))
+        for start in range(0, len(keys), 1000):
+            redis.delete(*keys[start : start + 1000])
+        redis.close()
+        print(f"deleted {len(keys)} Redis keys of {prefix}", flush=True)
+
+    stack.callback(delete)
+    return given
 
 
 # -- what they hold (psutil) ---------------------------------------------------------------------

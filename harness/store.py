@@ -3,18 +3,21 @@ random vectors are HNSW's worst case) with the payload the indexer writes, built
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import random
 import shutil
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 
 from core.embedding.arrays import Embeddings
 from core.settings import Settings
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name, open_store
+from harness.models import WORK, default_repository
 from harness.vocabulary import photo_payload
 
 UPSERT_BATCH = 1000
@@ -115,3 +118,22 @@ def ensure_store(
     print(f"  upserts {filled - started:.0f} s, optimize {done - filled:.0f} s", flush=True)
     marker.write_text(json.dumps(wanted, indent=2) + "\n")
     return store, collection
+
+
+def store_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and the store a benchmark builds once and reuses (api, recall, search)."""
+    parser.add_argument("--arch", default="ViT-B-32", help="exported when --repository is empty")
+    parser.add_argument(
+        "--repository",
+        type=Path,
+        default=default_repository(),
+        help="model repository, exported once and reused (default: var/benchmarks/models)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=WORK / "api",
+        help="where the bench store is built once and reused (default: var/benchmarks/api)",
+    )
+    parser.add_argument("--photos", type=int, default=100_000)
+    parser.add_argument("--clusters", type=int, default=1000, help="centres of the vectors")

@@ -34,12 +34,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import urlencode
 
 import aiohttp
 import numpy as np
 import onnxruntime as ort
-from redis import Redis
 
 from core.embedding.arrays import Embeddings
 from core.embedding.manifest import TEXT_INPUT, TEXT_MODEL, load_manifest
@@ -47,26 +45,40 @@ from core.embedding.tokenizer import ClipTokenizer, pad_batch
 from core.settings import Settings
 from core.vectorstore import VectorStore
 from harness.machine import commit, machine
-from harness.models import WORK, default_repository, ensure_model
-from harness.processes import api_process, free_ports, redis_process, running, triton_ports
-from harness.store import ensure_store
+from harness.models import ensure_model
+from harness.processes import (
+    api_process,
+    free_ports,
+    own_redis,
+    running,
+    triton_ports,
+)
+from harness.store import ensure_store, store_arguments
 from harness.vocabulary import Queries
-from loadtests.openloop import Phase, Probe, keep_alive, one_request, send, warm
+from loadtests.openloop import (
+    LIMIT,
+    OPERATOR_KEY,
+    PAUSE_S,
+    Phase,
+    Probe,
+    keep_alive,
+    one_request,
+    search_target,
+    send,
+    warm,
+)
 from loadtests.registry import Figure
 from model.repository import version_dir
 from model.triton_config import parse
 from model.triton_server import TritonServer
 from query_api.auth import hash_key
 
-OPERATOR_KEY = "ps_bench-operator"  # this process's own API, on loopback, for this run only
 CACHED_RATE = 100.0  # requests/s of the cached target
 CACHED_P99_MS = 10.0
 UNCACHED_P99_MS = 100.0
 DESIGN_PEAK = 100.0  # requests/s
 RATIO_TARGET = 1.2  # uncached p50 / (raw text encoder + raw vector search)
-PAUSE_S = 1.0  # between phases, so one phase's tail does not fall into the next
 CONNECTIONS = 256  # most requests in flight; more wait for a connection (and that counts)
-LIMIT = 20  # results per search, as the page asks
 
 
 # -- raw figures: the text encoder and the vector search alone, in this process ---------------
@@ -142,32 +154,7 @@ def raw_search(store: VectorStore, collection: str, vectors: list[Embeddings]) -
     return float(np.median(times)) * 1000
 
 
-def own_redis(stack: ExitStack, work: Path, given: str | None, prefix: str) -> str:
-    """The API's Redis: `given` (its keys under `prefix` deleted at the end), else a Redis of
-    this run's own in `work`, stopped at the end. Returns its URL."""
-    if given is None:
-        child, url = redis_process(work)
-        stack.enter_context(running(child))
-        return url
-
-    def delete() -> None:
-        redis = Redis.from_url(given)
-        keys = list(redis.scan_iter(match=f"{prefix}:*", count=1000))
-        for start in range(0, len(keys), 1000):
-            redis.delete(*keys[start : start + 1000])
-        redis.close()
-        print(f"deleted {len(keys)} Redis keys of {prefix}", flush=True)
-
-    stack.callback(delete)
-    return given
-
-
 # -- the API, driven open loop ------------------------------------------------------------------
-
-
-def search_target(query: str, **params: object) -> str:
-    """A text search's path; `params` are more of its parameters (a list repeats one)."""
-    return "/v1/search?" + urlencode({"q": query, "limit": LIMIT, **params}, doseq=True)
 
 
 async def run_phase(
@@ -372,25 +359,6 @@ def report(args: argparse.Namespace, figures: ApiFigures) -> str:
         f"({text_queue_delay_ms(repo):g} ms) is part of every uncached search at a low rate.",
     ]
     return "\n".join(lines)
-
-
-def store_arguments(parser: argparse.ArgumentParser) -> None:
-    """The model and the store this benchmark builds once and reuses (bench_recall too)."""
-    parser.add_argument("--arch", default="ViT-B-32", help="exported when --repository is empty")
-    parser.add_argument(
-        "--repository",
-        type=Path,
-        default=default_repository(),
-        help="model repository, exported once and reused (default: var/benchmarks/models)",
-    )
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=WORK / "api",
-        help="where the bench store is built once and reused (default: var/benchmarks/api)",
-    )
-    parser.add_argument("--photos", type=int, default=100_000)
-    parser.add_argument("--clusters", type=int, default=1000, help="centres of the vectors")
 
 
 def parser() -> argparse.ArgumentParser:

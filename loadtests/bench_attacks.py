@@ -47,6 +47,7 @@ from harness.models import default_repository, ensure_model
 from harness.processes import (
     api_process,
     free_ports,
+    own_redis,
     peak_rss_bytes,
     reset_peak_rss,
     rss_bytes,
@@ -54,7 +55,6 @@ from harness.processes import (
     triton_ports,
 )
 from harness.vocabulary import photo_payload
-from loadtests.bench_api import own_redis
 from model.triton_server import TritonServer, new_control_key
 
 BIG = (11547, 8660)  # 100 megapixels

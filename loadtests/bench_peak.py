@@ -35,8 +35,7 @@ from harness import photos as photoset
 from harness.machine import ROOT, commit, machine
 from harness.processes import free_ports
 from harness.vocabulary import Queries
-from loadtests.bench_api import search_target
-from loadtests.openloop import Outcome, Probe, keep_alive, send, warm
+from loadtests.openloop import Outcome, Probe, keep_alive, search_target, send, warm
 from loadtests.run import forget_cached_queries
 from loadtests.system import Target, start
 from query_api.timing import STAGES

@@ -44,8 +44,14 @@ from core.settings import Settings
 from core.vectorstore import SearchTuning, VectorStore, collection_name, open_store
 from harness.machine import commit, machine
 from harness.models import ensure_model
-from harness.store import STORE_SEED, TEXT_NOISE, ensure_store, fill_store, store_clusters
-from loadtests.bench_api import store_arguments
+from harness.store import (
+    STORE_SEED,
+    TEXT_NOISE,
+    ensure_store,
+    fill_store,
+    store_arguments,
+    store_clusters,
+)
 from loadtests.registry import Figure
 
 K = 10  # recall@K, and the searches' limit

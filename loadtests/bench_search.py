@@ -61,10 +61,19 @@ from harness.processes import (
     sync_folder,
     triton_ports,
 )
-from harness.store import ensure_store
+from harness.store import ensure_store, store_arguments
 from harness.vocabulary import Queries, photo_key
-from loadtests.bench_api import LIMIT, OPERATOR_KEY, PAUSE_S, search_target, store_arguments
-from loadtests.openloop import Phase, Request, keep_alive, send, warm
+from loadtests.openloop import (
+    LIMIT,
+    OPERATOR_KEY,
+    PAUSE_S,
+    Phase,
+    Request,
+    keep_alive,
+    search_target,
+    send,
+    warm,
+)
 from loadtests.relevance import KINDS, Query, demo_queries, relevance_table
 from model.triton_server import TritonServer
 from query_api.auth import hash_key

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import numpy as np
@@ -24,6 +25,14 @@ from query_api.timing import STAGES
 
 REQUEST_TIMEOUT_S = 10.0
 SEARCH_ROUTE = "/v1/search"
+OPERATOR_KEY = "ps_bench-operator"  # the benchmark's own API, on loopback, for its run only
+PAUSE_S = 1.0  # between phases, so one phase's tail does not fall into the next
+LIMIT = 20  # results per search, as the page asks
+
+
+def search_target(query: str, **params: object) -> str:
+    """A text search's path; `params` are more of its parameters (a list repeats one)."""
+    return "/v1/search?" + urlencode({"q": query, "limit": LIMIT, **params}, doseq=True)
 
 
 @dataclass
