@@ -7,7 +7,6 @@ so qdrant-client's local mode stands in for it, served over HTTP.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from model.triton_server import TritonServer
 from tests.support.indexing import WorkerProcess, indexer_settings, tasks, wait_job
 from tests.support.qdrant_server import qdrant_stand_in
 from tests.support.scale import image_inferences, many_photos
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -60,10 +60,12 @@ def test_a_sync_of_20000_photos_never_queues_more_than_its_room(
         WorkerProcess(settings, tmp_path / "worker.log", concurrency=4) as worker,
     ):
         job_id = queue_sync(tasks(settings), jobs, str(root))
-        while (now := jobs.get(job_id)) is not None and now.state not in FINISHED:
+
+        def watched(now: JobStatus) -> bool:
             seen.append(now)
-            time.sleep(0.05)
-        job = wait_job(jobs, job_id, worker=worker)
+            return now.state in FINISHED
+
+        job = wait_job(jobs, job_id, 900, worker, until=watched)
     assert (job.state, job.done, job.failed, job.skipped) == ("done", 20_000, 0, 0), job
     assert (job.listed, job.batches_total, job.shards_planned) == (
         20_000,
@@ -127,13 +129,15 @@ def test_a_shard_grown_past_twice_its_size_is_split_and_its_points_relabelled(
 def wait_until_planning(work: WorkQueue, jobs: Jobs, job_id: str, worker: WorkerProcess) -> int:
     """Until a shard is claimed and not yet committed (a planner in the middle of it), after
     some shards were planned; returns how many were."""
-    deadline = time.monotonic() + 120
-    while True:
+
+    def planning() -> int | None:
         job = jobs.get(job_id)
         if job is not None and job.shards_planned >= 2 and work.backlog(job_id)["planning"]:
             return job.shards_planned
-        assert time.monotonic() < deadline, f"{job}\n{worker.tail()}"
-        time.sleep(0.002)
+        return None
+
+    # Polled often: a shard's planning is over in moments.
+    return wait_until(planning, 120, lambda: f"{jobs.get(job_id)}\n{worker.tail()}", every_s=0.002)
 
 
 def test_a_worker_killed_in_the_middle_of_planning_loses_nothing_and_embeds_nothing_twice(
@@ -307,10 +311,12 @@ def test_a_reindex_whose_worker_is_killed_resumes_and_embeds_no_batch_twice(
         before = image_inferences(triton.url)
         job_id = submit_reindex(tasks(settings), jobs, 2, str(root)).job_id
         worker = WorkerProcess(settings, log, concurrency=2).start()
-        deadline = time.monotonic() + 120
-        while (job := jobs.get(job_id)) is None or job.done < 200:
-            assert time.monotonic() < deadline, f"{job}\n{worker.tail()}"
-            time.sleep(0.005)
+        wait_until(  # polled often: the kill is to land in the middle of the load
+            lambda: getattr(jobs.get(job_id), "done", 0) >= 200,
+            120,
+            lambda: f"{jobs.get(job_id)}\n{worker.tail()}",
+            every_s=0.005,
+        )
         worker.kill()  # SIGKILL in the middle of the load
         with WorkerProcess(settings, log, concurrency=2) as restarted:
             job = wait_job(jobs, job_id, timeout_s=300, worker=restarted)
