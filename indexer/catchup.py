@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from core.vectorstore import VectorStore
 from indexer.capture import Lag, Replay
 from indexer.planner import shard_unit
-from indexer.runtime import Runtime
+from indexer.records import JobRecords
 from indexer.shards import ShardMap, load_map
 
 
@@ -34,31 +35,41 @@ def replay_units(
                 yield shard_unit(shard)
 
 
-def start_replay(rt: Runtime, job_id: str, round_: int, collection: str) -> int:
-    """Open a round replaying the collection's log up to now; the number of units."""
-    job_key = rt.work.keys(job_id)[0]
+def start_replay(
+    job_id: str,
+    round_: int,
+    collection: str,
+    *,
+    store: VectorStore,
+    records: JobRecords,
+    chunk: int,
+) -> int:
+    """Open a round replaying the collection's log up to now (`chunk` keys a unit); the
+    number of units."""
+    work, jobs, capture = records.work, records.jobs, records.capture
+    job_key = work.keys(job_id)[0]
     # The cut is fixed by the first call: a step run again after a crash plans the same units.
-    rt.redis.hsetnx(job_key, f"cut:{round_}", rt.capture.now())
-    cut = int(rt.redis.hget(job_key, f"cut:{round_}") or 0)
-    replay = rt.capture.replay(collection, cut)
-    units = list(
-        replay_units(replay, load_map(rt.store, collection), rt.settings.indexer.feed_chunk)
-    )
-    rt.jobs.update(job_id, capture_cut=cut)
-    rt.work.start_round(job_id, round_, units)
-    rt.jobs.add(job_id, replayed=len(replay.keys))
+    jobs.redis.hsetnx(job_key, f"cut:{round_}", capture.now())
+    cut = int(jobs.redis.hget(job_key, f"cut:{round_}") or 0)
+    replay = capture.replay(collection, cut)
+    units = list(replay_units(replay, load_map(store, collection), chunk))
+    jobs.update(job_id, capture_cut=cut)
+    work.start_round(job_id, round_, units)
+    jobs.add(job_id, replayed=len(replay.keys))
     return len(units)
 
 
-def end_replay(rt: Runtime, job_id: str, collection: str, cut: int) -> Lag:
+def end_replay(records: JobRecords, job_id: str, collection: str, cut: int) -> Lag:
     """The round up to cut has ended: its entries are forgotten; what waits now."""
     if cut:
-        rt.capture.trim(collection, cut)
-    return record_lag(rt, job_id, collection)
+        records.capture.trim(collection, cut)
+    return record_lag(records, job_id, collection)
 
 
-def record_lag(rt: Runtime, job_id: str, collection: str) -> Lag:
+def record_lag(records: JobRecords, job_id: str, collection: str) -> Lag:
     """Show in the job record what waits to be replayed, and since when."""
-    lag = rt.capture.lag(collection)
-    rt.jobs.update(job_id, lag=lag.keys, lag_shards=lag.shards, lag_oldest_at=lag.oldest_at or 0.0)
+    lag = records.capture.lag(collection)
+    records.jobs.update(
+        job_id, lag=lag.keys, lag_shards=lag.shards, lag_oldest_at=lag.oldest_at or 0.0
+    )
     return lag

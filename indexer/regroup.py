@@ -30,7 +30,6 @@ import numpy as np
 from core.jobs import JobStatus
 from core.vectorstore import GROUP_FIELD, Hit, StoredPhoto, VectorStore
 from indexer.planner import Planned, chunks
-from indexer.runtime import Runtime
 from indexer.shards import ShardMap, ShardRange
 
 log = logging.getLogger(__name__)
@@ -151,17 +150,21 @@ def regroup_shard(
     return Regrouped(photos, moved)
 
 
-def group_shard(rt: Runtime, job: JobStatus, shard: ShardRange, worker: str) -> Planned:
+def group_shard(
+    job: JobStatus,
+    shard: ShardRange,
+    *,
+    store: VectorStore,
+    duplicate_threshold: float,
+    worker: str,
+    on_search: Callable[[], None] = lambda: None,
+    now: Callable[[], float] = time.time,
+) -> Planned:
     """The grouping pass over one shard of a reindex's collection, as the plan task commits
-    it: a record of the shard, and the photos moved to another group."""
-    started = time.time()
-    result = regroup_shard(
-        rt.store,
-        job.collection,
-        shard.lo,
-        rt.settings.indexer.duplicate_threshold,
-        rt.metrics.duplicate_searches.labels("pass").inc,
-    )
+    it: a record of the shard, and the photos moved to another group. `on_search` counts the
+    store's neighbour searches."""
+    started = now()
+    result = regroup_shard(store, job.collection, shard.lo, duplicate_threshold, on_search)
     log.info(
         "grouping pass of %s, shard %r: %d photos, %d moved to another group",
         job.collection,
@@ -176,6 +179,6 @@ def group_shard(rt: Runtime, job: JobStatus, shard: ShardRange, worker: str) -> 
         "regrouped": result.moved,
         "worker": worker,
         "started": started,
-        "finished": time.time(),
+        "finished": now(),
     }
     return Planned(record, counts={"regrouped": result.moved})

@@ -45,6 +45,18 @@ from indexer.verify import compare, refusal
 GROUPING_ROUND = 1
 
 
+def replay(rt: Runtime, job_id: str, round_: int, collection: str) -> int:
+    """catchup.start_replay with the worker's store and records, in chunks of the feed's."""
+    return start_replay(
+        job_id,
+        round_,
+        collection,
+        store=rt.store,
+        records=rt.records,
+        chunk=rt.settings.indexer.feed_chunk,
+    )
+
+
 def loading(job: JobStatus) -> bool:
     """A reindex's load: its collection has no search index to find near-duplicates with
     yet, so each batch is grouped within itself, and the grouping pass does the rest."""
@@ -97,7 +109,7 @@ def advance(rt: Runtime, job_id: str) -> None:
     ended = rt.work.round_done(job_id, job.round)
     if job.phase == "load":
         if not ended:
-            record_lag(rt, job_id, job.collection)
+            record_lag(rt.records, job_id, job.collection)
             return
         rt.store.finish_bulk_load(job.collection)
         rt.jobs.update(job_id, phase="indexing", state=JobState.FINALIZING)
@@ -116,19 +128,19 @@ def advance(rt: Runtime, job_id: str) -> None:
     if job.phase == "grouping":
         if not rt.work.round_done(job_id, GROUPING_ROUND):
             return
-        start_replay(rt, job_id, GROUPING_ROUND + 1, job.collection)
+        replay(rt, job_id, GROUPING_ROUND + 1, job.collection)
         rt.jobs.update(job_id, phase="catch-up", message="replaying the changes since the load")
         return
     if not ended:
-        record_lag(rt, job_id, job.collection)
+        record_lag(rt.records, job_id, job.collection)
         return
-    lag = end_replay(rt, job_id, job.collection, job.capture_cut)
+    lag = end_replay(rt.records, job_id, job.collection, job.capture_cut)
     if job.phase == "switch":
         switch(rt, job_id)
         return
     # Catch-up: replay again until little waits, then check, warm, and take the live lock.
     if lag.waiting > rt.settings.indexer.switch_lag:
-        start_replay(rt, job_id, job.round + 1, job.collection)
+        replay(rt, job_id, job.round + 1, job.collection)
         return
     if job.capture_cut != job.verified_cut:
         problems = check(rt, job)
@@ -147,12 +159,12 @@ def advance(rt: Runtime, job_id: str) -> None:
     if holder is not None:
         rt.jobs.update(job_id, message=f"verified; waiting for job {holder} on the live collection")
         if lag.waiting:  # keep the lag small while it waits
-            start_replay(rt, job_id, job.round + 1, job.collection)
+            replay(rt, job_id, job.round + 1, job.collection)
         return
     rt.jobs.update(
         job_id, phase="switch", locked_at=time.time(), message="draining the last changes"
     )
-    start_replay(rt, job_id, job.round + 1, job.collection)
+    replay(rt, job_id, job.round + 1, job.collection)
 
 
 def resume(
@@ -321,7 +333,7 @@ def start_rollback(rt: Runtime, job_id: str) -> None:
         locked_at=time.time(),
         message=f"replaying the changes since the switch into {previous}",
     )
-    start_replay(rt, job_id, 0, previous)
+    replay(rt, job_id, 0, previous)
 
 
 def advance_rollback(rt: Runtime, job_id: str) -> None:
@@ -333,9 +345,9 @@ def advance_rollback(rt: Runtime, job_id: str) -> None:
         start_rollback(rt, job_id)
         return
     if not rt.work.round_done(job_id, 0):
-        record_lag(rt, job_id, job.collection)
+        record_lag(rt.records, job_id, job.collection)
         return
-    end_replay(rt, job_id, job.collection, job.capture_cut)
+    end_replay(rt.records, job_id, job.collection, job.capture_cut)
     rt.jobs.finish(job_id, JobState.DONE, rollback(rt))
     rt.work.drop(job_id, rt.jobs.ttl_s)
 

@@ -44,7 +44,14 @@ def plan_unit(rt: Runtime, job: JobStatus, unit: dict[str, Any], worker: str) ->
         )
     shard = ShardRange.from_wire(unit)
     if unit["kind"] == "group":  # a shard of a reindex's grouping pass
-        return regroup.group_shard(rt, job, shard, worker)
+        return regroup.group_shard(
+            job,
+            shard,
+            store=rt.store,
+            duplicate_threshold=rt.settings.indexer.duplicate_threshold,
+            worker=worker,
+            on_search=rt.metrics.duplicate_searches.labels("pass").inc,
+        )
     return plan_shard(rt, job, shard, worker, bool(unit.get("confirm")))
 
 

@@ -196,7 +196,7 @@ def reindex_run(rt: Runtime, root: Path, photos: int, args: argparse.Namespace) 
         worker.round(job_id)
         job = rt.jobs.get(job_id)
         assert job is not None
-        end_replay(rt, job_id, new, job.capture_cut)
+        end_replay(rt.records, job_id, new, job.capture_cut)
 
     drain = changes.make(args.drain)
     captured += changes.live_side(rt, live, drain, old_model)
