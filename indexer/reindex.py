@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+
+from redis.lock import Lock
 
 from core.collectionroles import job_of
 from core.embedding.arrays import Embeddings
@@ -27,14 +29,16 @@ from core.querycache import prewarm
 from core.vectorstore import (
     LIVE_ALIAS,
     PREVIOUS_ALIAS,
-    CollectionInfo,
     CollectionNotFound,
+    VectorStore,
     collection_name,
     model_version_of,
 )
+from indexer.capture import ChangeLog
 from indexer.catchup import end_replay, record_lag, start_replay
 from indexer.deleteguard import refuse, switch_refusal
 from indexer.preflight import check_reindex
+from indexer.records import JobRecords
 from indexer.regroup import group_units
 from indexer.runtime import Runtime
 from indexer.shards import ShardMap, load_map
@@ -136,7 +140,13 @@ def advance(rt: Runtime, job_id: str) -> None:
         return
     lag = end_replay(rt.records, job_id, job.collection, job.capture_cut)
     if job.phase == "switch":
-        switch(rt, job_id)
+        switch(
+            job_id,
+            store=rt.store,
+            records=rt.records,
+            lock=alias_lock(rt.redis, rt.settings.redis.prefix),
+            rollback_days=rt.settings.indexer.rollback_days,
+        )
         return
     # Catch-up: replay again until little waits, then check, warm, and take the live lock.
     if lag.waiting > rt.settings.indexer.switch_lag:
@@ -219,40 +229,56 @@ def check(rt: Runtime, job: JobStatus) -> list[str]:
     return problems
 
 
-def switch(rt: Runtime, job_id: str) -> None:
-    """With the live lock held and the last changes replayed: move the aliases, make the old
-    live collection follow the new; the job ends (its locks released)."""
-    job = rt.jobs.get(job_id)
+def switch(
+    job_id: str,
+    *,
+    store: VectorStore,
+    records: JobRecords,
+    lock: Lock,
+    rollback_days: int,
+    now: Callable[[], float] = time.time,
+) -> None:
+    """With the live lock held and the last changes replayed: move the aliases (under the
+    alias `lock`), make the old live collection follow the new; the job ends (its locks
+    released)."""
+    jobs = records.jobs
+    job = jobs.get(job_id)
     assert job is not None
     collection = job.collection
-    with alias_lock(rt.redis, rt.settings.redis.prefix):
-        aliases = rt.store.aliases()
+    with lock:
+        aliases = store.aliases()
         if aliases.get(LIVE_ALIAS) == collection:  # a run of this step that died after it
             previous = aliases.get(PREVIOUS_ALIAS)
         else:
             previous = aliases.get(LIVE_ALIAS)
-            rt.store.set_aliases({LIVE_ALIAS: collection, PREVIOUS_ALIAS: previous})
-        hand_over(rt, collection, previous)
-    locked = time.time() - job.locked_at
-    rt.jobs.update(job_id, lock_s=round(locked, 3))
-    rt.jobs.finish(
+            store.set_aliases({LIVE_ALIAS: collection, PREVIOUS_ALIAS: previous})
+        hand_over(records.capture, collection, previous, rollback_days=rollback_days, now=now)
+    locked = now() - job.locked_at
+    jobs.update(job_id, lock_s=round(locked, 3))
+    jobs.finish(
         job_id,
         JobState.DONE,
         f"{LIVE_ALIAS} switched from {previous or 'nothing'} to {collection}; "
         f"{job.warmed} popular queries pre-warmed; the live lock held {locked:.1f} s",
     )
-    rt.work.drop(job_id, rt.jobs.ttl_s)
+    records.work.drop(job_id, jobs.ttl_s)
 
 
-def hand_over(rt: Runtime, live: str, previous: str | None) -> None:
+def hand_over(
+    capture: ChangeLog,
+    live: str,
+    previous: str | None,
+    *,
+    rollback_days: int,
+    now: Callable[[], float] = time.time,
+) -> None:
     """The new live collection follows nothing; the previous one follows it for
     rollback_days (the live side's changes are logged for it)."""
-    rt.capture.unfollow(live)
+    capture.unfollow(live)
     if previous is not None:
-        days = rt.settings.indexer.rollback_days
-        rt.capture.unfollow(previous)  # a log of changes from before it was live is moot
-        if days:
-            rt.capture.follow(previous, until=time.time() + days * 86400)
+        capture.unfollow(previous)  # a log of changes from before it was live is moot
+        if rollback_days:
+            capture.follow(previous, until=now() + rollback_days * 86400)
 
 
 def warm_cache(rt: Runtime, job_id: str, model_version: int) -> int:
@@ -280,17 +306,23 @@ def warm_cache(rt: Runtime, job_id: str, model_version: int) -> int:
         return 0
 
 
-def stale(rt: Runtime, previous: str) -> str | None:
+def stale(
+    capture: ChangeLog,
+    previous: str,
+    *,
+    rollback_days: int,
+    now: Callable[[], float] = time.time,
+) -> str | None:
     """Why the previous collection may not become live again (it no longer follows the live
     one's changes), or None."""
-    until = rt.capture.followers().get(previous)
-    days = rt.settings.indexer.rollback_days
+    until = capture.followers().get(previous)
+    days = rollback_days
     if until is None or not until:
         return (
             f"{previous} has received no change since the switch (rollback_days={days}): it "
             f"would serve deleted photos and miss new ones"
         )
-    if until < time.time():
+    if until < now():
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(until))
         return (
             f"{previous} stopped receiving changes at {when}, rollback_days={days} after the "
@@ -309,7 +341,7 @@ def start_rollback(rt: Runtime, job_id: str) -> None:
     previous, live = aliases.get(PREVIOUS_ALIAS), aliases.get(LIVE_ALIAS)
     if previous is None or live is None:
         raise IndexerError("nothing to roll back to: there is no previous collection")
-    why = stale(rt, previous)
+    why = stale(rt.capture, previous, rollback_days=rt.settings.indexer.rollback_days)
     if why is not None:
         raise IndexerError(
             f"rollback refused: {why}. Reindex with its model version instead "
@@ -361,31 +393,27 @@ def rollback(rt: Runtime) -> str:
         if previous is None:
             raise IndexerError("nothing to roll back to: there is no previous collection")
         rt.store.set_aliases({LIVE_ALIAS: previous, PREVIOUS_ALIAS: live})
-        hand_over(rt, previous, live)
+        hand_over(rt.capture, previous, live, rollback_days=rt.settings.indexer.rollback_days)
     return (
         f"{LIVE_ALIAS} -> {previous} (model version {model_version_of(previous)}); "
         f"{PREVIOUS_ALIAS} -> {live}"
     )
 
 
-def drop(rt: Runtime, collection: str) -> str:
-    """Delete a collection for good; never the live one."""
-    with alias_lock(rt.redis, rt.settings.redis.prefix):
-        aliases = rt.store.aliases()
+def drop(collection: str, *, store: VectorStore, records: JobRecords, lock: Lock) -> str:
+    """Delete a collection for good (under the alias `lock`); never the live one."""
+    with lock:
+        aliases = store.aliases()
         if aliases.get(LIVE_ALIAS) == collection:
             raise IndexerError(f"{collection} is live; switch or roll back first")
-        if not rt.store.has_collection(collection):
+        if not store.has_collection(collection):
             raise IndexerError(f"no collection {collection}")
         if aliases.get(PREVIOUS_ALIAS) == collection:
-            rt.store.set_aliases({PREVIOUS_ALIAS: None})
-        rt.store.drop_collection(collection)
-    rt.capture.unfollow(collection)
-    rt.skips.drop(collection)
-    job = job_of(collection, rt.jobs.get)
+            store.set_aliases({PREVIOUS_ALIAS: None})
+        store.drop_collection(collection)
+    records.capture.unfollow(collection)
+    records.skips.drop(collection)
+    job = job_of(collection, records.jobs.get)
     if job is not None:  # a failed reindex's holds no room now, and resumes no more
-        rt.jobs.update(job.id, dropped=1)
+        records.jobs.update(job.id, dropped=1)
     return f"dropped {collection}"
-
-
-def collections(rt: Runtime) -> list[CollectionInfo]:
-    return rt.store.collections()

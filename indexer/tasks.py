@@ -471,11 +471,13 @@ def resume(self: Task[Any, Any], job_id: str) -> None:
 @shared_task(name="indexer.drop", bind=True)
 def drop(self: Task[Any, Any], collection: str) -> str:
     """Delete a collection that is not live."""
-    return reindexing.drop(runtime(self), collection)
+    rt = runtime(self)
+    lock = syncing.alias_lock(rt.redis, rt.settings.redis.prefix)
+    return reindexing.drop(collection, store=rt.store, records=rt.records, lock=lock)
 
 
 @shared_task(name="indexer.collections", bind=True)
 def collections(self: Task[Any, Any]) -> list[dict[str, Any]]:
     """The collections, their aliases and roles, as the store owner sees them."""
     rt = runtime(self)
-    return [asdict(c) for c in collection_roles(reindexing.collections(rt), rt.jobs.get)]
+    return [asdict(c) for c in collection_roles(rt.store.collections(), rt.jobs.get)]
