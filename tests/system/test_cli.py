@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
@@ -29,16 +30,11 @@ def _export_tiny(repo: Path, *options: str) -> subprocess.CompletedProcess[str]:
 
 
 def _processes_mentioning(text: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if text.encode() in (entry / "cmdline").read_bytes():
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if any(text in arg for arg in p.info["cmdline"] or ())
+    ]
 
 
 def test_export_then_serve_answers_both_models_and_stops_on_sigterm(tmp_path: Path) -> None:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 import tritonclient.grpc as grpcclient
 
@@ -150,8 +150,8 @@ class CountedTriton:
         Called while an execution is held: Triton's count is final when it is read."""
         assert self.server.process is not None
         self.ended += self.statistics() - self.baseline
-        maps = Path(f"/proc/{self.server.process.pid}/maps").read_text()
-        regions = set(re.findall(r"/dev/shm/triton_python_backend_shm_region_\S+", maps))
+        maps = psutil.Process(self.server.process.pid).memory_maps()
+        regions = {m.path for m in maps if "/triton_python_backend_shm_region_" in m.path}
         self.server.stop(timeout_s=0)
         for region in regions:
             Path(region).unlink(missing_ok=True)

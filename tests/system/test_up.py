@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 from PIL import Image
 from playwright.sync_api import Page, expect
@@ -138,11 +139,7 @@ def test_the_children_get_the_api_metrics_port_and_a_control_key_of_this_start(u
     env = up.state()["env"]
     key = env["PHOTOSEARCH_TRITON__CONTROL_KEY"]
     api = up.state()["children"]["api"]
-    given = dict(
-        item.split("=", 1)
-        for item in (Path("/proc") / str(api) / "environ").read_text().split("\0")
-        if "=" in item
-    )
+    given = psutil.Process(api).environ()
     assert given["PHOTOSEARCH_TRITON__CONTROL_KEY"] == key
     assert given["PHOTOSEARCH_API__METRICS_PORT"] == up.env["PHOTOSEARCH_API__METRICS_PORT"]
     # Where the key is written, only this user reads it.
@@ -160,11 +157,7 @@ def test_the_query_cache_has_a_bounded_redis_of_its_own_that_the_api_uses(up: Up
     cache_url, broker_url = env["PHOTOSEARCH_REDIS__CACHE_URL"], env["PHOTOSEARCH_REDIS__URL"]
     assert cache_url != broker_url
     assert f"PHOTOSEARCH_REDIS__CACHE_URL={cache_url}" in (up.data_dir / "up.env").read_text()
-    api_env = dict(
-        item.split("=", 1)
-        for item in (Path("/proc") / str(children["api"]) / "environ").read_text().split("\0")
-        if "=" in item
-    )
+    api_env = psutil.Process(children["api"]).environ()
     assert api_env["PHOTOSEARCH_REDIS__CACHE_URL"] == cache_url
     cache, broker = Redis.from_url(cache_url), Redis.from_url(broker_url)
     try:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from core.embedding.manifest import load_manifest
 from harness.processes import free_ports
@@ -52,7 +53,7 @@ def test_pretrained_on_a_later_start_reindexes_into_a_new_version_and_rolls_back
     up.start()
     try:
         assert "RANDOM weights" in up.output()
-        redis_exe = (Path("/proc") / str(up.state()["children"]["redis"]) / "exe").resolve()
+        redis_exe = Path(psutil.Process(up.state()["children"]["redis"]).exe())
         assert "valkey" in redis_exe.name
         assert f"done {len(keys)}  failed 0  skipped 0  total {len(keys)}" in up.output()
         first = readyz(up)

@@ -10,6 +10,7 @@ import signal
 from pathlib import Path
 
 import httpx
+import psutil
 
 from harness.processes import alive, descendants, free_ports
 from tests.support.indexing import photo_folder
@@ -19,11 +20,11 @@ from tests.support.upprocess import Up, newcomer_env
 
 def cmdline(pid: int) -> list[str]:
     """The arguments after `python -m photosearch`."""
-    return (Path("/proc") / str(pid) / "cmdline").read_bytes().decode().split("\0")[3:-1]
+    return list(psutil.Process(pid).cmdline()[3:])
 
 
 def environ(pid: int) -> list[str]:
-    return (Path("/proc") / str(pid) / "environ").read_bytes().decode().split("\0")
+    return [f"{k}={v}" for k, v in psutil.Process(pid).environ().items()]
 
 
 def test_with_a_qdrant_server_the_worker_runs_as_its_own_process(tmp_path: Path) -> None:
