@@ -393,3 +393,7 @@ FIGURES: list[Figure[list[SizeRun]]] = [
 
 def run(args: argparse.Namespace) -> None:
     report(measure_reindex(args))
+
+
+if __name__ == "__main__":
+    run(parser().parse_args())  # the same as `python -m loadtests.bench_scale --reindex`
