@@ -20,12 +20,15 @@ import random
 import time
 from collections.abc import Callable, Collection, Sequence
 
+from redis import Redis
 from redis.lock import Lock
 
 from core.collectionroles import job_of
 from core.embedding.arrays import Embeddings
-from core.jobs import FINISHED, LIVE_LOCK, JobKind, JobState, JobStatus
+from core.jobs import FINISHED, LIVE_LOCK, JobKind, Jobs, JobState, JobStatus
 from core.querycache import prewarm
+from core.settings_api import ApiSettings
+from core.sources import Source
 from core.vectorstore import (
     LIVE_ALIAS,
     PREVIOUS_ALIAS,
@@ -59,6 +62,15 @@ def replay(rt: Runtime, job_id: str, round_: int, collection: str) -> int:
         records=rt.records,
         chunk=rt.settings.indexer.feed_chunk,
     )
+
+
+def query_embeddings(rt: Runtime) -> Callable[[Sequence[str], int], Embeddings]:
+    """Texts embedded at a model version by Triton, from a task thread."""
+
+    def embed(texts: Sequence[str], version: int) -> Embeddings:
+        return rt.run(rt.embedder.encode_texts(texts, model_version=version, timeout_s=120))
+
+    return embed
 
 
 def loading(job: JobStatus) -> bool:
@@ -153,7 +165,13 @@ def advance(rt: Runtime, job_id: str) -> None:
         replay(rt, job_id, job.round + 1, job.collection)
         return
     if job.capture_cut != job.verified_cut:
-        problems = check(rt, job)
+        problems = check(
+            job,
+            store=rt.store,
+            source=rt.source(job.source),
+            records=rt.records,
+            samples=rt.settings.indexer.verify_samples,
+        )
         if problems:
             rt.jobs.finish(job_id, JobState.FAILED, refusal(job.collection, problems))
             return
@@ -163,7 +181,15 @@ def advance(rt: Runtime, job_id: str) -> None:
         if too_few is not None:
             refuse(rt.jobs, rt.work, job_id, too_few)
             return
-        warmed = warm_cache(rt, job_id, model_version_of(job.collection))
+        warmed = warm_cache(
+            job_id,
+            model_version_of(job.collection),
+            redis=rt.cache_redis,
+            prefix=rt.settings.redis.prefix,
+            jobs=rt.jobs,
+            embed=query_embeddings(rt),
+            api=rt.settings.api,
+        )
         rt.jobs.update(job_id, verified_cut=job.capture_cut, warmed=warmed)
     holder = rt.jobs.claim_lock(LIVE_LOCK, job_id)
     if holder is not None:
@@ -202,27 +228,30 @@ def resume(
     return True
 
 
-def check(rt: Runtime, job: JobStatus) -> list[str]:
-    """The new collection against the live one (indexer/verify.py) and a sample search."""
+def check(
+    job: JobStatus, *, store: VectorStore, source: Source, records: JobRecords, samples: int
+) -> list[str]:
+    """The new collection against the live one (indexer/verify.py, `samples` photos) and a
+    sample search."""
     try:
-        live = rt.store.resolve(LIVE_ALIAS)
+        live = store.resolve(LIVE_ALIAS)
     except CollectionNotFound:
         return []
     problems = compare(
-        rt.store,
-        rt.source(job.source),
+        store,
+        source,
         live,
         job.collection,
-        pending=rt.capture.pending(job.collection),
-        skipped=lambda keys: rt.skips.get(job.collection, keys),
-        samples=rt.settings.indexer.verify_samples,
+        pending=records.capture.pending(job.collection),
+        skipped=lambda keys: records.skips.get(job.collection, keys),
+        samples=samples,
     )
-    sizes = rt.store.shard_labels(job.collection)
+    sizes = store.shard_labels(job.collection)
     if sizes:
-        first = next(iter(rt.store.points(job.collection, shard=random.choice(sizes))))
-        [stored] = rt.store.retrieve(job.collection, [first.photo_id], with_vectors=True)
+        first = next(iter(store.points(job.collection, shard=random.choice(sizes))))
+        [stored] = store.retrieve(job.collection, [first.photo_id], with_vectors=True)
         assert stored.vector is not None
-        hits = rt.store.search(job.collection, stored.vector, limit=1)
+        hits = store.search(job.collection, stored.vector, limit=1)
         # A duplicate photo may rank first instead: the score, not the id, shows it answered.
         if not hits or hits[0].score < 0.99:
             problems.append(f"a sample search for {first.photo_id} in {job.collection} failed")
@@ -281,28 +310,33 @@ def hand_over(
             capture.follow(previous, until=now() + rollback_days * 86400)
 
 
-def warm_cache(rt: Runtime, job_id: str, model_version: int) -> int:
-    """Embed the popular recent queries with the new version, so the switch is no miss storm.
+def warm_cache(
+    job_id: str,
+    model_version: int,
+    *,
+    redis: Redis,
+    prefix: str,
+    jobs: Jobs,
+    embed: Callable[[Sequence[str], int], Embeddings],
+    api: ApiSettings,
+) -> int:
+    """Embed the popular recent queries with the new version (`embed(texts, version)`), so
+    the switch is no miss storm; the cache's `redis`. How many were warmed.
 
     A failure here costs latency after the switch, not correctness: it is noted, not fatal.
     """
-    api = rt.settings.api
-
-    def embed(texts: Sequence[str]) -> Embeddings:
-        return rt.run(rt.embedder.encode_texts(texts, model_version=model_version, timeout_s=120))
-
     try:
         return prewarm(
-            rt.cache_redis,
-            rt.settings.redis.prefix,
+            redis,
+            prefix,
             model_version,
-            embed,
+            lambda texts: embed(texts, model_version),
             days=api.popular_days,
             n=api.prewarm_queries,
             ttl_s=api.cache_ttl_s,
         )
     except Exception as exc:  # Redis or Triton: the switch goes on with a cold cache
-        rt.jobs.note_problems(job_id, [f"cache pre-warm skipped: {type(exc).__name__}: {exc}"])
+        jobs.note_problems(job_id, [f"cache pre-warm skipped: {type(exc).__name__}: {exc}"])
         return 0
 
 

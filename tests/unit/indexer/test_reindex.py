@@ -1,18 +1,32 @@
 """A reindex's last steps on the in-process store and the session's Redis: the switch of the
 aliases (once, however often the step runs), the previous collection following the live one
-for rollback_days by the test's clock, and what may be dropped."""
+for rollback_days by the test's clock, what may be dropped, and the cache warmed for the new
+model version."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from datetime import UTC, datetime
+
+import numpy as np
 import pytest
 from redis import Redis
 
+from core.embedding.arrays import Embeddings
+from core.embedding.errors import TritonUnavailable
+from core.embedding.images import ImageLimits
 from core.jobs import JobKind, JobState
+from core.querycache import cache_key, popular_key
+from core.settings_api import ApiSettings
+from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, PREVIOUS_ALIAS, VectorStore, collection_name
+from indexer.catalog import read_catalog
+from indexer.pipeline import embed_photos
 from indexer.records import JobRecords
-from indexer.reindex import drop, stale, switch
+from indexer.reindex import check, drop, stale, switch, warm_cache
 from indexer.sync import IndexerError, alias_lock
-from tests.unit.indexer.conftest import COLLECTION, DIM
+from tests.unit.indexer.conftest import COLLECTION, DIM, PHOTOS, MeanColours
 
 NEW = collection_name(2, "next")
 DAY = 86400.0
@@ -74,3 +88,69 @@ def test_the_live_collection_is_never_dropped_and_a_previous_one_is(
     assert store.aliases() == {LIVE_ALIAS: NEW}
     with pytest.raises(IndexerError, match="no collection"):
         drop(COLLECTION, store=store, records=records, lock=lock)
+
+
+def test_the_popular_queries_are_warmed_at_the_new_version_and_a_failure_is_only_noted(
+    records: JobRecords, redis: Redis
+) -> None:
+    """Triton's text encoder is stood in for by fixed vectors: it cannot run in a unit test."""
+    prefix = records.jobs.prefix
+    redis.zincrby(popular_key(prefix, datetime.now(UTC)), 3, "a cat")
+    redis.zincrby(popular_key(prefix, datetime.now(UTC)), 1, "a dog")
+    asked: list[tuple[list[str], int]] = []
+
+    def embed(texts: Sequence[str], version: int) -> Embeddings:
+        asked.append((list(texts), version))
+        return np.full((len(texts), DIM), 1 / np.sqrt(DIM), dtype=np.float32)
+
+    api = ApiSettings(prewarm_queries=10, popular_days=1)
+    job_id = records.jobs.create(JobKind.REINDEX)
+    warmed = warm_cache(
+        job_id, 2, redis=redis, prefix=prefix, jobs=records.jobs, embed=embed, api=api
+    )
+    assert (warmed, asked) == (2, [(["a cat", "a dog"], 2)])
+    assert redis.exists(cache_key(prefix, 2, "a cat"), cache_key(prefix, 2, "a dog")) == 2
+
+    def down(texts: Sequence[str], version: int) -> Embeddings:
+        raise TritonUnavailable("connection refused")
+
+    assert (
+        warm_cache(job_id, 3, redis=redis, prefix=prefix, jobs=records.jobs, embed=down, api=api)
+        == 0
+    )
+    assert records.jobs.problems(job_id) == [
+        "cache pre-warm skipped: TritonUnavailable: connection refused"
+    ]
+
+
+def test_a_new_collection_that_lost_a_photo_is_not_fit_to_switch(
+    reindexed: str,
+    source: LocalSource,
+    store: VectorStore,
+    records: JobRecords,
+    readers: Executor,
+) -> None:
+    """The photos are embedded with the stand-in of Triton's image encoder (conftest.py)."""
+    photos = [(photo, "") for photo in read_catalog(source, ()).photos.values()]
+    for collection in (COLLECTION, NEW):
+        embed_photos(
+            photos,
+            collection=collection,
+            model_version=1,
+            source=source,
+            store=store,
+            embedder=MeanColours(),
+            readers=readers,
+            limits=ImageLimits(),
+            cpu_chunk=4,
+            duplicate_threshold=0.9999,
+        )
+    job = records.jobs.get(reindexed)
+    assert job is not None
+
+    def problems() -> list[str]:
+        return check(job, store=store, source=source, records=records, samples=PHOTOS)
+
+    assert problems() == []
+    store.delete(NEW, [photos[0][0].photo_id])
+    assert problems() != []
