@@ -36,7 +36,7 @@ def phases(up: UpProcess) -> None:
     for label, text in MARKS:
         at = up.at(text)
         print(f"  {label:<40} " + ("(not printed)" if at is None else f"at {at:6.1f} s"))
-    sync = next((line for _, line in up.lines if " sync " in line), "")
+    sync = next((line for line in up.lines if " sync " in line), "")
     if sync:
         print(f"  sync: {' '.join(sync.split()[3:15])}")
 

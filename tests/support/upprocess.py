@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -18,94 +14,43 @@ from typing import Any
 import httpx
 
 from harness.processes import free_ports
-from photosearch.up.supervisor import read_state
-from tests.support.waiting import wait_until
+from harness.up import UpProcess
 
 UP_TIMEOUT_S = 420
 
 
-@dataclass
-class Up:
-    """One `photosearch up` process and everything it printed."""
+class Up(UpProcess):
+    """One `photosearch up` on the given ports, and what the fixture that started it saw on the
+    way (e.g. ports during the export). `args`: more of up's options."""
 
-    data_dir: Path
-    port: int
-    redis_port: int
-    env: dict[str, str]
-    args: tuple[str, ...] = ()
-    process: subprocess.Popen[str] | None = None
-    reader: threading.Thread | None = None
-    lines: list[str] = field(default_factory=list)
-    # What the fixture that started it saw on the way (e.g. ports during the export).
-    seen: dict[str, Any] = field(default_factory=dict)
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        redis_port: int,
+        env: dict[str, str],
+        args: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(data_dir, args, env)
+        self.port, self.redis_port = port, redis_port
+        self.seen: dict[str, Any] = {}
+
+    def command(self) -> list[str]:
+        ports = ["--port", str(self.port), "--redis-port", str(self.redis_port)]
+        return [*super().command(), *ports]
+
+    def start(self, until: str = "PhotoSearch is up", timeout_s: float = UP_TIMEOUT_S) -> None:
+        super().start(until, timeout_s)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def start(self, until: str = "PhotoSearch is up") -> None:
-        self.lines = []
-        self.process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "photosearch", "up"),
-                *("--data-dir", str(self.data_dir), "--port", str(self.port)),
-                *("--redis-port", str(self.redis_port)),
-                *self.args,
-            ],
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.wait_for(until, UP_TIMEOUT_S)
-
-    def _read(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def output(self) -> str:
-        return "\n".join(self.lines)
-
-    def tail(self) -> str:
-        return self.output()[-4000:]
-
-    def wait_for(self, text: str, timeout_s: float) -> None:
-        process = self.process
-        assert process is not None
-
-        def printed() -> bool:
-            if any(text in line for line in self.lines):
-                return True
-            if process.poll() is not None:
-                if self.reader is not None:
-                    self.reader.join(10)  # the reader's last lines
-                if not any(text in line for line in self.lines):
-                    raise AssertionError(f"up exited ({process.returncode}):\n{self.output()}")
-            return False
-
-        wait_until(printed, timeout_s, lambda: f"{text!r} in:\n{self.output()}")
-
-    def state(self) -> dict[str, Any]:
-        return read_state(self.data_dir)
 
     def get(self, path: str, **params: Any) -> dict[str, Any]:
         response = httpx.get(self.url + path, params=params, timeout=30)
         assert response.status_code == 200, response.text
         body: dict[str, Any] = response.json()
         return body
-
-    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout_s: float = 180) -> int:
-        assert self.process is not None
-        self.process.send_signal(sig)
-        code = self.process.wait(timeout_s)
-        if self.reader is not None:
-            self.reader.join(10)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
-        return code
 
 
 def ready(up: Up) -> bool:
