@@ -17,6 +17,7 @@ import uvicorn
 from core.embedding.client import EmbeddingClient
 from core.settings import Settings
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name, open_store
+from harness.observe import Metrics
 from harness.processes import free_ports
 from query_api.app import StartCompanion, create_app
 from query_api.auth import hash_key
@@ -119,12 +120,7 @@ async def embed_texts(settings: Settings, texts: list[str], version: int) -> Any
 
 def sample(text: str, name: str, **labels: str) -> float:
     """A Prometheus sample summed over the series whose labels include `labels`."""
-    wanted = [f'{k}="{v}"' for k, v in labels.items()]
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith((name + "{", name + " ")) and all(w in line for w in wanted):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    return Metrics(text)(name, **labels)
 
 
 def metric(metrics_url: str, name: str, **labels: str) -> float:
