@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.processes import free_ports
 from photosearch.up.supervisor import read_state
 
 
@@ -120,3 +121,16 @@ class UpProcess:
         assert self.process.stdout is not None
         self.process.stdout.close()
         return code
+
+
+def newcomer_env() -> dict[str, str]:
+    """Only what a newcomer's shell has (no PHOTOSEARCH_*), and Triton and the API's metrics
+    on free ports."""
+    grpc, http, metrics, api_metrics = free_ports(4)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PHOTOSEARCH_")}
+    return env | {
+        "PHOTOSEARCH_TRITON__GRPC_PORT": str(grpc),
+        "PHOTOSEARCH_TRITON__HTTP_PORT": str(http),
+        "PHOTOSEARCH_TRITON__METRICS_PORT": str(metrics),
+        "PHOTOSEARCH_API__METRICS_PORT": str(api_metrics),
+    }

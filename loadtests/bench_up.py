@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from harness.processes import alive, descendants, free_ports, rss_mib
-from harness.up import UpProcess
+from harness.up import UpProcess, newcomer_env
 from photosearch.up.probes import http_ok
 
 MARKS = [
@@ -60,11 +60,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
     args = parser.parse_args()
     data = args.data_dir or Path(tempfile.mkdtemp(prefix="bench-up-")) / "data"
-    api, redis, *more = free_ports(6)
-    # Only what a newcomer's shell has (no PHOTOSEARCH_*), Triton and the metrics on free ports.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PHOTOSEARCH_")}
-    names = ("TRITON__GRPC_PORT", "TRITON__HTTP_PORT", "TRITON__METRICS_PORT", "API__METRICS_PORT")
-    env |= {f"PHOTOSEARCH_{name}": str(port) for name, port in zip(names, more, strict=True)}
+    api, redis = free_ports(2)
+    env = newcomer_env()
     args_up = ["--port", str(api), "--redis-port", str(redis)]
     log = Path(tempfile.gettempdir()) / f"bench-up-{os.getpid()}.log"
     up = UpProcess(data, args_up, env, log)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,7 +12,6 @@ from typing import Any
 
 import httpx
 
-from harness.processes import free_ports
 from harness.up import UpProcess
 
 UP_TIMEOUT_S = 420
@@ -62,19 +60,6 @@ def ready(up: Up) -> bool:
 
 def ids(body: dict[str, Any]) -> list[str]:
     return [r["id"] for r in body["results"]]
-
-
-def newcomer_env() -> dict[str, str]:
-    """Only what a newcomer's shell has (no PHOTOSEARCH_*), and Triton and the API's metrics
-    on free ports."""
-    grpc, http, metrics, api_metrics = free_ports(4)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PHOTOSEARCH_")}
-    return env | {
-        "PHOTOSEARCH_TRITON__GRPC_PORT": str(grpc),
-        "PHOTOSEARCH_TRITON__HTTP_PORT": str(http),
-        "PHOTOSEARCH_TRITON__METRICS_PORT": str(metrics),
-        "PHOTOSEARCH_API__METRICS_PORT": str(api_metrics),
-    }
 
 
 def server_can_bind(port: int) -> bool:

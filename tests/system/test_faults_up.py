@@ -24,6 +24,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from harness.processes import free_ports
+from harness.up import newcomer_env
 from tests.support.browser import cards, search
 from tests.support.faultload import (
     KEYS,
@@ -34,7 +35,7 @@ from tests.support.faultload import (
     start_sync,
 )
 from tests.support.indexing import photo_folder, wait_job, write_photo
-from tests.support.upprocess import Up, newcomer_env, ready
+from tests.support.upprocess import Up, ready
 from tests.support.waiting import wait_until
 
 FIRST_PHOTOS = 24

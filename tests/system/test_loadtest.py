@@ -20,6 +20,7 @@ from PIL import Image
 
 from harness import photos as photoset
 from harness.processes import free_ports
+from harness.up import newcomer_env
 from loadtests.records import FIELDS, latency, read
 from loadtests.scenario import (
     DEFAULT_FILE,
@@ -35,7 +36,7 @@ from loadtests.scenario import (
 from photosearch.up.supervisor import read_state
 from query_api.auth import hash_key
 from tests.support.deployfiles import ROOT
-from tests.support.upprocess import Up, newcomer_env
+from tests.support.upprocess import Up
 
 ADMIN_KEY = "ps_load-test-admin-key-for-the-url-test"
 

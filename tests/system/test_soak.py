@@ -16,13 +16,13 @@ import pytest
 from redis import Redis
 
 from harness.processes import free_ports
+from harness.up import newcomer_env
 from loadtests.records import Records, latency, read
 from loadtests.soak import MEMORY, Verdict, per_minute, thirds, verdicts
 from loadtests.soakmemory import Growth, RssSample, bounds, read_rss, rss_growth
 from loadtests.system import SyncWatch
 from tests.support.deployfiles import ROOT
 from tests.support.redisserver import RedisServer
-from tests.support.upprocess import newcomer_env
 
 # Short: each figure is checked against the raw data of the run, whatever its length, and the
 # memory windows each hold four samples, as a long run's do.

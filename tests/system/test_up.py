@@ -34,6 +34,7 @@ from redis.exceptions import RedisError
 
 from core.demo import DEMO_PHOTOS
 from harness.processes import alive, descendants, free_ports
+from harness.up import newcomer_env
 from model.triton_server import CONTROL_HEADER, Ports
 from photosearch.up.bootstrap import BootstrapError
 from photosearch.up.ports import PortBook
@@ -47,7 +48,6 @@ from tests.support.upprocess import (
     StrangerTriton,
     Up,
     ids,
-    newcomer_env,
     ready,
     server_can_bind,
 )

@@ -17,10 +17,11 @@ import psutil
 
 from core.embedding.manifest import load_manifest
 from harness.processes import free_ports
+from harness.up import newcomer_env
 from tests.support.indexing import photo_folder
 from tests.support.models import TINY_CONFIG
 from tests.support.redisserver import valkey_binary
-from tests.support.upprocess import Up, newcomer_env
+from tests.support.upprocess import Up
 
 
 def readyz(up: Up) -> dict[str, object]:

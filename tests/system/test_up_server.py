@@ -13,9 +13,10 @@ import httpx
 import psutil
 
 from harness.processes import alive, descendants, free_ports
+from harness.up import newcomer_env
 from tests.support.indexing import photo_folder
 from tests.support.models import TINY_CONFIG
-from tests.support.upprocess import Up, newcomer_env
+from tests.support.upprocess import Up
 
 
 def cmdline(pid: int) -> list[str]:
