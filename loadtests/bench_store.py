@@ -41,6 +41,7 @@ from core.vectorstore import (
     collection_name,
     open_store,
 )
+from loadtests.registry import Figure
 from query_api.arrange import Ranking, arrange
 from query_api.hybrid import HybridPlan
 from query_api.schemas import Page, TextSearch
@@ -200,7 +201,7 @@ def built(engine: str, points: list[PhotoPoint], dim: int) -> Iterator[VectorSto
             store.close()
 
 
-def measure(
+def timings(
     engine: str, points: list[PhotoPoint], dim: int, queries: int
 ) -> dict[str, list[float]]:
     """Milliseconds of each query, per kind."""
@@ -210,7 +211,7 @@ def measure(
     vectors = [v + 0.1 * rng.normal(size=dim) for v in vectors]
     vectors = [(v / np.linalg.norm(v)).astype(np.float32) for v in vectors]
     texts = [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 4)))) for _ in range(queries)]
-    timings: dict[str, list[float]] = {}
+    spent_by_kind: dict[str, list[float]] = {}
     loop = asyncio.new_event_loop()
     with built(engine, points, dim) as store, closing(loop):
         kinds = searches(store, Settings(), loop)
@@ -221,8 +222,32 @@ def measure(
                 start = time.perf_counter()
                 run(vector, text)
                 spent.append((time.perf_counter() - start) * 1000)
-            timings[kind] = spent
-    return timings
+            spent_by_kind[kind] = spent
+    return spent_by_kind
+
+
+@dataclass
+class StoreFigures:
+    photos: int
+    dim: int
+    queries: int
+    ms: dict[str, dict[str, list[float]]]  # engine -> kind -> each query's ms
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--photos", type=int, default=5000)
+    parser.add_argument("--dim", type=int, default=512)
+    parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--engines", default="edge,local", help="edge and/or local")
+    return parser
+
+
+def measure(args: argparse.Namespace) -> StoreFigures:
+    points = photos(args.photos, args.dim)
+    engines = args.engines.split(",")
+    ms = {engine: timings(engine, points, args.dim, args.queries) for engine in engines}
+    return StoreFigures(args.photos, args.dim, args.queries, ms)
 
 
 def table(results: dict[str, dict[str, list[float]]]) -> str:
@@ -239,21 +264,46 @@ def table(results: dict[str, dict[str, list[float]]]) -> str:
     return "\n".join(rows)
 
 
+# -- its rows in docs/benchmarks.md (loadtests/registry.py): Edge's, the engine `up` runs ------
+
+
+def kind_figure(kind: str) -> Figure[StoreFigures]:
+    def context(f: StoreFigures) -> str:
+        edge = f.ms["edge"][kind]
+        local = f.ms.get("local", {}).get(kind)
+        beside = f"; qdrant-client's local mode {statistics.median(local):.2f} ms" if local else ""
+        return (
+            f"p95 {percentile(edge, 0.95):.2f} ms{beside}; {f.photos} photos x {f.dim} dims, "
+            f"pages of {LIMIT}, {f.queries} queries"
+        )
+
+    return Figure(
+        f"{kind} search, p50",
+        "ms",
+        lambda f: statistics.median(f.ms["edge"][kind]),
+        context,
+    )
+
+
+KINDS = (
+    "vector",
+    "filtered vector",
+    "keyword",
+    "hybrid",
+    "hybrid, filtered",
+    "recommend",
+    "diverse (MMR 0.5)",
+    "collapsed duplicates",
+    "hybrid, collapsed, diverse",
+)
+FIGURES: list[Figure[StoreFigures]] = [kind_figure(kind) for kind in KINDS]
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--photos", type=int, default=5000)
-    parser.add_argument("--dim", type=int, default=512)
-    parser.add_argument("--queries", type=int, default=60)
-    parser.add_argument("--engines", default="edge,local", help="edge and/or local")
-    args = parser.parse_args(argv)
-    points = photos(args.photos, args.dim)
-    results = {
-        engine: measure(engine, points, args.dim, args.queries)
-        for engine in args.engines.split(",")
-    }
-    print(f"{args.photos} photos x {args.dim} dims, {args.queries} queries a kind, page of {LIMIT}")
+    f = measure(parser().parse_args(argv))
+    print(f"{f.photos} photos x {f.dim} dims, {f.queries} queries a kind, page of {LIMIT}")
     print()
-    print(table(results))
+    print(table(f.ms))
 
 
 if __name__ == "__main__":

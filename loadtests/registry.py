@@ -152,6 +152,19 @@ BENCHMARKS = [
         ),
         ["--points", "2000,4000"],
     ),
+    Benchmark(
+        "store",
+        "loadtests.bench_store",
+        (
+            "Each kind of search the vector store serves, in-process (no API, no model): a "
+            "collection of clustered unit vectors whose payloads hold titles, tags, a "
+            "photographer, a date and near-duplicate groups, searched through the functions "
+            "the API calls (the store's methods, query_api's hybrid plan and page arrangement). "
+            "The rows are Qdrant Edge's medians; the context adds its p95 and qdrant-client's "
+            "local mode."
+        ),
+        "--photos 1000 --queries 10".split(),
+    ),
 ]
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
