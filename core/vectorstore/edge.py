@@ -15,7 +15,6 @@ from core.atomicfile import write_atomic
 from core.vectorstore import edge_requests as to
 from core.vectorstore.base import (
     KEYWORDS_VECTOR,
-    VECTOR_NAME,
     CollectionNotFound,
     Hit,
     SearchTuning,
@@ -34,6 +33,7 @@ from core.vectorstore.engine import (
     DeletePoints,
     DeleteVectors,
     FieldKind,
+    Retrieve,
     Scroll,
     Search,
     SetPayload,
@@ -42,6 +42,7 @@ from core.vectorstore.engine import (
     Write,
     hit_of,
     stored_of,
+    vectors,
 )
 from core.vectorstore.rwlock import RWLock
 from core.vectorstore.store import Store
@@ -258,35 +259,27 @@ class EdgeEngine:
                 shard.update(op)
 
     def query(self, collection: str, search: Search) -> list[Hit]:
-        request = to.search(search, VECTOR_NAME if search.with_vector else None)
+        request = to.search(search)
         with self._shard(collection) as shard:
             found = shard.query(request)
         return [hit_of(p.score, p.payload, p.vector) for p in found]
 
     def query_batch(self, collection: str, searches: Sequence[Search]) -> list[list[Hit]]:
-        requests = [to.search(s, VECTOR_NAME if s.with_vector else None) for s in searches]
+        requests = [to.search(s) for s in searches]
         with self._shard(collection) as shard:
             found = shard.query_batch(qe.QueryBatchRequest(requests))
         return [[hit_of(p.score, p.payload, p.vector) for p in points] for points in found]
 
     def scroll(self, collection: str, request: Scroll) -> tuple[list[StoredPhoto], object | None]:
-        scroll = to.scroll(request, VECTOR_NAME if request.with_vector else None)
+        scroll = to.scroll(request)
         with self._shard(collection) as shard:
             records, offset = shard.scroll(scroll)
         return [stored_of(r.payload, r.vector) for r in records], offset
 
-    def retrieve(
-        self,
-        collection: str,
-        point_ids: Sequence[str],
-        fields: tuple[str, ...] | None,
-        vector: bool,
-    ) -> list[StoredPhoto]:
-        ids: list[qe.PointId] = list(point_ids)
+    def retrieve(self, collection: str, request: Retrieve) -> list[StoredPhoto]:
+        ids: list[qe.PointId] = list(request.point_ids)
         with self._shard(collection) as shard:
-            records = shard.retrieve(
-                ids, to.payload(fields), to.vectors(VECTOR_NAME if vector else None)
-            )
+            records = shard.retrieve(ids, to.payload(request.fields), vectors(request.with_vector))
         return [stored_of(r.payload, r.vector) for r in records]
 
     def count(self, collection: str) -> int:

@@ -9,7 +9,6 @@ import qdrant_edge as qe
 
 from core.vectorstore.base import SearchTuning, SparseVector
 from core.vectorstore.engine import (
-    Condition,
     DateRange,
     DeletePoints,
     DeleteVectors,
@@ -17,6 +16,7 @@ from core.vectorstore.engine import (
     HasIds,
     HasVector,
     IsEmpty,
+    Leaf,
     Match,
     Nearest,
     Prefetch,
@@ -29,6 +29,8 @@ from core.vectorstore.engine import (
     Upsert,
     Where,
     Write,
+    filter_of,
+    vectors,
 )
 
 KINDS: dict[FieldKind, qe.PayloadSchemaType] = {
@@ -50,7 +52,7 @@ def vector(v: list[float] | SparseVector) -> list[float] | qe.SparseVector:
     return sparse(v) if isinstance(v, SparseVector) else v
 
 
-def condition(c: Condition) -> qe.ConditionType:
+def condition(c: Leaf) -> qe.ConditionType:
     match c:
         case Match(field, (value,)):
             return qe.FieldCondition(key=field, match=qe.MatchValue(value))
@@ -68,19 +70,10 @@ def condition(c: Condition) -> qe.ConditionType:
             return qe.IsEmptyCondition(field)
         case HasVector(name):
             return qe.HasVectorCondition(name)
-        case Where():
-            return where(c)
 
 
-def where(w: Where) -> qe.Filter:
-    return qe.Filter(
-        must=[condition(c) for c in w.must] or None,
-        must_not=[condition(c) for c in w.must_not] or None,
-    )
-
-
-def optional(w: Where | None) -> qe.Filter | None:
-    return None if w is None else where(w)
+def where(w: Where | None) -> qe.Filter | None:
+    return filter_of(w, condition, qe.Filter)
 
 
 def params(tuning: SearchTuning | None) -> qe.SearchParams | None:
@@ -103,42 +96,38 @@ def payload(fields: Sequence[str] | None) -> qe.PayloadSelector | bool:
     return True if fields is None else qe.PayloadSelector.Include(list(fields))
 
 
-def vectors(using: str | None) -> list[str] | bool:
-    return False if using is None else [using]
-
-
 def prefetch(p: Prefetch) -> qe.Prefetch:
     return qe.Prefetch(
         limit=p.limit,
         query=query(p.query),
-        filter=optional(p.filter),
+        filter=where(p.filter),
         score_threshold=p.score_threshold,
         params=params(p.tuning),
     )
 
 
-def search(s: Search, with_vector: str | None) -> qe.QueryRequest:
+def search(s: Search) -> qe.QueryRequest:
     return qe.QueryRequest(
         limit=s.limit,
         offset=s.offset,
         query=query(s.query),
         prefetches=[prefetch(p) for p in s.prefetches] or None,
-        filter=optional(s.filter),
+        filter=where(s.filter),
         score_threshold=s.score_threshold,
         with_payload=payload(s.fields),
-        with_vector=vectors(with_vector),
+        with_vector=vectors(s.with_vector),
         params=params(s.tuning),
     )
 
 
-def scroll(s: Scroll, with_vector: str | None) -> qe.ScrollRequest:
+def scroll(s: Scroll) -> qe.ScrollRequest:
     offset: qe.PointId | None = s.offset  # type: ignore[assignment]  # the engine's own
     return qe.ScrollRequest(
         offset=offset,
         limit=s.limit,
-        filter=optional(s.filter),
+        filter=where(s.filter),
         with_payload=payload(s.fields),
-        with_vector=vectors(with_vector),
+        with_vector=vectors(s.with_vector),
     )
 
 
@@ -163,5 +152,7 @@ def write(w: Write) -> qe.UpdateOperation:
         case DeletePoints(ids, None):
             return qe.UpdateOperation.delete_points(_id_list(ids))
         case DeletePoints(_, Where() as matching):
-            return qe.UpdateOperation.delete_points_by_filter(where(matching))
+            return qe.UpdateOperation.delete_points_by_filter(
+                filter_of(matching, condition, qe.Filter)
+            )
     raise TypeError(f"not a write: {w!r}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 import numpy as np
 
@@ -65,7 +65,8 @@ class Where:
     must_not: tuple[Condition, ...] = ()
 
 
-Condition = Match | DateRange | HasIds | IsEmpty | HasVector | Where
+Leaf = Match | DateRange | HasIds | IsEmpty | HasVector
+Condition = Leaf | Where
 
 # ---- Queries: what scores a point.
 
@@ -121,6 +122,15 @@ class Search:
     filter: Where | None = None
     score_threshold: float | None = None
     tuning: SearchTuning | None = None
+    fields: tuple[str, ...] | None = None
+    with_vector: bool = False
+
+
+@dataclass(frozen=True)
+class Retrieve:
+    """The points of these ids; `fields`: the payload fields each carries (None: all)."""
+
+    point_ids: tuple[str, ...]
     fields: tuple[str, ...] | None = None
     with_vector: bool = False
 
@@ -242,14 +252,8 @@ class Engine(Protocol):
     def scroll(self, collection: str, request: Scroll) -> tuple[list[StoredPhoto], object | None]:
         """A page of points and the offset of the next page (None: the last)."""
 
-    def retrieve(
-        self,
-        collection: str,
-        point_ids: Sequence[str],
-        fields: tuple[str, ...] | None,
-        vector: bool,
-    ) -> list[StoredPhoto]:
-        """The stored points among these ids, in any order."""
+    def retrieve(self, collection: str, request: Retrieve) -> list[StoredPhoto]:
+        """The stored points among the request's ids, in any order."""
 
     def count(self, collection: str) -> int:
         """Exact number of points."""
@@ -258,6 +262,40 @@ class Engine(Protocol):
         self, collection: str, field: str, *, limit: int, exact: bool
     ) -> list[tuple[str, int]]:
         """The values of a payload field and how many points hold each, most first."""
+
+
+F = TypeVar("F")
+# An engine's translation of one condition.
+LeafOf = Callable[[Leaf], object]
+
+
+@overload
+def filter_of(w: Where, leaf: LeafOf, make: Callable[..., F]) -> F: ...
+
+
+@overload
+def filter_of(w: Where | None, leaf: LeafOf, make: Callable[..., F]) -> F | None: ...
+
+
+def filter_of(w: Where | None, leaf: LeafOf, make: Callable[..., F]) -> F | None:
+    """A filter in an engine's classes: `make`, its Filter class (Qdrant Edge's and
+    qdrant-client's take the same must and must_not lists), over `leaf`, its translation of
+    one condition; a nested filter is a condition of the one above it."""
+    if w is None:
+        return None
+
+    def one(c: Condition) -> object:
+        return filter_of(c, leaf, make) if isinstance(c, Where) else leaf(c)
+
+    return make(
+        must=[one(c) for c in w.must] or None,
+        must_not=[one(c) for c in w.must_not] or None,
+    )
+
+
+def vectors(with_vector: bool) -> list[str] | bool:
+    """The named vectors a read returns, as both engines take them: the embedding or none."""
+    return [VECTOR_NAME] if with_vector else False
 
 
 def embedding_of(vectors: object) -> Embeddings | None:

@@ -23,7 +23,17 @@ from core.vectorstore.base import (
     StoreError,
     model_version_of,
 )
-from core.vectorstore.engine import FieldKind, Scroll, Search, Upsert, Write, hit_of, stored_of
+from core.vectorstore.engine import (
+    FieldKind,
+    Retrieve,
+    Scroll,
+    Search,
+    Upsert,
+    Write,
+    hit_of,
+    stored_of,
+    vectors,
+)
 from core.vectorstore.store import Store
 
 # The IDF modifier: the server weighs each word by its rarity over the collection (BM25's IDF).
@@ -81,10 +91,10 @@ class QdrantEngine:
 
     def dim(self, name: str) -> int:
         with self._op(name):
-            vectors = self._client.get_collection(name).config.params.vectors
-        if not isinstance(vectors, Mapping) or VECTOR_NAME not in vectors:
+            named = self._client.get_collection(name).config.params.vectors
+        if not isinstance(named, Mapping) or VECTOR_NAME not in named:
             raise StoreError(f"collection {name!r} has no {VECTOR_NAME!r} vector")
-        return int(vectors[VECTOR_NAME].size)
+        return int(named[VECTOR_NAME].size)
 
     def create(self, name: str, dim: int, *, bulk: bool, indexes: Mapping[str, FieldKind]) -> int:
         s = self._settings
@@ -212,38 +222,30 @@ class QdrantEngine:
             ops.clear()
 
     def query(self, collection: str, search: Search) -> list[Hit]:
-        request = to.search(search, VECTOR_NAME if search.with_vector else None, self._local)
+        request = to.search(search, self._local)
         with self._op(collection):
             found = self._client.query_points(collection, **_arguments(request))
         return [hit_of(p.score, p.payload, p.vector) for p in found.points]
 
     def query_batch(self, collection: str, searches: Sequence[Search]) -> list[list[Hit]]:
-        requests = [
-            to.search(s, VECTOR_NAME if s.with_vector else None, self._local) for s in searches
-        ]
+        requests = [to.search(s, self._local) for s in searches]
         with self._op(collection):
             found = self._client.query_batch_points(collection, requests)
         return [[hit_of(p.score, p.payload, p.vector) for p in r.points] for r in found]
 
     def scroll(self, collection: str, request: Scroll) -> tuple[list[StoredPhoto], object | None]:
-        options = to.scroll_options(request, VECTOR_NAME if request.with_vector else None)
+        options = to.scroll_options(request)
         with self._op(collection):
             records, offset = self._client.scroll(collection, **options)
         return [stored_of(r.payload, r.vector) for r in records], offset
 
-    def retrieve(
-        self,
-        collection: str,
-        point_ids: Sequence[str],
-        fields: tuple[str, ...] | None,
-        vector: bool,
-    ) -> list[StoredPhoto]:
+    def retrieve(self, collection: str, request: Retrieve) -> list[StoredPhoto]:
         with self._op(collection):
             records = self._client.retrieve(
                 collection,
-                ids=list(point_ids),
-                with_payload=to.payload(fields),
-                with_vectors=to.vectors(VECTOR_NAME if vector else None),
+                ids=list(request.point_ids),
+                with_payload=to.payload(request.fields),
+                with_vectors=vectors(request.with_vector),
             )
         return [stored_of(r.payload, r.vector) for r in records]
 

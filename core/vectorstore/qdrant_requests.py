@@ -9,7 +9,6 @@ from qdrant_client import models as qm
 
 from core.vectorstore.base import SearchTuning, SparseVector
 from core.vectorstore.engine import (
-    Condition,
     DateRange,
     DeletePoints,
     DeleteVectors,
@@ -17,6 +16,7 @@ from core.vectorstore.engine import (
     HasIds,
     HasVector,
     IsEmpty,
+    Leaf,
     Match,
     Nearest,
     NewPoint,
@@ -29,6 +29,8 @@ from core.vectorstore.engine import (
     SetVectors,
     Where,
     Write,
+    filter_of,
+    vectors,
 )
 
 KINDS: dict[FieldKind, qm.PayloadSchemaType] = {
@@ -46,7 +48,7 @@ def vector(v: list[float] | SparseVector) -> list[float] | qm.SparseVector:
     return sparse(v) if isinstance(v, SparseVector) else v
 
 
-def condition(c: Condition) -> qm.Condition:
+def condition(c: Leaf) -> qm.Condition:
     match c:
         case Match(field, (value,)):
             return qm.FieldCondition(key=field, match=qm.MatchValue(value=value))
@@ -60,19 +62,10 @@ def condition(c: Condition) -> qm.Condition:
             return qm.IsEmptyCondition(is_empty=qm.PayloadField(key=field))
         case HasVector(name):
             return qm.HasVectorCondition(has_vector=name)
-        case Where():
-            return where(c)
 
 
-def where(w: Where) -> qm.Filter:
-    return qm.Filter(
-        must=[condition(c) for c in w.must] or None,
-        must_not=[condition(c) for c in w.must_not] or None,
-    )
-
-
-def optional(w: Where | None) -> qm.Filter | None:
-    return None if w is None else where(w)
+def where(w: Where | None) -> qm.Filter | None:
+    return filter_of(w, condition, qm.Filter)
 
 
 def params(tuning: SearchTuning | None) -> qm.SearchParams | None:
@@ -99,10 +92,6 @@ def payload(fields: Sequence[str] | None) -> qm.PayloadSelectorInclude | bool:
     return True if fields is None else qm.PayloadSelectorInclude(include=list(fields))
 
 
-def vectors(using: str | None) -> list[str] | bool:
-    return False if using is None else [using]
-
-
 def prefetch(p: Prefetch, exact: bool) -> qm.Prefetch:
     """exact: local mode, which searches exactly and warns about search parameters."""
     scoring, using = query(p.query)
@@ -110,13 +99,13 @@ def prefetch(p: Prefetch, exact: bool) -> qm.Prefetch:
         query=scoring,
         using=using,
         limit=p.limit,
-        filter=optional(p.filter),
+        filter=where(p.filter),
         score_threshold=p.score_threshold,
         params=None if exact else params(p.tuning),
     )
 
 
-def search(s: Search, with_vector: str | None, exact: bool) -> qm.QueryRequest:
+def search(s: Search, exact: bool) -> qm.QueryRequest:
     scoring, using = query(s.query)
     return qm.QueryRequest(
         query=scoring,
@@ -124,22 +113,22 @@ def search(s: Search, with_vector: str | None, exact: bool) -> qm.QueryRequest:
         prefetch=[prefetch(p, exact) for p in s.prefetches] or None,
         limit=s.limit,
         offset=s.offset,
-        filter=optional(s.filter),
+        filter=where(s.filter),
         score_threshold=s.score_threshold,
         params=None if exact else params(s.tuning),
         with_payload=payload(s.fields),
-        with_vector=vectors(with_vector),
+        with_vector=vectors(s.with_vector),
     )
 
 
-def scroll_options(s: Scroll, with_vector: str | None) -> dict[str, Any]:
+def scroll_options(s: Scroll) -> dict[str, Any]:
     """QdrantClient.scroll's keyword arguments."""
     return {
-        "scroll_filter": optional(s.filter),
+        "scroll_filter": where(s.filter),
         "limit": s.limit,
         "offset": s.offset,
         "with_payload": payload(s.fields),
-        "with_vectors": vectors(with_vector),
+        "with_vectors": vectors(s.with_vector),
     }
 
 
@@ -167,5 +156,6 @@ def write(w: Write) -> qm.UpdateOperation:
         case DeletePoints(ids, None):
             return qm.DeleteOperation(delete=qm.PointIdsList(points=list(ids)))
         case DeletePoints(_, Where() as matching):
-            return qm.DeleteOperation(delete=qm.FilterSelector(filter=where(matching)))
+            matching_filter = filter_of(matching, condition, qm.Filter)
+            return qm.DeleteOperation(delete=qm.FilterSelector(filter=matching_filter))
     raise TypeError(f"not a write of one request: {w!r}")

@@ -48,6 +48,7 @@ from core.vectorstore.engine import (
     NewPoint,
     Prefetch,
     Recommend,
+    Retrieve,
     Rrf,
     Search,
     SetPayload,
@@ -225,8 +226,8 @@ class Store:
     def points_by_id(self, collection: str, photo_ids: Sequence[str]) -> list[IndexedPoint]:
         if not photo_ids:
             return []
-        ids = [point_id(pid) for pid in photo_ids]
-        found = self._engine.retrieve(collection, ids, tuple(POINT_FIELDS), False)
+        ids = tuple(point_id(pid) for pid in photo_ids)
+        found = self._engine.retrieve(collection, Retrieve(ids, tuple(POINT_FIELDS)))
         return [indexed_point(p.payload) for p in found]
 
     def points_by_key(self, collection: str, keys: Sequence[str]) -> list[IndexedPoint]:
@@ -246,11 +247,10 @@ class Store:
     ) -> list[StoredPhoto]:
         if not photo_ids:
             return []
-        ids = [point_id(pid) for pid in photo_ids]
+        ids = tuple(point_id(pid) for pid in photo_ids)
         selected = payload_fields(fields)
-        records = self._engine.retrieve(
-            collection, ids, None if selected is None else tuple(selected), with_vectors
-        )
+        request = Retrieve(ids, None if selected is None else tuple(selected), with_vectors)
+        records = self._engine.retrieve(collection, request)
         found = {photo.photo_id: photo for photo in records}
         return [found[pid] for pid in dict.fromkeys(photo_ids) if pid in found]
 
