@@ -7,6 +7,7 @@ import shutil
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import qdrant_edge as qe
@@ -70,19 +71,12 @@ class EdgeEngine:
     """
 
     def __init__(
-        self,
-        path: Path,
-        *,
-        hnsw_m: int,
-        hnsw_ef_construct: int,
-        quantization: bool,
-        min_free_mb: int = 0,
+        self, path: Path, *, config: Callable[[int], qe.EdgeConfig], min_free_mb: int = 0
     ) -> None:
+        """config: a new shard's configuration, given the dimension of its embedding."""
         self._shards_dir = path / "collections"
         self._aliases_path = path / "aliases.json"
-        self._hnsw_m = hnsw_m
-        self._hnsw_ef_construct = hnsw_ef_construct
-        self._quantization = quantization
+        self._config = config
         # Guards the registry and the aliases; never held while a shard call runs.
         self._mutex = threading.Lock()
         self._closed = False
@@ -152,10 +146,7 @@ class EdgeEngine:
             # A folder without its metadata file is a create that crashed half-way: empty.
             shutil.rmtree(shard_dir, ignore_errors=True)
             with engine_errors():
-                shard = qe.EdgeShard.create(
-                    str(shard_dir),
-                    shard_config(dim, self._hnsw_m, self._hnsw_ef_construct, self._quantization),
-                )
+                shard = qe.EdgeShard.create(str(shard_dir), self._config(dim))
                 try:
                     create_indexes(shard, missing_indexes(shard, indexes))
                     shard.flush()
@@ -327,11 +318,10 @@ class EdgeStore(Store):
         tuning: SearchTuning,
         min_free_mb: int = 0,
     ) -> None:
-        engine = EdgeEngine(
-            path,
+        config = partial(
+            shard_config,
             hnsw_m=hnsw_m,
             hnsw_ef_construct=hnsw_ef_construct,
             quantization=quantization,
-            min_free_mb=min_free_mb,
         )
-        super().__init__(engine, tuning)
+        super().__init__(EdgeEngine(path, config=config, min_free_mb=min_free_mb), tuning)
