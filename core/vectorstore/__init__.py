@@ -27,12 +27,11 @@ from core.vectorstore.base import (
     SparseVector,
     StoredPhoto,
     StoreError,
-    VectorStore,
     collection_name,
     model_version_of,
-    nearest_each,
     point_id,
 )
+from core.vectorstore.store import VectorStore, nearest_each
 
 __all__ = [
     "DATETIME_FIELDS",

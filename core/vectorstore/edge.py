@@ -46,7 +46,7 @@ from core.vectorstore.engine import (
     vectors,
 )
 from core.vectorstore.rwlock import RWLock
-from core.vectorstore.store import Store
+from core.vectorstore.store import VectorStore
 
 # What a write is called when the disk has no room for it.
 _WRITES = {
@@ -305,7 +305,7 @@ class EdgeEngine:
             raise StoreError(str(errors[0])) from errors[0]
 
 
-class EdgeStore(Store):
+class EdgeStore(VectorStore):
     """The store on Qdrant Edge in `path` (see EdgeEngine)."""
 
     def __init__(

@@ -34,7 +34,7 @@ from core.vectorstore.engine import (
     stored_of,
     vectors,
 )
-from core.vectorstore.store import Store
+from core.vectorstore.store import VectorStore
 
 # The IDF modifier: the server weighs each word by its rarity over the collection (BM25's IDF).
 SPARSE_CONFIG = {KEYWORDS_VECTOR: qm.SparseVectorParams(modifier=qm.Modifier.IDF)}
@@ -281,7 +281,7 @@ def _arguments(request: qm.QueryRequest) -> dict[str, Any]:
     }
 
 
-class QdrantStore(Store):
+class QdrantStore(VectorStore):
     """The store on qdrant-client (see QdrantEngine)."""
 
     def __init__(self, client: QdrantClient, *, settings: QdrantSettings) -> None:

@@ -18,10 +18,10 @@ from core.vectorstore.base import (
     StoreError,
     collection_name,
     model_version_of,
-    nearest_each,
     payload_fields,
     point_id,
 )
+from core.vectorstore.store import nearest_each
 from tests.support.stores import engine_store
 
 

@@ -28,7 +28,7 @@ from core.vectorstore import (
 from core.vectorstore.engine import DeleteVectors, SetVectors, embedding_of, hit_of, stored_of
 from core.vectorstore.keyword_vectors import keyword_writes
 from core.vectorstore.qdrant import QdrantStore
-from core.vectorstore.store import PAYLOAD_INDEXES, Store
+from core.vectorstore.store import PAYLOAD_INDEXES
 from tests.support.stores import ENGINES, engine_store
 
 DIM = 8
@@ -142,7 +142,7 @@ def test_an_engines_point_becomes_a_hit_or_a_stored_photo() -> None:
 def test_both_engines_serve_the_one_store_with_every_filtered_field_indexed(
     store: VectorStore,
 ) -> None:
-    assert isinstance(store, Store)
+    assert isinstance(store, VectorStore)
     filtered = {"tags", "photographer", "license", "created_at", "shard", "source_key"}
     assert filtered | {"dup_group", "photo_id", "model_version"} == set(PAYLOAD_INDEXES)
     assert PAYLOAD_INDEXES["created_at"] == "datetime"

@@ -1,0 +1,175 @@
+"""The store's searches: nearest, by keywords, hybrid, by examples, in batches (see VectorStore)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from core.embedding.arrays import Embeddings
+from core.vectorstore import filters
+from core.vectorstore.base import (
+    KEYWORDS_VECTOR,
+    VECTOR_NAME,
+    Hit,
+    KeywordsUnavailable,
+    SearchFilter,
+    SearchTuning,
+    SparseVector,
+    payload_fields,
+)
+from core.vectorstore.engine import Engine, Nearest, Prefetch, Recommend, Rrf, Search
+from core.vectorstore.keyword_vectors import dense
+
+
+class Searches:
+    """Searches of stored photos, best first. Every method is blocking."""
+
+    _engine: Engine
+    _tuning: SearchTuning
+
+    def search(
+        self,
+        collection: str,
+        vector: Embeddings,
+        *,
+        limit: int,
+        offset: int = 0,
+        filter: SearchFilter | None = None,
+        score_threshold: float | None = None,
+        tuning: SearchTuning | None = None,
+        with_vectors: bool = False,
+    ) -> list[Hit]:
+        """Nearest photos by cosine similarity, best first; `tuning` replaces the store's
+        search parameters for this search (exact search, the recall benchmark)."""
+        return self._engine.query(
+            collection,
+            Search(
+                Nearest(dense(vector), VECTOR_NAME),
+                limit,
+                offset,
+                filter=filters.search_filter(filter),
+                score_threshold=score_threshold,
+                tuning=tuning or self._tuning,
+                with_vector=with_vectors,
+            ),
+        )
+
+    def _check_keywords(self, collection: str) -> None:
+        if not self._engine.has_keywords(collection):
+            raise KeywordsUnavailable(
+                f"{collection!r} has no keywords yet: a sync adds them to a collection of "
+                "the embedded store, a reindex to a server's"
+            )
+
+    def keyword_search(
+        self,
+        collection: str,
+        keywords: SparseVector,
+        *,
+        limit: int,
+        filter: SearchFilter | None = None,
+        with_vectors: bool = False,
+    ) -> list[Hit]:
+        """Photos whose title, tags or photographer hold the query's words, best BM25 score
+        first (core.keywords.query_vector); KeywordsUnavailable on a collection without them."""
+        self._check_keywords(collection)
+        if not keywords.indices:
+            return []
+        # The sparse index is exact: no graph, so no search parameters.
+        query = Nearest(keywords, KEYWORDS_VECTOR)
+        where = filters.search_filter(filter)
+        return self._engine.query(
+            collection, Search(query, limit, filter=where, with_vector=with_vectors)
+        )
+
+    def hybrid_search(
+        self,
+        collection: str,
+        vector: Embeddings,
+        keywords: SparseVector,
+        *,
+        limit: int,
+        rrf_k: int,
+        filter: SearchFilter | None = None,
+        with_vectors: bool = False,
+    ) -> list[Hit]:
+        """The `limit` nearest photos and the `limit` best by keywords, fused by reciprocal
+        rank fusion in one query: a photo at rank r (from 1) of a ranking adds
+        1 / (rrf_k + r). Best first; photos of equal score by photo id (Qdrant Edge returns
+        ties in no fixed order, and the pages of a fused ranking need one). Without words
+        to match, the vector ranking alone; KeywordsUnavailable on a collection without
+        keyword vectors."""
+        where = filters.search_filter(filter)
+        rankings = [Prefetch(Nearest(dense(vector), VECTOR_NAME), limit, where, None, self._tuning)]
+        if keywords.indices:
+            self._check_keywords(collection)
+            rankings.append(Prefetch(Nearest(keywords, KEYWORDS_VECTOR), limit, where))
+        fused = Search(
+            Rrf(k=rrf_k + 1),  # Qdrant's k counts ranks from 0
+            limit * len(rankings),
+            prefetches=tuple(rankings),
+            with_vector=with_vectors,
+        )
+        return sorted(self._engine.query(collection, fused), key=lambda h: (-h.score, h.photo_id))
+
+    def recommend(
+        self,
+        collection: str,
+        positive: Sequence[Embeddings],
+        negative: Sequence[Embeddings],
+        *,
+        limit: int,
+        offset: int = 0,
+        filter: SearchFilter | None = None,
+        score_threshold: float | None = None,
+        with_vectors: bool = False,
+    ) -> list[Hit]:
+        """More like the positive examples and not like the negative ones (Qdrant's
+        recommendation query, best-score strategy), best first."""
+        if not positive and not negative:
+            return []
+        examples = Recommend(tuple(dense(v) for v in positive), tuple(dense(v) for v in negative))
+        return self._engine.query(
+            collection,
+            Search(
+                examples,
+                limit,
+                offset,
+                filter=filters.search_filter(filter),
+                score_threshold=score_threshold,
+                tuning=self._tuning,
+                with_vector=with_vectors,
+            ),
+        )
+
+    def neighbours_each(
+        self,
+        collection: str,
+        vectors: Embeddings,
+        *,
+        score_threshold: float,
+        limit: int,
+        exclude_ids: Sequence[str] = (),
+        fields: Sequence[str] | None = None,
+    ) -> list[list[Hit]]:
+        """For each vector of [N, D], its `limit` nearest stored photos at or above the
+        threshold (not among exclude_ids), best first; one batched query. A reindex's grouping
+        pass (indexer/regroup.py). fields: the payload fields each hit carries besides
+        photo_id (None: its whole payload)."""
+        if len(vectors) == 0:
+            return []
+        where = filters.search_filter(SearchFilter(exclude_ids=tuple(exclude_ids)))
+        selected = payload_fields(fields)
+        searches = [
+            Search(
+                Nearest(row.tolist(), VECTOR_NAME),
+                limit,
+                filter=where,
+                score_threshold=score_threshold,
+                tuning=self._tuning,
+                fields=None if selected is None else tuple(selected),
+            )
+            for row in np.asarray(vectors, dtype=np.float32)
+        ]
+        return self._engine.query_batch(collection, searches)
