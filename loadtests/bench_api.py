@@ -55,17 +55,15 @@ from harness.processes import (
 )
 from harness.store import ensure_store, store_arguments
 from harness.vocabulary import Queries
+from loadtests import openloop
 from loadtests.openloop import (
     LIMIT,
     OPERATOR_KEY,
-    PAUSE_S,
     Phase,
     Probe,
     keep_alive,
     one_request,
     search_target,
-    send,
-    warm,
 )
 from loadtests.registry import Figure
 from model.repository import version_dir
@@ -165,17 +163,10 @@ async def run_phase(
     queries: list[str],
     expect_cached: bool,
 ) -> Phase:
-    """Send one search per query at `rate`/s on a fixed schedule (open loop); wait for all."""
-    await warm(http, min(32, len(queries)))
-    before = await probe.snapshot()
-    outcomes = await send(http, rate, [search_target(q) for q in queries])
-    phase = Phase(
-        name, rate, expect_cached, outcomes, Probe.breakdown(before, await probe.snapshot())
-    )
+    """One search per query at `rate`/s (open loop); its row printed."""
+    targets = [search_target(q) for q in queries]
+    phase = await openloop.run_phase(http, probe, name, rate, targets, expect_cached)
     print(f"  {row(phase)}", flush=True)
-    for error in sorted({o.error for o in outcomes if o.error})[:3]:
-        print(f"    error: {error}", flush=True)
-    await asyncio.sleep(PAUSE_S)
     return phase
 
 

@@ -29,13 +29,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from harness import photos as photoset
 from harness.machine import ROOT, commit, machine
 from harness.processes import free_ports
 from harness.vocabulary import Queries
-from loadtests.openloop import Outcome, Probe, keep_alive, search_target, send, warm
+from loadtests.openloop import Phase, Probe, keep_alive, run_phase, search_target
 from loadtests.run import forget_cached_queries
 from loadtests.system import Target, start
 from query_api.timing import STAGES
@@ -46,49 +44,11 @@ PAUSE_S = 2.0
 LOW_RATE = 2.0
 
 
-@dataclass
-class Run:
-    """One phase's outcomes and where its time went."""
-
-    name: str
-    rate: float
-    outcomes: list[Outcome]
-    breakdown: dict[str, float]
-
-    def of(self, status: int) -> list[Outcome]:
-        return [o for o in self.outcomes if o.status == status]
-
-    def ms(self, q: float, outcomes: list[Outcome] | None = None) -> float:
-        chosen = self.outcomes if outcomes is None else outcomes
-        if not chosen:
-            return float("nan")
-        return float(np.percentile([o.latency_s for o in chosen], q)) * 1000
-
-    def lag_ms(self, q: float) -> float:
-        """How late the generator sent its requests (counted in every latency)."""
-        return float(np.percentile([o.lag_s for o in self.outcomes], q)) * 1000
-
-    @property
-    def errors(self) -> int:
-        return len(self.outcomes) - len(self.of(200))
-
-    def goodput(self, seconds: float) -> float:
-        return len(self.of(200)) / seconds
-
-    def holds(self) -> bool:
-        return self.errors == 0 and self.ms(99) <= P99_MS
-
-
-async def phase(target: Target, name: str, rate: float, seconds: float, queries: Queries) -> Run:
+async def phase(target: Target, name: str, rate: float, seconds: float, queries: Queries) -> Phase:
     probe = Probe(target.metrics_url, target.triton_metrics or "")
-    count = max(1, round(rate * seconds))
-    targets = [search_target(queries.next()) for _ in range(count)]
-    headers = {"X-API-Key": target.api_key or ""}
-    async with keep_alive(target.url, CONNECTIONS, headers) as http:
-        await warm(http, min(64, count))
-        before = await probe.snapshot()
-        outcomes = await send(http, rate, targets)
-        run = Run(name, rate, outcomes, Probe.breakdown(before, await probe.snapshot()))
+    targets = [search_target(queries.next()) for _ in range(max(1, round(rate * seconds)))]
+    async with keep_alive(target.url, CONNECTIONS, {"X-API-Key": target.api_key or ""}) as http:
+        run = await run_phase(http, probe, name, rate, targets, warm_connections=64, pause_s=0)
     print(f"  {name} {rate:g}/s: {rate_row(run)}", flush=True)
     await asyncio.sleep(PAUSE_S)
     return run
@@ -103,7 +63,7 @@ BREAKDOWN_HEADER = (
 )
 
 
-def breakdown_row(run: Run) -> str:
+def breakdown_row(run: Phase) -> str:
     b = run.breakdown
     cells = [f"{b.get(f'stage_{s}_ms', float('nan')):.2f}" for s in (*STAGES, "other", "total")]
     return (
@@ -120,11 +80,11 @@ RATE_HEADER = (
 )
 
 
-def rate_row(run: Run) -> str:
+def rate_row(run: Phase) -> str:
     return (
         f"| {run.rate:g} | {len(run.outcomes)} | {len(run.of(200))} | {run.errors} "
         f"| {run.ms(50):.1f} | {run.ms(90):.1f} | {run.ms(99):.1f} | {run.ms(100):.1f} "
-        f"| {'yes' if run.holds() else 'no'} |"
+        f"| {'yes' if run.holds(P99_MS) else 'no'} |"
     )
 
 
@@ -135,23 +95,23 @@ OVERLOAD_HEADER = (
 )
 
 
-def overload_row(run: Run, capacity: float, seconds: float) -> str:
+def overload_row(run: Phase, capacity: float, seconds: float) -> str:
     refused = run.of(503)
     other = len(run.outcomes) - len(run.of(200)) - len(refused)
     return (
         f"| {run.name} | {run.rate:g} | {run.goodput(seconds):.1f} "
         f"| {run.goodput(seconds) / capacity:.0%} | {run.ms(99, run.of(200)):.1f} "
         f"| {len(refused)} | {run.ms(50, refused):.1f} | {run.ms(99, refused):.1f} | {other} "
-        f"| {run.lag_ms(99):.1f} |"
+        f"| {run.lag_p99_ms():.1f} |"
     )
 
 
 @dataclass
 class PeakFigures:
-    low: Run
-    steps: list[Run]
+    low: Phase
+    steps: list[Phase]
     capacity: float | None
-    overload: list[Run]
+    overload: list[Phase]
     seconds: float
 
 
@@ -164,7 +124,7 @@ async def measure_target(target: Target, args: argparse.Namespace) -> PeakFigure
     steps = []
     for rate in args.rates:
         steps.append(await phase(target, "uncached", rate, args.seconds, queries))
-    held = [run.rate for run in steps if run.holds()]
+    held = [run.rate for run in steps if run.holds(P99_MS)]
     capacity = max(held) if held else None
     overload = []
     if capacity:

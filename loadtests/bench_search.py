@@ -66,13 +66,11 @@ from harness.vocabulary import Queries, photo_key
 from loadtests.openloop import (
     LIMIT,
     OPERATOR_KEY,
-    PAUSE_S,
     Phase,
     Request,
     keep_alive,
+    run_phase,
     search_target,
-    send,
-    warm,
 )
 from loadtests.relevance import KINDS, Query, demo_queries, relevance_table
 from model.triton_server import TritonServer
@@ -176,14 +174,13 @@ async def run_specs(
             async with http.get(search_target(query, mode="vector")) as answer:
                 answer.raise_for_status()
         for spec in specs:
-            await warm(http, 8)
             print(f"{spec.name}, cached {spec.cached}, {rate:g}/s ...", flush=True)
-            outcomes = await send(http, rate, spec.targets)
-            phase = Phase(spec.name, rate, bool(spec.cached), outcomes, {})
-            for error in sorted({o.error for o in outcomes if o.error})[:3]:
-                print(f"  error: {error}", flush=True)
-            phases.append(phase)
-            await asyncio.sleep(PAUSE_S)
+            cached = bool(spec.cached)
+            phases.append(
+                await run_phase(
+                    http, None, spec.name, rate, spec.targets, cached, warm_connections=8
+                )
+            )
     return phases
 
 

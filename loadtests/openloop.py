@@ -199,14 +199,25 @@ class Phase:
         done = sorted(o.done_at for o in self.outcomes if o.status)
         return (len(done) - 1) / (done[-1] - done[0]) if len(done) > 1 else float("nan")
 
-    def ms(self, q: float) -> float:
-        return float(np.percentile([o.latency_s for o in self.outcomes], q)) * 1000
+    def of(self, status: int) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status == status]
+
+    def goodput(self, seconds: float) -> float:
+        return len(self.of(200)) / seconds
+
+    def ms(self, q: float, outcomes: list[Outcome] | None = None) -> float:
+        """A latency percentile of the phase's outcomes, or of `outcomes` (NaN: none)."""
+        chosen = self.outcomes if outcomes is None else outcomes
+        if not chosen:
+            return float("nan")
+        return float(np.percentile([o.latency_s for o in chosen], q)) * 1000
 
     def server_p50_ms(self) -> float:
         took = [o.took_ms for o in self.outcomes if o.took_ms is not None]
         return float(np.median(took)) if took else float("nan")
 
     def lag_p99_ms(self) -> float:
+        """How late the generator sent its requests (counted in every latency)."""
         return float(np.percentile([o.lag_s for o in self.outcomes], 99)) * 1000
 
     def stage_p50_ms(self, stage: str) -> float:
@@ -217,3 +228,27 @@ class Phase:
     def holds(self, p99_ms: float) -> bool:
         """No errors, every answer cached or not as expected, and p99 within p99_ms."""
         return self.errors == 0 and self.wrong_cache == 0 and self.ms(99) <= p99_ms
+
+
+async def run_phase(
+    http: aiohttp.ClientSession,
+    probe: Probe | None,
+    name: str,
+    rate: float,
+    targets: Sequence[str | Request],
+    expect_cached: bool = False,
+    *,
+    warm_connections: int = 32,
+    pause_s: float = PAUSE_S,
+) -> Phase:
+    """One phase: warm the connections, send the targets at `rate`/s open loop, read where the
+    time went (`probe`'s /metrics before and after), print its errors, pause after it."""
+    await warm(http, min(warm_connections, len(targets)))
+    before = await probe.snapshot() if probe is not None else None
+    outcomes = await send(http, rate, targets)
+    breakdown = Probe.breakdown(before, await probe.snapshot()) if probe and before else {}
+    phase = Phase(name, rate, expect_cached, outcomes, breakdown)
+    for error in sorted({o.error for o in outcomes if o.error})[:3]:
+        print(f"    error: {error}", flush=True)
+    await asyncio.sleep(pause_s)
+    return phase
