@@ -23,19 +23,25 @@ from indexer.catalog import Manifests, folder_of, photo_of
 from indexer.deleteguard import DeletesRefused, reserve
 from indexer.diff import ShardPlan, classify
 from indexer.feed import open_feed
-from indexer.planner import Planned, Writes, carry_out, resolve_unmatched, shard_unit
+from indexer.planner import (
+    Planned,
+    PlanParts,
+    Writes,
+    carry_out,
+    resolve_unmatched,
+    shard_unit,
+)
 from indexer.records import JobRecords
 from indexer.runtime import Runtime
 from indexer.shards import load_map, prefix_range
 
 
-def plan_feed(rt: Runtime, job: JobStatus, seq: int, worker: str) -> Planned:
+def plan_feed(rt: Runtime, job: JobStatus, seq: int, worker: str, parts: PlanParts) -> Planned:
     """One chunk of the feed: its keys planned, the next chunk as a new unit if it has more."""
     settings = rt.settings
-    source = rt.source(job.source)
     feed = open_feed(
         settings.indexer.feed or "",
-        source,
+        parts["source"],
         settings.s3,
         rt.redis,
         settings.redis.prefix,
@@ -47,16 +53,7 @@ def plan_feed(rt: Runtime, job: JobStatus, seq: int, worker: str) -> Planned:
         chunk = feed.read(settings.indexer.feed_chunk, until=job.started_at)
         try:
             planned = plan_keys(
-                job,
-                f"feed:{seq}",
-                chunk.keys,
-                source=source,
-                store=rt.store,
-                records=rt.records,
-                readers=rt.readers,
-                settings=settings.indexer,
-                worker=worker,
-                started=started,
+                job, f"feed:{seq}", chunk.keys, **parts, worker=worker, started=started
             )
         except DeletesRefused:
             chunk.give_back()

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from itertools import islice
-from typing import Any
+from typing import Any, TypedDict
 
 from core.jobs import JobKind, Jobs, JobStatus
 from core.settings import IndexerSettings
@@ -49,6 +49,18 @@ class Planned:
     counts: dict[str, int] = field(default_factory=dict)
     marks: dict[str, tuple[str, int]] = field(default_factory=dict)  # key -> (value, ttl s)
     after_commit: Callable[[], None] = lambda: None  # a feed's acknowledgement
+
+
+class PlanParts(TypedDict):
+    """What both planners (`plan_shard`, indexer/increment.py's `plan_keys`) read and write,
+    as their keyword arguments: the job's source, the store, the job's records in Redis, the
+    threads that read the source and the indexer's settings."""
+
+    source: Source
+    store: VectorStore
+    records: JobRecords
+    readers: Executor
+    settings: IndexerSettings
 
 
 def shard_unit(shard: ShardRange, confirm: bool = False) -> tuple[str, dict[str, Any]]:

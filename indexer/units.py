@@ -10,7 +10,7 @@ from typing import Any
 
 from core.jobs import JobStatus
 from indexer import increment, planner, regroup
-from indexer.planner import Planned
+from indexer.planner import Planned, PlanParts
 from indexer.runtime import Runtime
 from indexer.shards import ShardRange
 
@@ -27,20 +27,11 @@ def unit_id_of(unit: dict[str, Any]) -> str:
 def plan_unit(rt: Runtime, job: JobStatus, unit: dict[str, Any], worker: str) -> Planned:
     """What the unit needs done; DeletesRefused when its deletions pass the job's budget."""
     if unit["kind"] == "feed":
-        return increment.plan_feed(rt, job, int(unit["seq"]), worker)
+        return increment.plan_feed(rt, job, int(unit["seq"]), worker, plan_parts(rt, job))
     if unit["kind"] == "replay":  # logged changes of the live side (indexer/catchup.py)
         keys = [str(key) for key in unit["keys"]]
         return increment.plan_keys(
-            job,
-            unit_id_of(unit),
-            keys,
-            source=rt.source(job.source),
-            store=rt.store,
-            records=rt.records,
-            readers=rt.readers,
-            settings=rt.settings.indexer,
-            worker=worker,
-            started=time.time(),
+            job, unit_id_of(unit), keys, **plan_parts(rt, job), worker=worker, started=time.time()
         )
     shard = ShardRange.from_wire(unit)
     if unit["kind"] == "group":  # a shard of a reindex's grouping pass
@@ -59,16 +50,17 @@ def plan_shard(
     rt: Runtime, job: JobStatus, shard: ShardRange, worker: str, confirm: bool = False
 ) -> Planned:
     """planner.plan_shard with the worker's store, source, records and reader threads."""
-    return planner.plan_shard(
-        job,
-        shard,
+    return planner.plan_shard(job, shard, **plan_parts(rt, job), worker=worker, confirm=confirm)
+
+
+def plan_parts(rt: Runtime, job: JobStatus) -> PlanParts:
+    """What a planner takes of the worker's Runtime for this job (its source opened)."""
+    return PlanParts(
         source=rt.source(job.source),
         store=rt.store,
         records=rt.records,
         readers=rt.readers,
         settings=rt.settings.indexer,
-        worker=worker,
-        confirm=confirm,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
+from redis import Redis
 
 from core.embedding.client import EmbeddingClient
 from core.embedding.manifest import ModelManifest
@@ -58,6 +59,16 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 @pytest.fixture(scope="session")
 def redis_url(redis_server: RedisServer) -> str:
     return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def redis(redis_url: str) -> Iterator[Redis]:
+    """A client of the session's Redis: each test keeps its keys under a prefix of its own."""
+    client = Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,16 +11,6 @@ from redis import Redis
 from core.jobs import LIVE_LOCK, JobKind, Jobs, JobState
 from indexer.skips import SkipRecords
 from indexer.workqueue import WorkQueue
-
-
-@pytest.fixture(scope="module")
-def redis(redis_url: str) -> Iterator[Redis]:
-    """The session's Redis: each test keeps its keys under a prefix of its own."""
-    client = Redis.from_url(redis_url)
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 @pytest.fixture

@@ -6,27 +6,32 @@ unit test)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 import pytest
 from redis import Redis
 
 from core.embedding.arrays import Embeddings, Pixels
-from core.embedding.manifest import ImagePreprocessing, ModelManifest, TokenizerSpec
+from core.embedding.images import ImageLimits
+from core.embedding.manifest import ModelManifest
 from core.jobs import JobKind, Jobs, JobState, JobStatus
 from core.settings import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import VectorStore, collection_name
 from indexer.capture import ChangeLog
+from indexer.pipeline import BatchResult, embed_photos
+from indexer.planner import PlanParts
 from indexer.records import JobRecords
 from indexer.skips import SkipRecords
 from indexer.workqueue import WorkQueue
+from indexer.writer import ShardPhoto
 from tests.support.indexing import photo_folder
+from tests.support.models import stand_in_manifest
 from tests.support.stores import engine_store
 
 DIM = 8
@@ -45,19 +50,7 @@ class MeanColours:
         self.calls: list[tuple[int, int]] = []  # (images, chunk)
 
     def manifest(self, version: int) -> ModelManifest:
-        return ModelManifest(
-            version=version,
-            arch="stand-in",
-            arch_config={},
-            weights="random",
-            embedding_dim=DIM,
-            image=ImagePreprocessing(size=16, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)),
-            tokenizer=TokenizerSpec(context_length=8),
-            target=self.target,
-            files={},
-            exported_at="2026-01-01T00:00:00+00:00",
-            exporter={},
-        )
+        return stand_in_manifest(version, DIM, target=self.target)
 
     def embed_images(self, pixels: Pixels, *, model_version: int, chunk: int) -> Embeddings:
         self.calls.append((len(pixels), chunk))
@@ -97,15 +90,6 @@ def store(tmp_path: Path) -> Iterator[VectorStore]:
 
 
 @pytest.fixture
-def redis(redis_url: str) -> Iterator[Redis]:
-    client = Redis.from_url(redis_url)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-@pytest.fixture
 def records(redis: Redis) -> JobRecords:
     """The job's records under a prefix of this test's own."""
     prefix = f"unit-{uuid.uuid4().hex}"
@@ -126,6 +110,51 @@ def readers() -> Iterator[ThreadPoolExecutor]:
 @pytest.fixture
 def settings() -> IndexerSettings:
     return IndexerSettings(batch_size=4, shard_size=10)
+
+
+@pytest.fixture
+def plan_parts(
+    source: LocalSource,
+    store: VectorStore,
+    records: JobRecords,
+    readers: ThreadPoolExecutor,
+    settings: IndexerSettings,
+) -> PlanParts:
+    """What a planner takes: the folder, the store, the job's records, the reader threads and
+    the settings."""
+    return PlanParts(
+        source=source, store=store, records=records, readers=readers, settings=settings
+    )
+
+
+class EmbedBatch(Protocol):
+    def __call__(
+        self, photos: Sequence[ShardPhoto], collection: str = ..., model_version: int = ...
+    ) -> BatchResult: ...
+
+
+@pytest.fixture
+def embed_batch(source: LocalSource, store: VectorStore, readers: ThreadPoolExecutor) -> EmbedBatch:
+    """Photos of the folder embedded with the stand-in encoder and written, as an embed task
+    does (into COLLECTION at model version 1 unless told)."""
+
+    def run(
+        photos: Sequence[ShardPhoto], collection: str = COLLECTION, model_version: int = 1
+    ) -> BatchResult:
+        return embed_photos(
+            photos,
+            collection=collection,
+            model_version=model_version,
+            source=source,
+            store=store,
+            embedder=MeanColours(),
+            readers=readers,
+            limits=ImageLimits(),
+            cpu_chunk=4,
+            duplicate_threshold=0.9999,
+        )
+
+    return run
 
 
 @pytest.fixture

@@ -8,21 +8,18 @@ The photos are first embedded with the stand-in of Triton's image encoder
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from pathlib import Path
 
-from core.embedding.images import ImageLimits
 from core.jobs import JobStatus
-from core.settings import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import VectorStore
 from indexer.catalog import read_catalog
 from indexer.deleteguard import open_budget
 from indexer.increment import plan_keys
-from indexer.pipeline import embed_photos
+from indexer.planner import PlanParts
 from indexer.records import JobRecords
 from tests.support.indexing import write_photo
-from tests.unit.indexer.conftest import COLLECTION, PHOTOS, MeanColours
+from tests.unit.indexer.conftest import COLLECTION, PHOTOS, EmbedBatch
 
 
 def test_the_reported_keys_are_planned_without_a_listing(
@@ -31,22 +28,11 @@ def test_the_reported_keys_are_planned_without_a_listing(
     source: LocalSource,
     store: VectorStore,
     records: JobRecords,
-    readers: Executor,
-    settings: IndexerSettings,
+    plan_parts: PlanParts,
+    embed_batch: EmbedBatch,
 ) -> None:
     photos = sorted(read_catalog(source, ()).photos.values(), key=lambda p: p.key)
-    embed_photos(
-        [(photo, "") for photo in photos],
-        collection=COLLECTION,
-        model_version=1,
-        source=source,
-        store=store,
-        embedder=MeanColours(),
-        readers=readers,
-        limits=ImageLimits(),
-        cpu_chunk=4,
-        duplicate_threshold=0.9999,
-    )
+    embed_batch([(photo, "") for photo in photos])
     open_budget(records.jobs, job.id, PHOTOS, 0.5)
     changed, deleted, unchanged = photos[0].key, photos[1].key, photos[2].key
     write_photo(folder / changed, 99)
@@ -56,17 +42,7 @@ def test_the_reported_keys_are_planned_without_a_listing(
     keys = [changed, deleted, unchanged, "day3/new.jpg", "day3/notes.txt"]
 
     planned = plan_keys(
-        job,
-        "feed:0",
-        keys,
-        source=source,
-        store=store,
-        records=records,
-        readers=readers,
-        settings=settings,
-        worker="w1",
-        started=10.0,
-        now=lambda: 12.0,
+        job, "feed:0", keys, **plan_parts, worker="w1", started=10.0, now=lambda: 12.0
     )
 
     embedded = sorted(p["key"] for batch in planned.batches for p in batch["photos"])

@@ -9,24 +9,20 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from concurrent.futures import Executor
 from pathlib import Path
 
 import pytest
 
-from core.embedding.images import ImageLimits
 from core.jobs import JobStatus
 from core.settings import IndexerSettings
-from core.sources import LocalSource
 from core.vectorstore import VectorStore
 from indexer.catalog import Photo
 from indexer.deleteguard import DeletesRefused, open_budget
-from indexer.pipeline import embed_photos
-from indexer.planner import Planned, plan_shard
+from indexer.planner import Planned, PlanParts, plan_shard
 from indexer.records import JobRecords
 from indexer.shards import ShardRange
 from tests.support.indexing import photo_folder
-from tests.unit.indexer.conftest import COLLECTION, PHOTOS, MeanColours
+from tests.unit.indexer.conftest import COLLECTION, PHOTOS, EmbedBatch
 
 Plan = Callable[..., Planned]
 
@@ -42,14 +38,7 @@ def keys_in(folder: Path) -> list[str]:
 
 
 @pytest.fixture
-def plan(
-    job: JobStatus,
-    source: LocalSource,
-    store: VectorStore,
-    records: JobRecords,
-    readers: Executor,
-    settings: IndexerSettings,
-) -> Plan:
+def plan(job: JobStatus, plan_parts: PlanParts) -> Plan:
     def run(
         shard: ShardRange | None = None,
         now: Callable[[], float] | None = None,
@@ -58,11 +47,7 @@ def plan(
         return plan_shard(
             job,
             shard or ShardRange(""),
-            source=source,
-            store=store,
-            records=records,
-            readers=readers,
-            settings=settings,
+            **plan_parts,
             worker="w1",
             confirm=confirm,
             now=now or ticks(),
@@ -80,20 +65,9 @@ def batched(planned: Planned) -> list[tuple[Photo, str]]:
 
 
 @pytest.fixture
-def indexed(plan: Plan, source: LocalSource, store: VectorStore, readers: Executor) -> None:
+def indexed(plan: Plan, store: VectorStore, embed_batch: EmbedBatch) -> None:
     """The folder planned and its batches embedded, as the embed tasks would."""
-    embed_photos(
-        batched(plan()),
-        collection=COLLECTION,
-        model_version=1,
-        source=source,
-        store=store,
-        embedder=MeanColours(),
-        readers=readers,
-        limits=ImageLimits(),
-        cpu_chunk=4,
-        duplicate_threshold=0.9999,
-    )
+    embed_batch(batched(plan()))
     assert store.count(COLLECTION) == PHOTOS
 
 

@@ -6,7 +6,6 @@ model version."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import Executor
 from datetime import UTC, datetime
 
 import numpy as np
@@ -15,18 +14,16 @@ from redis import Redis
 
 from core.embedding.arrays import Embeddings
 from core.embedding.errors import TritonUnavailable
-from core.embedding.images import ImageLimits
 from core.jobs import JobKind, JobState
 from core.querycache import cache_key, popular_key
 from core.settings_api import ApiSettings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, PREVIOUS_ALIAS, VectorStore, collection_name
 from indexer.catalog import read_catalog
-from indexer.pipeline import embed_photos
 from indexer.records import JobRecords
 from indexer.reindex import check, drop, stale, switch, warm_cache
 from indexer.sync import IndexerError, alias_lock
-from tests.unit.indexer.conftest import COLLECTION, DIM, PHOTOS, MeanColours
+from tests.unit.indexer.conftest import COLLECTION, DIM, PHOTOS, EmbedBatch
 
 NEW = collection_name(2, "next")
 DAY = 86400.0
@@ -128,23 +125,12 @@ def test_a_new_collection_that_lost_a_photo_is_not_fit_to_switch(
     source: LocalSource,
     store: VectorStore,
     records: JobRecords,
-    readers: Executor,
+    embed_batch: EmbedBatch,
 ) -> None:
     """The photos are embedded with the stand-in of Triton's image encoder (conftest.py)."""
     photos = [(photo, "") for photo in read_catalog(source, ()).photos.values()]
     for collection in (COLLECTION, NEW):
-        embed_photos(
-            photos,
-            collection=collection,
-            model_version=1,
-            source=source,
-            store=store,
-            embedder=MeanColours(),
-            readers=readers,
-            limits=ImageLimits(),
-            cpu_chunk=4,
-            duplicate_threshold=0.9999,
-        )
+        embed_batch(photos, collection)
     job = records.jobs.get(reindexed)
     assert job is not None
 

@@ -9,21 +9,18 @@ unit test.
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from pathlib import Path
 
 import pytest
 from redis import Redis
 
-from core.embedding.images import ImageLimits
 from core.embedding.manifest import write_manifest
 from core.jobs import JobKind, JobState, JobStatus
 from core.settings import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, VectorStore, collection_name
 from indexer.catalog import Photo
-from indexer.pipeline import embed_photos
-from indexer.planner import plan_shard
+from indexer.planner import PlanParts, plan_shard
 from indexer.records import JobRecords
 from indexer.shards import ShardRange
 from indexer.sync import (
@@ -36,7 +33,7 @@ from indexer.sync import (
     start_sync,
 )
 from indexer.units import unit_id_of
-from tests.unit.indexer.conftest import COLLECTION, DIM, PHOTOS, MeanColours
+from tests.unit.indexer.conftest import COLLECTION, DIM, PHOTOS, EmbedBatch, MeanColours
 
 # Each pass publishes what the round has room for; a round of these few photos ends in a
 # handful. The ceiling only bounds a round that never ends.
@@ -46,25 +43,17 @@ MAX_PASSES = 50
 class Rounds:
     """The tasks' loop, in-process: publish tokens, plan the units, embed the batches."""
 
-    def __init__(
-        self,
-        source: LocalSource,
-        store: VectorStore,
-        records: JobRecords,
-        readers: Executor,
-        settings: IndexerSettings,
-    ) -> None:
-        self.source, self.store, self.records = source, store, records
-        self.readers, self.settings = readers, settings
+    def __init__(self, parts: PlanParts, embed: EmbedBatch) -> None:
+        self.parts, self.embed_batch = parts, embed
+        self.work, self.jobs = parts["records"].work, parts["records"].jobs
 
     def run(self, job_id: str) -> None:
-        work, jobs = self.records.work, self.records.jobs
         for _ in range(MAX_PASSES):
-            job = jobs.get(job_id)
+            job = self.jobs.get(job_id)
             assert job is not None
-            if work.round_done(job_id, job.round):
+            if self.work.round_done(job_id, job.round):
                 return
-            tokens = work.reserve(job_id, max_embed=4, max_plan=2, plan_ahead=8, ttl_s=600)
+            tokens = self.work.reserve(job_id, max_embed=4, max_plan=2, plan_ahead=8, ttl_s=600)
             for token in tokens.plan:
                 self.plan(job, token)
             for token in tokens.embed:
@@ -72,22 +61,18 @@ class Rounds:
         raise AssertionError(f"the round did not end in {MAX_PASSES} passes")
 
     def plan(self, job: JobStatus, token: str) -> None:
-        unit = self.records.work.claim_unit(job.id, token)
+        unit = self.work.claim_unit(job.id, token)
         if unit is None:
-            self.records.work.release(job.id, token)
+            self.work.release(job.id, token)
             return
         planned = plan_shard(
             job,
             ShardRange.from_wire(unit),
-            source=self.source,
-            store=self.store,
-            records=self.records,
-            readers=self.readers,
-            settings=self.settings,
+            **self.parts,
             worker="w1",
             confirm=bool(unit.get("confirm")),
         )
-        self.records.work.commit(
+        self.work.commit(
             job.id,
             token,
             unit_id_of(unit),
@@ -98,40 +83,23 @@ class Rounds:
         )
 
     def embed(self, job: JobStatus, token: str) -> None:
-        claimed = self.records.work.claim_batch(job.id, token)
+        claimed = self.work.claim_batch(job.id, token)
         if claimed is None:
-            self.records.work.release(job.id, token)
+            self.work.release(job.id, token)
             return
         assert claimed.body is not None
         photos = [
             (Photo.from_wire({k: v for k, v in p.items() if k != "shard"}), str(p["shard"]))
             for p in claimed.body["photos"]
         ]
-        result = embed_photos(
-            photos,
-            collection=job.collection,
-            model_version=job.model_version,
-            source=self.source,
-            store=self.store,
-            embedder=MeanColours(),
-            readers=self.readers,
-            limits=ImageLimits(),
-            cpu_chunk=4,
-            duplicate_threshold=0.9999,
-        )
+        result = self.embed_batch(photos, job.collection, job.model_version)
         counts = {"done": len(result.done), "skipped": len(result.skipped)}
-        self.records.work.complete(job.id, token, claimed.id, counts)
+        self.work.complete(job.id, token, claimed.id, counts)
 
 
 @pytest.fixture
-def rounds(
-    source: LocalSource,
-    store: VectorStore,
-    records: JobRecords,
-    readers: Executor,
-    settings: IndexerSettings,
-) -> Rounds:
-    return Rounds(source, store, records, readers, settings)
+def rounds(plan_parts: PlanParts, embed_batch: EmbedBatch) -> Rounds:
+    return Rounds(plan_parts, embed_batch)
 
 
 def sync(records: JobRecords, source: LocalSource, store: VectorStore, rounds: Rounds) -> JobStatus:
@@ -186,7 +154,7 @@ def test_a_shard_held_back_is_planned_in_a_round_of_its_own(
     sync(records, source, store, rounds)
     for path in sorted(p for p in folder.rglob("*") if p.is_file())[:2]:
         path.unlink()
-    rounds.settings = IndexerSettings(batch_size=4, shard_size=10, max_delete_share=0.3)
+    rounds.parts["settings"] = IndexerSettings(batch_size=4, shard_size=10, max_delete_share=0.3)
     job = sync(records, source, store, rounds)
     assert (job.state, job.round, job.deleted) == (JobState.DONE, 1, 2)
     assert store.count(COLLECTION) == PHOTOS - 2
