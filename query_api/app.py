@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, asynccontextmanager, contextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    ExitStack,
+    asynccontextmanager,
+    contextmanager,
+)
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -72,28 +78,12 @@ def create_app(
     """
     settings = settings or get_settings()
     metrics = Metrics()
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        services = Services.open(settings, store, metrics)
-        app.state.services = services
-        try:
-            # Companions stop (a worker finishing its tasks) before the store they use closes.
-            with ExitStack() as running:
-                running.enter_context(metrics_listener(settings, metrics))
-                app.state.companions = [
-                    running.enter_context(start(services)) for start in companions
-                ]
-                yield
-        finally:
-            await services.close()
-
     api = settings.api
     app = FastAPI(
         title="PhotoSearch",
         version="1",
         summary="Search PhotoStock's photos by text, by image, or for more like one.",
-        lifespan=lifespan,
+        lifespan=services_lifespan(settings, store, metrics, companions),
         docs_url=None,
         redoc_url=None,
         openapi_url="/openapi.json" if api.docs else None,
@@ -121,6 +111,34 @@ def create_app(
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
 
     return app
+
+
+def services_lifespan(
+    settings: Settings,
+    store: VectorStore | None,
+    metrics: Metrics,
+    companions: Sequence[StartCompanion] = (),
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: its Services opened on `app.state.services`, the metrics listener
+    and the companions started; all stopped on exit. An app of only some routers (a unit
+    test's) takes the same."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        services = Services.open(settings, store, metrics)
+        app.state.services = services
+        try:
+            # Companions stop (a worker finishing its tasks) before the store they use closes.
+            with ExitStack() as running:
+                running.enter_context(metrics_listener(settings, metrics))
+                app.state.companions = [
+                    running.enter_context(start(services)) for start in companions
+                ]
+                yield
+        finally:
+            await services.close()
+
+    return lifespan
 
 
 @contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol
 
 from core.embedding.arrays import Embeddings
@@ -43,6 +44,7 @@ async def timed_embed(
         metrics.triton_seconds.labels(model).observe(time.perf_counter() - start)
 
 
+@dataclass(eq=False)
 class QueryEmbedder:
     """Text queries' embeddings at a model version, cached; concurrent misses of one query
     share one Triton call.
@@ -51,23 +53,16 @@ class QueryEmbedder:
     raises).
     """
 
-    def __init__(
-        self,
-        encoder: TextEncoder,
-        cache: QueryCache,
-        admission: Admission,
-        metrics: Metrics,
-        *,
-        timeout_s: float,
-        later: Callable[[Coroutine[Any, Any, None]], None],
-    ) -> None:
-        self.encoder = encoder
-        self.cache = cache
-        self.admission = admission
-        self.metrics = metrics
-        self.timeout_s = timeout_s
-        self.later = later
-        self.inflight: dict[tuple[int, str], asyncio.Future[Embeddings]] = {}
+    encoder: TextEncoder
+    cache: QueryCache
+    admission: Admission
+    metrics: Metrics
+    _: KW_ONLY
+    timeout_s: float
+    later: Callable[[Coroutine[Any, Any, None]], None]
+    inflight: dict[tuple[int, str], asyncio.Future[Embeddings]] = field(
+        default_factory=dict, init=False
+    )
 
     async def embed(self, normalized: str, version: int, stages: Stages) -> tuple[Embeddings, bool]:
         """The query's embedding at this model version and whether it came from the cache.

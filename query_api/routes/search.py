@@ -61,6 +61,19 @@ async def search_post(
     return await _text_search(services, root, query, caller, stages)
 
 
+async def _recommend(
+    services: Services, root: str, query: RecommendSearch, stages: Stages
+) -> SearchResponse:
+    return await recommend_search(
+        query,
+        calls=services.calls,
+        live=services.live,
+        rerank_pool=services.settings.api.rerank_pool,
+        root=root,
+        stages=stages,
+    )
+
+
 # 404: an example photo is not in the index.
 RECOMMEND_ERRORS: dict[int | str, dict[str, object]] = {**ERRORS, 404: {"model": ErrorResponse}}
 
@@ -74,14 +87,7 @@ async def recommend_get(
     stages: StagesDep,
 ) -> SearchResponse:
     """More like these photos and not like those: repeat `positive` and `negative`."""
-    return await recommend_search(
-        query,
-        calls=services.calls,
-        live=services.live,
-        rerank_pool=services.settings.api.rerank_pool,
-        root=root,
-        stages=stages,
-    )
+    return await _recommend(services, root, query, stages)
 
 
 @router.post("/recommend", response_model=SearchResponse, responses=RECOMMEND_ERRORS)
@@ -93,14 +99,7 @@ async def recommend_post(
     stages: StagesDep,
 ) -> SearchResponse:
     """The same with a JSON body."""
-    return await recommend_search(
-        query,
-        calls=services.calls,
-        live=services.live,
-        rerank_pool=services.settings.api.rerank_pool,
-        root=root,
-        stages=stages,
-    )
+    return await _recommend(services, root, query, stages)
 
 
 # 502 / 504: the server of an image's URL failed or was too slow.

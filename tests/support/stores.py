@@ -1,14 +1,20 @@
 """The two engines a store-level test runs on: Qdrant Edge in-process, and qdrant-client's
-local mode (the server's API, answered in Python)."""
+local mode (the server's API, answered in Python); and a collection made before keywords."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+
 from core.settings import QdrantSettings, Settings
-from core.vectorstore import VectorStore, open_store
+from core.vectorstore import VECTOR_NAME, PhotoPoint, VectorStore, open_store
 from core.vectorstore.base import SearchTuning
 from core.vectorstore.edge import EdgeStore
+from core.vectorstore.qdrant import QdrantStore
 
 ENGINES = ["edge", "qdrant-local"]
 
@@ -29,3 +35,25 @@ def engine_store(engine: str, folder: Path, collections: tuple[str, ...], dim: i
     for name in collections:
         store.create_collection(name, dim)
     return store
+
+
+@contextmanager
+def engine_holding(
+    engine: str, folder: Path, collection: str, dim: int, points: Sequence[PhotoPoint]
+) -> Iterator[VectorStore]:
+    """A store of that engine whose one collection holds the points; closed after."""
+    store = engine_store(engine, folder, (collection,), dim)
+    try:
+        store.upsert(collection, points)
+        yield store
+    finally:
+        store.close()
+
+
+def store_without_keywords(collection: str, dim: int) -> QdrantStore:
+    """qdrant-client's local mode with a collection made before keywords existed: its dense
+    vector and no sparse one."""
+    client = QdrantClient(location=":memory:")
+    dense = qm.VectorParams(size=dim, distance=qm.Distance.COSINE)
+    client.create_collection(collection, vectors_config={VECTOR_NAME: dense})
+    return QdrantStore(client, settings=QdrantSettings(url=":memory:"))

@@ -9,7 +9,6 @@ import hashlib
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,24 +16,22 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi import APIRouter, FastAPI
+from fastapi.testclient import TestClient
 from redis.asyncio import Redis as AsyncRedis
 
 from core.embedding.arrays import Embeddings
-from core.embedding.manifest import (
-    ImagePreprocessing,
-    ModelManifest,
-    TokenizerSpec,
-    write_manifest,
-)
+from core.embedding.manifest import write_manifest
 from core.querycache import QueryCache
 from core.settings import RedisSettings, Settings
 from core.settings_api import ApiKey, ApiSettings
-from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name
+from core.vectorstore import GROUP_FIELD, LIVE_ALIAS, PhotoPoint, VectorStore, collection_name
 from query_api.admission import Admission
+from query_api.app import services_lifespan
 from query_api.embedquery import QueryEmbedder
 from query_api.errors import install_handlers
 from query_api.metrics import Metrics, MetricsMiddleware
-from query_api.services import LiveCollection, Services, StoreCalls
+from query_api.services import LiveCollection, StoreCalls
+from tests.support.models import stand_in_manifest
 from tests.support.stores import engine_store
 
 DIM = 4
@@ -126,6 +123,15 @@ def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VectorSto
         yield edge
     finally:
         edge.close()
+
+
+@pytest.fixture(scope="module")
+def grouped_store(shared_store: VectorStore) -> VectorStore:
+    """The module's store with the two cats as one near-duplicate group (a burst of one
+    scene)."""
+    cats = {GROUP_FIELD: "cats"}
+    shared_store.set_payloads(LIVE, {"cat-1": cats, "cat-2": cats})
+    return shared_store
 
 
 @pytest.fixture
@@ -246,24 +252,9 @@ def api_settings(folder: Path, *, anonymous: bool = True, keys: Sequence[ApiKey]
         api=ApiSettings(anonymous_search=anonymous, metrics_port=0, keys=tuple(keys)),
     )
     settings.repository.mkdir(parents=True, exist_ok=True)
-    write_manifest(settings.repository, model_manifest(1))
+    manifest = stand_in_manifest(1, DIM, arch="ViT-B-32", weights="/models/laion2b.pt")
+    write_manifest(settings.repository, manifest)
     return settings
-
-
-def model_manifest(version: int) -> ModelManifest:
-    return ModelManifest(
-        version=version,
-        arch="ViT-B-32",
-        arch_config={},
-        weights="/models/laion2b.pt",
-        embedding_dim=DIM,
-        image=ImagePreprocessing(size=16, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)),
-        tokenizer=TokenizerSpec(context_length=8),
-        target="cpu",
-        files={},
-        exported_at="2026-01-01T00:00:00+00:00",
-        exporter={},
-    )
 
 
 def key_of(name: str, secret: str, *scopes: str) -> ApiKey:
@@ -272,25 +263,24 @@ def key_of(name: str, secret: str, *scopes: str) -> ApiKey:
 
 
 def router_app(settings: Settings, store: VectorStore, *routers: APIRouter) -> FastAPI:
-    """An app of only these routers over the replica's Services (opened in its lifespan, as
-    query_api.app does), with the error handlers and the request timing they rely on."""
+    """An app of only these routers over the replica's Services (opened in query_api.app's
+    lifespan), with the error handlers and the request timing they rely on."""
     metrics = Metrics()
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        services = Services.open(settings, store, metrics)
-        app.state.services = services
-        try:
-            yield
-        finally:
-            await services.close()
-
-    app = FastAPI(lifespan=lifespan)
+    app = FastAPI(lifespan=services_lifespan(settings, store, metrics))
     install_handlers(app, settings.api.retry_after_s, settings.api.overload_retry_after_s)
     for router in routers:
         app.include_router(router)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
+
+
+def router_client(
+    store: VectorStore, folder: Path, *routers: APIRouter, keys: Sequence[ApiKey] = ()
+) -> Iterator[TestClient]:
+    """A client of `router_app` (its lifespan run) over the store, for a module's fixture to
+    yield from."""
+    with TestClient(router_app(api_settings(folder, keys=keys), store, *routers)) as client:
+        yield client
 
 
 def result_ids(answer: dict[str, Any]) -> list[str]:

@@ -17,7 +17,7 @@ from query_api.metrics import Metrics
 from query_api.schemas import Page, TextSearch
 from query_api.services import StoreCalls
 from query_api.timing import Stages
-from tests.support.stores import ENGINES, engine_store
+from tests.support.stores import ENGINES, engine_holding
 
 DIM = 8
 COLL = collection_name(1, "r")
@@ -47,11 +47,12 @@ QUERY = (np.ones(DIM) / np.sqrt(DIM)).astype(np.float32)
 def calls(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[StoreCalls]:
-    store = engine_store(request.param, tmp_path_factory.mktemp("arrange"), (COLL,), DIM)
-    store.upsert(COLL, PHOTOS)
-    with ThreadPoolExecutor(2) as pool:
+    folder = tmp_path_factory.mktemp("arrange")
+    with (
+        engine_holding(request.param, folder, COLL, DIM, PHOTOS) as store,
+        ThreadPoolExecutor(2) as pool,
+    ):
         yield StoreCalls(store, pool, timeout_s=DEADLINE_S, retry_after_s=1, metrics=Metrics())
-    store.close()
 
 
 def nearest(store: VectorStore) -> Fetch:

@@ -4,23 +4,18 @@ engine cannot give the same answer (a score threshold, `not` descriptions); and 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from qdrant_client import QdrantClient
-from qdrant_client import models as qm
 
 from core.keywords import query_vector
-from core.settings import QdrantSettings
-from core.vectorstore import VECTOR_NAME, Hit, PhotoPoint, VectorStore, collection_name
-from core.vectorstore.qdrant import QdrantStore
+from core.vectorstore import Hit, PhotoPoint, VectorStore, collection_name
 from query_api.errors import ApiError
 from query_api.hybrid import HybridPlan
 from query_api.ranking import RRF_K
 from query_api.schemas import TextSearch
-from tests.support.stores import ENGINES, engine_store
+from tests.support.stores import ENGINES, engine_holding, store_without_keywords
 
 DIM = 8
 COLL = collection_name(1, "h")
@@ -45,10 +40,9 @@ QUERY = PHOTOS[4].vector
 def store(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[VectorStore]:
-    s = engine_store(request.param, tmp_path_factory.mktemp("hybrid"), (COLL,), DIM)
-    s.upsert(COLL, PHOTOS)
-    yield s
-    s.close()
+    folder = tmp_path_factory.mktemp("hybrid")
+    with engine_holding(request.param, folder, COLL, DIM, PHOTOS) as store:
+        yield store
 
 
 def plan(store: VectorStore, q: str, **options: Any) -> HybridPlan:
@@ -119,11 +113,8 @@ def test_keyword_mode_ranks_by_words_alone(store: VectorStore) -> None:
     assert refused.value.status == 422
 
 
-def test_a_collection_without_keywords_runs_a_hybrid_search_as_vector(tmp_path: Path) -> None:
-    client = QdrantClient(location=":memory:")
-    old = qm.VectorParams(size=DIM, distance=qm.Distance.COSINE)
-    client.create_collection(COLL, vectors_config={VECTOR_NAME: old})
-    store = QdrantStore(client, settings=QdrantSettings(url=":memory:"))
+def test_a_collection_without_keywords_runs_a_hybrid_search_as_vector() -> None:
+    store = store_without_keywords(COLL, DIM)
     try:
         store.upsert(COLL, PHOTOS)
         for options in ({}, {"score_threshold": -1.0}):

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from core.vectorstore import GROUP_FIELD, LIVE_ALIAS, VectorStore
+from core.vectorstore import LIVE_ALIAS, VectorStore
 from query_api.routes import admin
-from tests.unit.query_api.conftest import LIVE, api_settings, key_of, router_app
+from tests.unit.query_api.conftest import LIVE, key_of, router_client
 
 ADMIN = {"X-API-Key": "admin-secret"}
 READER = {"X-API-Key": "reader-secret"}
@@ -18,14 +18,10 @@ READER = {"X-API-Key": "reader-secret"}
 
 @pytest.fixture(scope="module")
 def client(
-    shared_store: VectorStore, tmp_path_factory: pytest.TempPathFactory
+    grouped_store: VectorStore, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TestClient]:
-    cats = {GROUP_FIELD: "cats"}
-    shared_store.set_payloads(LIVE, {"cat-1": cats, "cat-2": cats})
     keys = [key_of("ops", "admin-secret", "admin"), key_of("page", "reader-secret", "search")]
-    settings = api_settings(tmp_path_factory.mktemp("api"), keys=keys)
-    with TestClient(router_app(settings, shared_store, admin.router)) as test_client:
-        yield test_client
+    yield from router_client(grouped_store, tmp_path_factory.mktemp("api"), admin.router, keys=keys)
 
 
 def test_the_collections_are_listed_with_the_alias_of_the_live_one(client: TestClient) -> None:

@@ -8,21 +8,16 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from core.vectorstore import GROUP_FIELD, VectorStore
+from core.vectorstore import VectorStore
 from query_api.routes import photos
-from tests.unit.query_api.conftest import LIVE, api_settings, result_ids, router_app
+from tests.unit.query_api.conftest import LIVE, result_ids, router_client
 
 
 @pytest.fixture(scope="module")
 def client(
-    shared_store: VectorStore, tmp_path_factory: pytest.TempPathFactory
+    grouped_store: VectorStore, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TestClient]:
-    # The two cats are a burst of one scene: one near-duplicate group.
-    cats = {GROUP_FIELD: "cats"}
-    shared_store.set_payloads(LIVE, {"cat-1": cats, "cat-2": cats})
-    settings = api_settings(tmp_path_factory.mktemp("api"))
-    with TestClient(router_app(settings, shared_store, photos.router)) as test_client:
-        yield test_client
+    yield from router_client(grouped_store, tmp_path_factory.mktemp("api"), photos.router)
 
 
 def test_more_like_a_photo_lists_its_neighbours_but_never_itself(client: TestClient) -> None:

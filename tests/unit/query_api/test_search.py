@@ -13,7 +13,7 @@ import pytest
 from core.vectorstore import LIVE_ALIAS, VectorStore, collection_name
 from query_api.embedquery import QueryEmbedder
 from query_api.errors import ApiError
-from query_api.schemas import Page, RecommendSearch, TextSearch
+from query_api.schemas import Page, RecommendSearch, SearchResponse, TextSearch
 from query_api.search import recommend_search, similar_search, text_search
 from query_api.services import LiveCollection, StoreCalls
 from query_api.timing import Stages
@@ -29,15 +29,15 @@ from tests.unit.query_api.conftest import (
 ROOT = "/api"
 
 
-async def search(
+async def answer(
     query: TextSearch,
     queries: QueryEmbedder,
     calls: StoreCalls,
     live: LiveCollection,
     *,
     reveal_cache: bool = True,
-) -> list[str]:
-    response = await text_search(
+) -> SearchResponse:
+    return await text_search(
         query,
         queries=queries,
         calls=calls,
@@ -47,22 +47,18 @@ async def search(
         reveal_cache=reveal_cache,
         stages=Stages(),
     )
-    return [result.id for result in response.results]
+
+
+async def search(
+    query: TextSearch, queries: QueryEmbedder, calls: StoreCalls, live: LiveCollection
+) -> list[str]:
+    return [result.id for result in (await answer(query, queries, calls, live)).results]
 
 
 async def test_a_text_search_ranks_the_photos_by_the_query_embedding(
     queries: QueryEmbedder, calls: StoreCalls, live: LiveCollection
 ) -> None:
-    response = await text_search(
-        TextSearch(q="A  Cat", mode="vector", limit=2),
-        queries=queries,
-        calls=calls,
-        live=live,
-        rerank_pool=50,
-        root=ROOT,
-        reveal_cache=True,
-        stages=Stages(),
-    )
+    response = await answer(TextSearch(q="A  Cat", mode="vector", limit=2), queries, calls, live)
     assert [r.id for r in response.results] == ["cat-1", "cat-2"]
     assert response.model_version == 1
     assert response.next_offset == 2
@@ -78,27 +74,9 @@ async def test_the_second_search_of_a_query_takes_its_embedding_from_the_cache(
     later: Later,
 ) -> None:
     query = TextSearch(q="a dog", mode="vector", limit=1)
-    first = await text_search(
-        query,
-        queries=queries,
-        calls=calls,
-        live=live,
-        rerank_pool=50,
-        root=ROOT,
-        reveal_cache=True,
-        stages=Stages(),
-    )
+    first = await answer(query, queries, calls, live)
     await later.finish()  # the cache is written after the answer
-    second = await text_search(
-        query,
-        queries=queries,
-        calls=calls,
-        live=live,
-        rerank_pool=50,
-        root=ROOT,
-        reveal_cache=True,
-        stages=Stages(),
-    )
+    second = await answer(query, queries, calls, live)
     assert (first.cached, second.cached) == (False, True)
     assert [r.id for r in second.results] == [r.id for r in first.results] == ["dog-1"]
     assert encoder.calls == [["a dog"]]
@@ -107,15 +85,8 @@ async def test_the_second_search_of_a_query_takes_its_embedding_from_the_cache(
 async def test_only_an_operator_is_told_whether_the_embedding_was_cached(
     queries: QueryEmbedder, calls: StoreCalls, live: LiveCollection
 ) -> None:
-    response = await text_search(
-        TextSearch(q="a dog", mode="vector"),
-        queries=queries,
-        calls=calls,
-        live=live,
-        rerank_pool=50,
-        root=ROOT,
-        reveal_cache=False,
-        stages=Stages(),
+    response = await answer(
+        TextSearch(q="a dog", mode="vector"), queries, calls, live, reveal_cache=False
     )
     assert response.cached is None
 
@@ -153,15 +124,8 @@ async def test_a_search_whose_collection_was_dropped_reads_the_new_live_one(
     write_photos(store, new, {"dog-2": unit(0, 1, 0, 0)})
     store.set_aliases({LIVE_ALIAS: new})
     store.drop_collection(collection_name(1, "a"))
-    response = await text_search(
-        TextSearch(q="a dog", mode="vector", limit=1),
-        queries=queries,
-        calls=live.calls,
-        live=live,
-        rerank_pool=50,
-        root=ROOT,
-        reveal_cache=True,
-        stages=Stages(),
+    response = await answer(
+        TextSearch(q="a dog", mode="vector", limit=1), queries, live.calls, live
     )
     assert (response.collection, [r.id for r in response.results]) == (new, ["dog-2"])
 
