@@ -48,6 +48,13 @@ def api_settings(
     return make_settings(data_dir, triton_url, repository, redis_url=redis_url, api=api)
 
 
+def ok_json(response: httpx.Response) -> dict[str, Any]:
+    """A 200 answer's JSON body; any other status fails the test with the answer's text."""
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
 @dataclass(frozen=True)
 class Indexed:
     """What `index_photos` wrote: ids, their metadata and the source files."""
@@ -206,10 +213,20 @@ class Served:
 
 
 @contextmanager
+def indexed_store(
+    settings: Settings, folder: Path, count: int
+) -> Iterator[tuple[VectorStore, Indexed]]:
+    """`count` photos in `folder`, indexed into the test's own store (`own_store`)."""
+    with own_store(settings) as store:
+        yield store, index_photos(store, settings, folder, count)
+
+
+@contextmanager
 def indexed_api(settings: Settings, folder: Path, count: int) -> Iterator[Served]:
     """`count` photos in `folder`, indexed into the test's own store, and the real app
     serving it."""
-    with own_store(settings) as store:
-        indexed = index_photos(store, settings, folder, count)
-        with serving(settings, store) as server:
-            yield Served(server, store, indexed)
+    with (
+        indexed_store(settings, folder, count) as (store, indexed),
+        serving(settings, store) as server,
+    ):
+        yield Served(server, store, indexed)

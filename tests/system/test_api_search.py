@@ -26,9 +26,9 @@ from tests.support.api import (
     Indexed,
     api_settings,
     embed_texts,
-    index_photos,
+    indexed_store,
     metric,
-    own_store,
+    ok_json,
     serving,
 )
 from tests.support.images import encode
@@ -58,10 +58,7 @@ class Api:
     ) -> dict[str, Any]:
         # These tests check the vector ranking against an exact one: the embedding's mode
         # (test_api_search_features.py has the hybrid and keyword ones).
-        response = self.get("/v1/search", headers, params={"q": q, "mode": "vector", **params})
-        assert response.status_code == 200, response.text
-        body: dict[str, Any] = response.json()
-        return body
+        return ok_json(self.get("/v1/search", headers, params={"q": q, "mode": "vector", **params}))
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +68,7 @@ def api(
     """24 real-photo variants embedded by Triton, plus one point planted at a query's embedding."""
     tmp = tmp_path_factory.mktemp("api")
     settings = api_settings(tmp / "data", triton.url, repository, cache_ttl_s=2, docs=True)
-    with own_store(settings) as store:
-        indexed = index_photos(store, settings, tmp / "photos", 24)
+    with indexed_store(settings, tmp / "photos", 24) as (store, indexed):
         [text_vector] = asyncio.run(embed_texts(settings, [PLANTED_QUERY], 1))
         planted = {**indexed.payloads["photo000.jpg"], "photo_id": PLANTED, "title": "planted"}
         store.upsert(indexed.collection, [PhotoPoint(PLANTED, text_vector, planted)])

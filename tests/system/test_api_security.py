@@ -30,8 +30,7 @@ from tests.support.api import (
     ApiServer,
     Indexed,
     api_settings,
-    index_photos,
-    own_store,
+    indexed_store,
     serving,
 )
 from tests.support.images import encode, png_bomb
@@ -90,8 +89,7 @@ def stack(
         body_timeout_s=1.0,
     )
     photos = tmp / "photos"
-    with own_store(settings) as store:
-        indexed = index_photos(store, settings, photos, 6)
+    with indexed_store(settings, photos, 6) as (store, indexed):
         ramp = np.linspace(0, 255, 4000, dtype=np.uint8)
         big = np.stack([np.tile(ramp, (3000, 1))] * 3, axis=-1)
         (photos / BIG).write_bytes(encode(Image.fromarray(big), "PNG", compress_level=1))

@@ -39,8 +39,8 @@ from tests.support.api import (
     ApiServer,
     Indexed,
     api_settings,
-    index_photos,
-    own_store,
+    indexed_store,
+    ok_json,
     serving,
 )
 from tests.support.imagehost import ImageHost
@@ -56,12 +56,8 @@ class Api:
 
     def raw(self, path: str, **params: Any) -> dict[str, Any]:
         """The API's own answer, over plain HTTP."""
-        response = httpx.get(
-            self.server.url + path, params=params, headers={"X-API-Key": SEARCH_KEY}
-        )
-        assert response.status_code == 200, response.text
-        body: dict[str, Any] = response.json()
-        return body
+        headers = {"X-API-Key": SEARCH_KEY}
+        return ok_json(httpx.get(self.server.url + path, params=params, headers=headers))
 
 
 @pytest.fixture(scope="module")
@@ -72,13 +68,12 @@ def api(
     on loopback that the API may fetch an image from."""
     tmp = tmp_path_factory.mktemp("client")
     settings = api_settings(tmp / "data", triton.url, repository, image_url_allow=["127.0.0.1"])
-    with own_store(settings) as store:
-        indexed = index_photos(store, settings, tmp / "photos", 12)
-        with (
-            ImageHost(indexed.files[PHOTO].read_bytes()) as host,
-            serving(settings, store) as server,
-        ):
-            yield Api(server, indexed, host)
+    with (
+        indexed_store(settings, tmp / "photos", 12) as (store, indexed),
+        ImageHost(indexed.files[PHOTO].read_bytes()) as host,
+        serving(settings, store) as server,
+    ):
+        yield Api(server, indexed, host)
 
 
 @pytest.fixture
