@@ -7,10 +7,10 @@ Locust is imported, which the tests' and the runner's processes must not see):
 
 Each user thinks for an exponentially distributed time between requests, so the sum of many
 users arrives as a Poisson stream at the planned rate, as independent people do. Besides
-Locust's own reports (statistics by kind, charts over time), every request is written to the
-plan's CSV with its start time, latency, status, error and whether the query embedding came
-from the cache: the report's windows (before, during and after a sync; per minute) and exact
-percentiles of the answered requests need each request's start.
+Locust's own reports (statistics and their history by kind, charts over time), every request
+is written to the plan's CSV with its start time, latency, status and error: the report's
+windows (before, during and after a sync; per minute) and exact percentiles of the answered
+requests need each request's start.
 """
 
 from __future__ import annotations
@@ -55,11 +55,10 @@ def _record(
     **_: Any,
 ) -> None:
     if "kind" in context and not SINK.closed:
-        cached = context.get("cached")
         status = getattr(response, "status_code", 0) or 0
         row = [f"{start_time:.6f}", context["kind"], f"{response_time:.3f}", status]
         error = "" if exception is None else str(exception)[:200]
-        RECORDS.writerow([*row, "" if cached is None else int(cached), error])
+        RECORDS.writerow([*row, error])
 
 
 events.test_start.add_listener(_started)
@@ -67,7 +66,7 @@ events.test_stop.add_listener(_stopped)
 events.request.add_listener(_record)
 
 
-def _check(resp: ResponseContextManager, kind: str) -> None:
+def _check(resp: ResponseContextManager) -> None:
     """A search answered when it is a 200 with a results list; else a failure with the
     API's own message."""
     if resp.status_code != 200:
@@ -75,14 +74,10 @@ def _check(resp: ResponseContextManager, kind: str) -> None:
         resp.failure(f"{resp.status_code}: {body}" if body else str(getattr(resp, "error", "")))
         return
     try:
-        data = resp.json()
-        len(data["results"])
+        len(resp.json()["results"])
     except (ValueError, KeyError, TypeError) as exc:
         resp.failure(f"not a search answer: {exc!r}")
         return
-    if kind == "text":
-        # Told to an operator's (admin) key only; null for the apps' and visitors' searches.
-        resp.request_meta["context"]["cached"] = data.get("cached")
     resp.success()
 
 
@@ -113,7 +108,7 @@ class _Planned(FastHttpUser):
             catch_response=True,
             **kwargs,
         ) as resp:
-            _check(resp, kind)
+            _check(resp)
 
 
 class SiteVisitor(_Planned):

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL
 from harness.observe import Metrics, fetch_text
 
-FIELDS = ("start", "kind", "latency_ms", "status", "cached", "error")
+FIELDS = ("start", "kind", "latency_ms", "status", "error")
 Floats = npt.NDArray[np.float64]
 
 
@@ -30,7 +30,6 @@ class Records:
     kind: npt.NDArray[np.str_]
     latency_ms: Floats
     status: npt.NDArray[np.int64]  # 0: no HTTP answer (refused, reset, timed out)
-    cached: Floats  # 1 or 0 for an answered text search, where the answer said; else NaN
     error: npt.NDArray[np.str_]  # why a request failed; "" for a 200
 
     def __len__(self) -> int:
@@ -60,13 +59,12 @@ def read(path: Path) -> Records:
         if (head := tuple(next(reader, ()))) != FIELDS:
             raise ValueError(f"{path}: columns {head}, expected {FIELDS}")
         rows = sorted(reader, key=lambda r: float(r[0]))
-    start, kind, latency_ms, status, cached, error = zip(*rows, strict=True) if rows else [()] * 6
+    start, kind, latency_ms, status, error = zip(*rows, strict=True) if rows else [()] * 5
     return Records(
         np.array(start, dtype=np.float64),
         np.array(kind, dtype=np.str_),
         np.array(latency_ms, dtype=np.float64),
         np.array(status, dtype=np.int64),
-        np.array([float(c) if c else np.nan for c in cached], dtype=np.float64),
         np.array([why(s, e) for s, e in zip(status, error, strict=True)], dtype=np.str_),
     )
 
@@ -99,12 +97,6 @@ def latency(records: Records) -> Latency:
         return Latency(len(records), errors, *[math.nan] * 4)
     p50, p90, p99 = np.percentile(answered, [50, 90, 99])
     return Latency(len(records), errors, float(p50), float(p90), float(p99), float(answered.max()))
-
-
-def hit_ratio(records: Records) -> float:
-    """Text searches answered from the cached embedding, over those answered."""
-    known = records.cached[~np.isnan(records.cached)]
-    return float(known.mean()) if len(known) else math.nan
 
 
 # -- the API's and Triton's counters over the run -----------------------------------------------

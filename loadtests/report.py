@@ -28,7 +28,6 @@ from loadtests.records import (
     Records,
     Sample,
     cache_figures,
-    hit_ratio,
     latency,
     read,
     triton_figures,
@@ -82,7 +81,6 @@ def summarize(
         "kinds": {k: asdict(latency(load.of(k))) for k in KIND_NAMES if k in set(load.kind)},
         "achieved_rate": float(load.ok.sum()) / scenario.duration_s,
         "errors": dict(load.error_counts().most_common(10)),
-        "cache_hit_ratio_answers": hit_ratio(load.of("text")),
         "cache_hit_ratio_ceiling": expected_hit_ratio(scenario.queries, len(load.of("text"))),
     }
     if len(samples) >= 2:
@@ -179,10 +177,6 @@ def _cache_lines(summary: dict[str, Any]) -> list[str]:
         "## Query cache",
         "",
         f"- Hit ratio from the API's metrics: {api}",
-        "- Of the text searches answered (200), the share whose embedding came from the "
-        "cache, where the answer said (an operator's key only; failed searches are all "
-        "misses, so under errors this reads high): "
-        f"{_ratio(summary['cache_hit_ratio_answers'])}",
         "- The most a cold cache can reach with this query curve and this many searches "
         f"(repeats of an earlier query): {_ratio(summary['cache_hit_ratio_ceiling'])}",
         "",

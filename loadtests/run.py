@@ -178,7 +178,7 @@ def drive(
         *("--users", str(users), "--spawn-rate", str(users), "--host", target.url),
         *("--run-time", f"{scenario.duration_s:.0f}s", "--stop-timeout", "10"),
         *("--only-summary", "--loglevel", "WARNING", "--exit-code-on-error", "0"),
-        *("--csv", str(out / LOCUST), "--html", str(out / f"{LOCUST}.html")),
+        *("--csv", str(out / LOCUST), "--csv-full-history", "--html", str(out / f"{LOCUST}.html")),
     ]
     say(
         f"{scenario.name}: {scenario.rate:g}/s for {scenario.duration_s:g} s, {users} users "

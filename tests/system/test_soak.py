@@ -135,7 +135,6 @@ def _records(latencies: list[float], ok: bool = True) -> Records:
         np.array(["text"] * n),
         np.array(latencies, dtype=np.float64),
         np.full(n, 200 if ok else 503, dtype=np.int64),
-        np.full(n, np.nan),
         np.array(["" if ok else "503"] * n),
     )
 
