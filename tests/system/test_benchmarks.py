@@ -19,7 +19,7 @@ from loadtests.registry import BY_NAME, figure_names
 from tests.support.deployfiles import ROOT
 
 DOCS = ROOT / "docs" / "benchmarks.md"
-QUICK = ["decode", "scale"]  # no shared model export: a minute or so
+QUICK = ["decode", "scale", "store"]  # no shared model export: a minute or so
 
 
 def figures_of(text: str) -> dict[tuple[str, str], str]:
@@ -78,7 +78,7 @@ def test_quick_run_prints_a_row_per_figure_with_a_positive_value(
         assert number(cell) > 0, key
     # stdout is the table alone; the benchmarks' own progress went to stderr.
     assert table_lines(stdout) == [line for line in stdout.splitlines() if line.strip()]
-    assert "== decode" in stderr and "== scale" in stderr
+    assert all(f"== {name}" in stderr for name in QUICK)
 
 
 def test_write_makes_a_page_with_date_commit_command_and_the_same_table(
@@ -101,7 +101,8 @@ def test_write_makes_a_page_with_date_commit_command_and_the_same_table(
     assert re.fullmatch(r"[0-9a-f]{7,}(\+dirty)?", commit) and ran.returncode == 0, commit
     machine, _, _, command = (cell.strip() for cell in runs[run].split(" | "))
     assert re.fullmatch(r".+, \d+ cores, .+ RAM, GPU: .+", machine), machine
-    assert command == f"`python -m loadtests.benchmarks --only decode,scale --quick --write {page}`"
+    only = ",".join(QUICK)
+    assert command == f"`python -m loadtests.benchmarks --only {only} --quick --write {page}`"
 
 
 def test_an_unknown_benchmark_is_refused() -> None:
