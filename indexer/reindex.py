@@ -19,14 +19,17 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Collection, Sequence
+from typing import TypedDict
 
 from redis import Redis
 from redis.lock import Lock
 
 from core.collectionroles import job_of
 from core.embedding.arrays import Embeddings
+from core.embedding.manifest import ModelManifest
 from core.jobs import FINISHED, LIVE_LOCK, JobKind, Jobs, JobState, JobStatus
 from core.querycache import prewarm
+from core.settings import IndexerSettings, QdrantSettings
 from core.settings_api import ApiSettings
 from core.sources import Source
 from core.vectorstore import (
@@ -43,34 +46,38 @@ from indexer.deleteguard import refuse, switch_refusal
 from indexer.preflight import check_reindex
 from indexer.records import JobRecords
 from indexer.regroup import group_units
-from indexer.runtime import Runtime
 from indexer.shards import ShardMap, load_map
-from indexer.sync import IndexerError, alias_lock, start_round
+from indexer.sync import IndexerError, start_round
 from indexer.verify import compare, refusal
 
 # Round 0 is the load; the grouping pass is round 1, the catch-up rounds follow.
 GROUPING_ROUND = 1
 
 
-def replay(rt: Runtime, job_id: str, round_: int, collection: str) -> int:
-    """catchup.start_replay with the worker's store and records, in chunks of the feed's."""
+class ReindexParts(TypedDict):
+    """What a reindex's and a rollback's steps take, as their keyword arguments: the store, the
+    job's records in Redis, the alias lock, the indexer's settings and the clock."""
+
+    store: VectorStore
+    records: JobRecords
+    lock: Lock
+    settings: IndexerSettings
+    now: Callable[[], float]
+
+
+def replay(
+    job_id: str,
+    round_: int,
+    collection: str,
+    *,
+    store: VectorStore,
+    records: JobRecords,
+    settings: IndexerSettings,
+) -> int:
+    """catchup.start_replay in chunks of the feed's."""
     return start_replay(
-        job_id,
-        round_,
-        collection,
-        store=rt.store,
-        records=rt.records,
-        chunk=rt.settings.indexer.feed_chunk,
+        job_id, round_, collection, store=store, records=records, chunk=settings.feed_chunk
     )
-
-
-def query_embeddings(rt: Runtime) -> Callable[[Sequence[str], int], Embeddings]:
-    """Texts embedded at a model version by Triton, from a task thread."""
-
-    def embed(texts: Sequence[str], version: int) -> Embeddings:
-        return rt.run(rt.embedder.encode_texts(texts, model_version=version, timeout_s=120))
-
-    return embed
 
 
 def loading(job: JobStatus) -> bool:
@@ -79,29 +86,47 @@ def loading(job: JobStatus) -> bool:
     return job.kind == JobKind.REINDEX and job.phase == "load"
 
 
-def start_reindex(rt: Runtime, job_id: str, model_version: int, source_uri: str) -> None:
+def start_reindex(
+    job_id: str,
+    model_version: int,
+    source_uri: str,
+    *,
+    ready: Callable[[int], bool],
+    manifest: Callable[[int], ModelManifest],
+    store: VectorStore,
+    records: JobRecords,
+    qdrant: QdrantSettings,
+) -> None:
     """Create the new collection, follow the live one's changes, open the load round over
-    the live collection's shards."""
-    if not rt.run(rt.embedder.is_ready(model_version)):
+    the live collection's shards; `ready(version)`: whether Triton serves the model version."""
+    if not ready(model_version):
         raise IndexerError(
             f"model version {model_version} is not loaded in Triton: export it, then run "
             "`photosearch triton load` (or restart Triton) before reindexing"
         )
-    dim = rt.embedder.manifest(model_version).embedding_dim
+    dim = manifest(model_version).embedding_dim
     collection = collection_name(model_version, job_id)
     # Before anything is written: a reindex the store cannot hold would fail hours into its
     # load, or take the live collection down with it. Refused with the figures (IndexerError).
-    rt.jobs.note_problems(job_id, check_reindex(rt.store, collection, dim, rt.settings.qdrant))
-    open_load(rt, job_id, collection, dim, source_uri)
+    records.jobs.note_problems(job_id, check_reindex(store, collection, dim, qdrant))
+    open_load(job_id, collection, dim, source_uri, store=store, records=records)
 
 
-def open_load(rt: Runtime, job_id: str, collection: str, dim: int, source_uri: str) -> None:
+def open_load(
+    job_id: str,
+    collection: str,
+    dim: int,
+    source_uri: str,
+    *,
+    store: VectorStore,
+    records: JobRecords,
+) -> None:
     """The new collection, following the live one from now, and the load's round over the
     live collection's shards."""
-    rt.store.create_collection(collection, dim, bulk=True)
+    store.create_collection(collection, dim, bulk=True)
     # Before the first shard is listed: a change the listing misses is logged.
-    rt.capture.follow(collection)
-    rt.jobs.start(
+    records.capture.follow(collection)
+    records.jobs.start(
         job_id,
         state=JobState.RUNNING,
         phase="load",
@@ -110,121 +135,134 @@ def open_load(rt: Runtime, job_id: str, collection: str, dim: int, source_uri: s
         model_version=model_version_of(collection),
     )
     try:
-        shards = load_map(rt.store, rt.store.resolve(LIVE_ALIAS))
+        shards = load_map(store, store.resolve(LIVE_ALIAS))
     except CollectionNotFound:
         shards = ShardMap()  # one shard of everything, split as it is listed
-    start_round(rt.work, job_id, 0, shards)
+    start_round(records.work, job_id, 0, shards)
 
 
-def advance(rt: Runtime, job_id: str) -> None:
+def advance(
+    job_id: str,
+    *,
+    store: VectorStore,
+    records: JobRecords,
+    lock: Lock,
+    settings: IndexerSettings,
+    now: Callable[[], float] = time.time,
+    source: Callable[[str], Source],
+    warm: Callable[[str, int], int],
+) -> None:
     """The next step of a reindex whose round ended, or which waits; nothing while its round
-    runs. Run again and again (the workers' nudges), it does each step once."""
-    job = rt.jobs.get(job_id)
+    runs. Run again and again (the workers' nudges), it does each step once. `source(uri)`
+    opens the job's source; `warm(job_id, version)` pre-warms the query cache (`warm_cache`)
+    and says how many queries it warmed."""
+    jobs, work = records.jobs, records.work
+    job = jobs.get(job_id)
     if job is None or job.state in (*FINISHED, JobState.PAUSED):
         return
-    ended = rt.work.round_done(job_id, job.round)
+    ended = work.round_done(job_id, job.round)
     if job.phase == "load":
         if not ended:
-            record_lag(rt.records, job_id, job.collection)
+            record_lag(records, job_id, job.collection)
             return
-        rt.store.finish_bulk_load(job.collection)
-        rt.jobs.update(job_id, phase="indexing", state=JobState.FINALIZING)
+        store.finish_bulk_load(job.collection)
+        jobs.update(job_id, phase="indexing", state=JobState.FINALIZING)
         job.phase = "indexing"
     if job.phase == "indexing":
         # Waits end at a later nudge.
-        if not rt.store.index_ready(job.collection):
-            rt.jobs.update(job_id, message="building the search index of the new collection")
+        if not store.index_ready(job.collection):
+            jobs.update(job_id, message="building the search index of the new collection")
             return
         # The round first: a step that dies between the two is taken again, the round's
         # start being once only.
-        shards = load_map(rt.store, job.collection)
-        rt.work.start_round(job_id, GROUPING_ROUND, group_units(shards))
-        rt.jobs.update(job_id, phase="grouping", message="grouping near-duplicates, shard by shard")
+        shards = load_map(store, job.collection)
+        work.start_round(job_id, GROUPING_ROUND, group_units(shards))
+        jobs.update(job_id, phase="grouping", message="grouping near-duplicates, shard by shard")
         return
+
+    def replay_next(round_: int) -> None:
+        replay(job_id, round_, job.collection, store=store, records=records, settings=settings)
+
     if job.phase == "grouping":
-        if not rt.work.round_done(job_id, GROUPING_ROUND):
+        if not work.round_done(job_id, GROUPING_ROUND):
             return
-        replay(rt, job_id, GROUPING_ROUND + 1, job.collection)
-        rt.jobs.update(job_id, phase="catch-up", message="replaying the changes since the load")
+        replay_next(GROUPING_ROUND + 1)
+        jobs.update(job_id, phase="catch-up", message="replaying the changes since the load")
         return
     if not ended:
-        record_lag(rt.records, job_id, job.collection)
+        record_lag(records, job_id, job.collection)
         return
-    lag = end_replay(rt.records, job_id, job.collection, job.capture_cut)
+    lag = end_replay(records, job_id, job.collection, job.capture_cut)
     if job.phase == "switch":
         switch(
             job_id,
-            store=rt.store,
-            records=rt.records,
-            lock=alias_lock(rt.redis, rt.settings.redis.prefix),
-            rollback_days=rt.settings.indexer.rollback_days,
+            store=store,
+            records=records,
+            lock=lock,
+            rollback_days=settings.rollback_days,
+            now=now,
         )
         return
     # Catch-up: replay again until little waits, then check, warm, and take the live lock.
-    if lag.waiting > rt.settings.indexer.switch_lag:
-        replay(rt, job_id, job.round + 1, job.collection)
+    if lag.waiting > settings.switch_lag:
+        replay_next(job.round + 1)
         return
     if job.capture_cut != job.verified_cut:
         problems = check(
             job,
-            store=rt.store,
-            source=rt.source(job.source),
-            records=rt.records,
-            samples=rt.settings.indexer.verify_samples,
+            store=store,
+            source=source(job.source),
+            records=records,
+            samples=settings.verify_samples,
         )
         if problems:
-            rt.jobs.finish(job_id, JobState.FAILED, refusal(job.collection, problems))
+            jobs.finish(job_id, JobState.FAILED, refusal(job.collection, problems))
             return
         # What the switch would drop, counted here, not under the lock (an exact count of
         # each collection costs their size); the drain's few changes cannot move it far.
-        too_few = switch_refusal(rt.store, rt.jobs, job, rt.settings.indexer.max_delete_share)
+        too_few = switch_refusal(store, jobs, job, settings.max_delete_share)
         if too_few is not None:
-            refuse(rt.jobs, rt.work, job_id, too_few)
+            refuse(jobs, work, job_id, too_few)
             return
-        warmed = warm_cache(
-            job_id,
-            model_version_of(job.collection),
-            redis=rt.cache_redis,
-            prefix=rt.settings.redis.prefix,
-            jobs=rt.jobs,
-            embed=query_embeddings(rt),
-            api=rt.settings.api,
-        )
-        rt.jobs.update(job_id, verified_cut=job.capture_cut, warmed=warmed)
-    holder = rt.jobs.claim_lock(LIVE_LOCK, job_id)
+        warmed = warm(job_id, model_version_of(job.collection))
+        jobs.update(job_id, verified_cut=job.capture_cut, warmed=warmed)
+    holder = jobs.claim_lock(LIVE_LOCK, job_id)
     if holder is not None:
-        rt.jobs.update(job_id, message=f"verified; waiting for job {holder} on the live collection")
+        jobs.update(job_id, message=f"verified; waiting for job {holder} on the live collection")
         if lag.waiting:  # keep the lag small while it waits
-            replay(rt, job_id, job.round + 1, job.collection)
+            replay_next(job.round + 1)
         return
-    rt.jobs.update(
-        job_id, phase="switch", locked_at=time.time(), message="draining the last changes"
-    )
-    replay(rt, job_id, job.round + 1, job.collection)
+    jobs.update(job_id, phase="switch", locked_at=now(), message="draining the last changes")
+    replay_next(job.round + 1)
 
 
 def resume(
-    rt: Runtime, job_id: str, *, running: Collection[str] = (), before: float | None = None
+    job_id: str,
+    *,
+    records: JobRecords,
+    running: Collection[str] = (),
+    before: float | None = None,
 ) -> bool:
     """Set a stopped reindex going from its checkpoints: the shards planned and batches
     embedded stay done; what its tasks held goes back in line, but what `running` tasks (live
     workers') hold, or tasks that claimed at or after `before`. False when it never began its
     load (the caller starts it again)."""
-    job = rt.jobs.get(job_id)
+    jobs = records.jobs
+    job = jobs.get(job_id)
     if job is None or job.kind != JobKind.REINDEX:
         raise IndexerError(f"no reindex job {job_id}")
     if job.state == JobState.DONE:
         raise IndexerError(f"reindex job {job_id} has switched already")
     if not job.phase:
-        rt.jobs.update(job_id, state=JobState.QUEUED, finished_at=0)
+        jobs.update(job_id, state=JobState.QUEUED, finished_at=0)
         return False
-    rt.capture.follow(job.collection)  # logging again, if it stopped
-    rt.work.requeue(job_id, running=running, before=before)
+    records.capture.follow(job.collection)  # logging again, if it stopped
+    records.work.requeue(job_id, running=running, before=before)
     fields: dict[str, object] = {"finished_at": 0, "message": f"resumed in its {job.phase}"}
     if job.phase == "switch":  # the live lock went with its end: verify and take it again
         fields |= {"phase": "catch-up", "verified_cut": 0}
     state = JobState.RUNNING if job.phase == "load" else JobState.FINALIZING
-    rt.jobs.update(job_id, state=state, **fields)
+    jobs.update(job_id, state=state, **fields)
     return True
 
 
@@ -365,69 +403,95 @@ def stale(
     return None
 
 
-def start_rollback(rt: Runtime, job_id: str) -> None:
+def start_rollback(
+    job_id: str,
+    *,
+    store: VectorStore,
+    records: JobRecords,
+    lock: Lock,
+    settings: IndexerSettings,
+    now: Callable[[], float] = time.time,
+) -> None:
     """Take the live lock, then replay the previous collection's log into it (the round
-    that ends in `finish_rollback`)."""
-    job = rt.jobs.get(job_id)
+    that ends in `advance_rollback`). `lock` (the alias lock) is the swap's, not taken here."""
+    jobs = records.jobs
+    job = jobs.get(job_id)
     if job is None or job.state in FINISHED:
         return
-    aliases = rt.store.aliases()
+    aliases = store.aliases()
     previous, live = aliases.get(PREVIOUS_ALIAS), aliases.get(LIVE_ALIAS)
     if previous is None or live is None:
         raise IndexerError("nothing to roll back to: there is no previous collection")
-    why = stale(rt.capture, previous, rollback_days=rt.settings.indexer.rollback_days)
+    why = stale(records.capture, previous, rollback_days=settings.rollback_days, now=now)
     if why is not None:
         raise IndexerError(
             f"rollback refused: {why}. Reindex with its model version instead "
             f"(`photosearch index reindex --model-version {model_version_of(previous)}`)"
         )
-    holder = rt.jobs.claim_lock(LIVE_LOCK, job_id)
+    holder = jobs.claim_lock(LIVE_LOCK, job_id)
     if holder is not None:
-        rt.jobs.update(
+        jobs.update(
             job_id,
             state=JobState.RUNNING,
             message=f"waiting for job {holder} on the live collection",
         )
         return
-    rt.jobs.start(
+    jobs.start(
         job_id,
         state=JobState.RUNNING,
         phase="replay",
         collection=previous,
         model_version=model_version_of(previous),
-        source=rt.jobs.recall("source") or rt.settings.indexer.source or "",
-        locked_at=time.time(),
+        source=jobs.recall("source") or settings.source or "",
+        locked_at=now(),
         message=f"replaying the changes since the switch into {previous}",
     )
-    replay(rt, job_id, 0, previous)
+    replay(job_id, 0, previous, store=store, records=records, settings=settings)
 
 
-def advance_rollback(rt: Runtime, job_id: str) -> None:
+def advance_rollback(
+    job_id: str,
+    *,
+    store: VectorStore,
+    records: JobRecords,
+    lock: Lock,
+    settings: IndexerSettings,
+    now: Callable[[], float] = time.time,
+) -> None:
     """A rollback's next step: take the lock (it waited), or swap once the replay ended."""
-    job = rt.jobs.get(job_id)
+    jobs = records.jobs
+    job = jobs.get(job_id)
     if job is None or job.state in (*FINISHED, JobState.PAUSED):
         return
+    parts = ReindexParts(store=store, records=records, lock=lock, settings=settings, now=now)
     if job.phase != "replay":
-        start_rollback(rt, job_id)
+        start_rollback(job_id, **parts)
         return
-    if not rt.work.round_done(job_id, 0):
-        record_lag(rt.records, job_id, job.collection)
+    if not records.work.round_done(job_id, 0):
+        record_lag(records, job_id, job.collection)
         return
-    end_replay(rt.records, job_id, job.collection, job.capture_cut)
-    rt.jobs.finish(job_id, JobState.DONE, rollback(rt))
-    rt.work.drop(job_id, rt.jobs.ttl_s)
+    end_replay(records, job_id, job.collection, job.capture_cut)
+    jobs.finish(job_id, JobState.DONE, rollback(**parts))
+    records.work.drop(job_id, jobs.ttl_s)
 
 
-def rollback(rt: Runtime) -> str:
-    """Swap the live and previous collections: searches go back to the model before. The
-    collection left follows the live one in turn, for rollback_days."""
-    with alias_lock(rt.redis, rt.settings.redis.prefix):
-        aliases = rt.store.aliases()
+def rollback(
+    *,
+    store: VectorStore,
+    records: JobRecords,
+    lock: Lock,
+    settings: IndexerSettings,
+    now: Callable[[], float] = time.time,
+) -> str:
+    """Swap the live and previous collections (under the alias `lock`): searches go back to
+    the model before. The collection left follows the live one in turn, for rollback_days."""
+    with lock:
+        aliases = store.aliases()
         previous, live = aliases.get(PREVIOUS_ALIAS), aliases.get(LIVE_ALIAS)
         if previous is None:
             raise IndexerError("nothing to roll back to: there is no previous collection")
-        rt.store.set_aliases({LIVE_ALIAS: previous, PREVIOUS_ALIAS: live})
-        hand_over(rt.capture, previous, live, rollback_days=rt.settings.indexer.rollback_days)
+        store.set_aliases({LIVE_ALIAS: previous, PREVIOUS_ALIAS: live})
+        hand_over(records.capture, previous, live, rollback_days=settings.rollback_days, now=now)
     return (
         f"{LIVE_ALIAS} -> {previous} (model version {model_version_of(previous)}); "
         f"{PREVIOUS_ALIAS} -> {live}"

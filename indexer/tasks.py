@@ -283,7 +283,7 @@ def finalize(self: Task[Any, Any], job_id: str) -> None:
         if job is None or job.state in FINISHED:
             return
         if job.kind == JobKind.ROLLBACK:
-            reindexing.advance_rollback(rt, job_id)
+            reindexing.advance_rollback(job_id, **units.reindex_parts(rt))
         elif job.kind != JobKind.REINDEX:
             if rt.work.round_done(job_id, job.round):
                 # Ends the job, or opens the round of the shards held back.
@@ -296,7 +296,7 @@ def finalize(self: Task[Any, Any], job_id: str) -> None:
                 if collection is not None:
                     self.app.tasks[OPTIMIZE].delay(collection)
         else:
-            reindexing.advance(rt, job_id)
+            units.advance(rt, job_id)
         job = rt.jobs.get(job_id)
         assert job is not None
         if job.kind == JobKind.REINDEX and job.state == JobState.DONE and rt.settings.indexer.feed:
@@ -375,7 +375,16 @@ def reindex(self: Task[Any, Any], job_id: str, model_version: int, source_uri: s
     if source is None:
         return
     try:
-        reindexing.start_reindex(rt, job_id, model_version, source)
+        reindexing.start_reindex(
+            job_id,
+            model_version,
+            source,
+            ready=lambda version: rt.run(rt.embedder.is_ready(version)),
+            manifest=rt.embedder.manifest,
+            store=rt.store,
+            records=rt.records,
+            qdrant=rt.settings.qdrant,
+        )
     except IndexerError as exc:
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
         return
@@ -433,7 +442,7 @@ def rollback_job(self: Task[Any, Any], job_id: str) -> None:
     rt = runtime(self)
     rt.jobs.start(job_id, state=JobState.RUNNING)
     try:
-        reindexing.start_rollback(rt, job_id)
+        reindexing.start_rollback(job_id, **units.reindex_parts(rt))
     except IndexerError as exc:
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
         return
@@ -456,7 +465,7 @@ def resume(self: Task[Any, Any], job_id: str) -> None:
     asked = time.time()
     running = running_tasks(self.app)
     try:
-        started = reindexing.resume(rt, job_id, running=running, before=asked)
+        started = reindexing.resume(job_id, records=rt.records, running=running, before=asked)
     except IndexerError as exc:
         rt.jobs.update(job_id, message=f"resume refused: {exc}")
         return

@@ -1,18 +1,23 @@
 """One unit of a job's round, planned and committed: a shard (a sync's, a reindex's load, a
 shard logged whole), a chunk of the change feed, a chunk of logged changes (a catch-up's), or
 a shard of the grouping pass. The plan task (indexer/tasks.py) and the reindex benchmark both
-take units this way."""
+take units this way, and a reindex's steps the parts they take of the worker's Runtime."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
+from core.embedding.arrays import Embeddings
 from core.jobs import JobStatus
-from indexer import increment, planner, regroup
+from indexer import increment, planner, regroup, reindex
 from indexer.planner import Planned, PlanParts
+from indexer.reindex import ReindexParts
 from indexer.runtime import Runtime
 from indexer.shards import ShardRange
+from indexer.sync import alias_lock
 
 
 def unit_id_of(unit: dict[str, Any]) -> str:
@@ -62,6 +67,43 @@ def plan_parts(rt: Runtime, job: JobStatus) -> PlanParts:
         readers=rt.readers,
         settings=rt.settings.indexer,
     )
+
+
+def reindex_parts(rt: Runtime) -> ReindexParts:
+    """What a reindex's and a rollback's steps take of the worker's Runtime."""
+    return ReindexParts(
+        store=rt.store,
+        records=rt.records,
+        lock=alias_lock(rt.redis, rt.settings.redis.prefix),
+        settings=rt.settings.indexer,
+        now=time.time,
+    )
+
+
+def query_embeddings(rt: Runtime) -> Callable[[Sequence[str], int], Embeddings]:
+    """Texts embedded at a model version by Triton, from a task thread."""
+
+    def embed(texts: Sequence[str], version: int) -> Embeddings:
+        return rt.run(rt.embedder.encode_texts(texts, model_version=version, timeout_s=120))
+
+    return embed
+
+
+def warmer(rt: Runtime) -> Callable[[str, int], int]:
+    """reindex.warm_cache with the worker's cache Redis, Triton and API settings."""
+    return partial(
+        reindex.warm_cache,
+        redis=rt.cache_redis,
+        prefix=rt.settings.redis.prefix,
+        jobs=rt.jobs,
+        embed=query_embeddings(rt),
+        api=rt.settings.api,
+    )
+
+
+def advance(rt: Runtime, job_id: str) -> None:
+    """reindex.advance with the worker's parts, sources and the query cache's pre-warm."""
+    reindex.advance(job_id, **reindex_parts(rt), source=rt.source, warm=warmer(rt))
 
 
 def commit(rt: Runtime, job_id: str, token: str, unit_id: str, planned: Planned) -> bool:

@@ -155,5 +155,5 @@ def begin_reindex(rt: Runtime, root: Path, dim: int) -> tuple[str, str]:
     asking Triton for the model: none runs here)."""
     job_id = rt.jobs.create(JobKind.REINDEX, source=str(root), model_version=2)
     collection = collection_name(2, job_id)
-    open_load(rt, job_id, collection, dim, str(root))
+    open_load(job_id, collection, dim, str(root), store=rt.store, records=rt.records)
     return job_id, collection

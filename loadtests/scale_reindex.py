@@ -5,7 +5,7 @@ For each size: bench_scale's catalogue of small JPEGs, a Redis of its own, and a
 collection as a sync writes it (32-dimension vectors: the old model's). Then a reindex job
 into a new collection, its phases run in this process as the indexer's tasks run them
 (indexer/tasks.py), one task at a time over the job's work queue: the plan units through
-`plan_shard`, `group_shard` and `plan_keys`, each round's step through `reindex.advance`. The
+`plan_shard`, `group_shard` and `plan_keys`, each round's step through `units.advance`. The
 embedding task writes synthetic 512-dimension vectors (unit vectors around one centre per 100
 photos, 1% near-duplicates of a recent photo) instead of reading and embedding: the tiny
 model's photos/s is the scale benchmark's end-to-end figure already. No Triton runs.
@@ -60,8 +60,8 @@ from harness.processes import (
     running,
 )
 from indexer.catchup import end_replay
-from indexer.reindex import advance
 from indexer.runtime import Runtime
+from indexer.units import advance
 from indexer.verify import compare
 from loadtests.bench_scale import MB
 from loadtests.jobtasks import Clustered, Worker, begin_reindex

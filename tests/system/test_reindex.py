@@ -24,6 +24,7 @@ from core.vectorstore import (
     open_store,
 )
 from indexer import reindex as reindexing
+from indexer import units
 from indexer.app import create_app
 from indexer.host import worker_thread
 from indexer.runtime import Runtime
@@ -143,7 +144,7 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
             assert store.aliases()[LIVE_ALIAS] == v2
 
         # The aliases' swap alone: see test_indexer for `photosearch index rollback` itself.
-        message = reindexing.rollback(runtime)
+        message = reindexing.rollback(**units.reindex_parts(runtime))
         assert f"{LIVE_ALIAS} -> {v1}" in message
         assert store.aliases() == {LIVE_ALIAS: v1, PREVIOUS_ALIAS: v2}
     finally:

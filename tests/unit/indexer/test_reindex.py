@@ -1,7 +1,8 @@
-"""A reindex's last steps on the in-process store and the session's Redis: the switch of the
-aliases (once, however often the step runs), the previous collection following the live one
-for rollback_days by the test's clock, what may be dropped, and the cache warmed for the new
-model version."""
+"""A reindex's and a rollback's steps on the in-process store and the session's Redis: a
+reindex from its load to its switch, step by step, a resume, the switch of the aliases (once,
+however often the step runs), the previous collection following the live one for
+rollback_days by the test's clock, a rollback's replay and swap, what may be dropped, and the
+cache warmed for the new model version."""
 
 from __future__ import annotations
 
@@ -14,15 +15,30 @@ from redis import Redis
 
 from core.embedding.arrays import Embeddings
 from core.embedding.errors import TritonUnavailable
-from core.jobs import JobKind, JobState
+from core.jobs import LIVE_LOCK, JobKind, JobState, JobStatus
 from core.querycache import cache_key, popular_key
+from core.settings import IndexerSettings
 from core.settings_api import ApiSettings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, PREVIOUS_ALIAS, VectorStore, collection_name
 from indexer.catalog import read_catalog
 from indexer.records import JobRecords
-from indexer.reindex import check, drop, stale, switch, warm_cache
+from indexer.reindex import (
+    GROUPING_ROUND,
+    ReindexParts,
+    advance,
+    advance_rollback,
+    check,
+    drop,
+    open_load,
+    resume,
+    stale,
+    start_rollback,
+    switch,
+    warm_cache,
+)
 from indexer.sync import IndexerError, alias_lock
+from indexer.units import unit_id_of
 from tests.unit.indexer.conftest import COLLECTION, DIM, PHOTOS, EmbedBatch
 
 NEW = collection_name(2, "next")
@@ -140,3 +156,142 @@ def test_a_new_collection_that_lost_a_photo_is_not_fit_to_switch(
     assert problems() == []
     store.delete(NEW, [photos[0][0].photo_id])
     assert problems() != []
+
+
+class Clock:
+    """The test's clock: it moves when the test says."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def __call__(self) -> float:
+        return self.at
+
+
+def end_round(records: JobRecords, job_id: str) -> None:
+    """Every unit of the job's round committed as planned with nothing to embed, as the plan
+    tasks would commit a round of a collection that holds no photos."""
+    work = records.work
+    tokens = work.reserve(job_id, max_embed=0, max_plan=1000, plan_ahead=1, ttl_s=60)
+    ended = tokens.round_ended
+    for token in tokens.plan:
+        unit = work.claim_unit(job_id, token)
+        ended = (
+            work.commit(job_id, token, unit_id_of(unit), {})
+            if unit is not None
+            else work.release(job_id, token)
+        ) or ended
+    assert ended
+
+
+def test_a_reindex_steps_from_its_load_to_the_switch_by_the_tests_clock(
+    source: LocalSource, store: VectorStore, records: JobRecords, redis: Redis
+) -> None:
+    """Each round ends as its tasks would end it, with nothing to embed: the steps between
+    them are advance's, each run twice where a nudge could run it again."""
+    store.set_aliases({LIVE_ALIAS: COLLECTION})
+    job_id = records.jobs.create(JobKind.REINDEX, source=source.uri)
+    open_load(job_id, NEW, DIM, source.uri, store=store, records=records)
+    assert records.capture.followers() == {NEW: 0.0}
+    clock = Clock(1000.0)
+    warmed: list[tuple[str, int]] = []
+
+    def warm(job: str, version: int) -> int:
+        warmed.append((job, version))
+        return 5
+
+    def step() -> JobStatus:
+        advance(
+            job_id,
+            store=store,
+            records=records,
+            lock=alias_lock(redis, records.jobs.prefix),
+            settings=IndexerSettings(switch_lag=0, rollback_days=7),
+            now=clock,
+            source=lambda uri: source,
+            warm=warm,
+        )
+        job = records.jobs.get(job_id)
+        assert job is not None
+        return job
+
+    assert step().phase == "load"  # its round runs
+    end_round(records, job_id)
+    assert (step().phase, step().round) == ("grouping", GROUPING_ROUND)  # Edge's index is ready
+    end_round(records, job_id)
+    assert (step().phase, step().round) == ("catch-up", GROUPING_ROUND + 1)
+    end_round(records, job_id)
+    job = step()
+    assert (job.phase, job.locked_at, job.warmed) == ("switch", 1000.0, 5)
+    assert warmed == [(job_id, 2)]
+    assert records.jobs.claim_lock(LIVE_LOCK, "another") == job_id
+    end_round(records, job_id)
+    clock.at = 1001.5
+    job = step()
+    assert (job.state, job.lock_s) == (JobState.DONE, 1.5)
+    assert store.aliases() == {LIVE_ALIAS: NEW, PREVIOUS_ALIAS: COLLECTION}
+    assert records.capture.followers() == {COLLECTION: 1001.5 + 7 * DAY}
+    assert warmed == [(job_id, 2)]  # warmed once
+
+
+def test_a_stopped_reindex_resumes_in_its_phase_and_verifies_again_after_the_live_lock(
+    source: LocalSource, store: VectorStore, records: JobRecords
+) -> None:
+    never = records.jobs.create(JobKind.REINDEX, source=source.uri)
+    assert resume(never, records=records) is False  # its start again
+    queued = records.jobs.get(never)
+    assert queued is not None and queued.state == JobState.QUEUED
+
+    job_id = records.jobs.create(JobKind.REINDEX, source=source.uri)
+    open_load(job_id, NEW, DIM, source.uri, store=store, records=records)
+    records.jobs.update(job_id, phase="switch", verified_cut=7, state=JobState.CANCELLED)
+    records.capture.unfollow(NEW)
+    assert resume(job_id, records=records) is True
+    job = records.jobs.get(job_id)
+    assert job is not None
+    assert (job.state, job.phase, job.verified_cut) == (JobState.FINALIZING, "catch-up", 0)
+    assert records.capture.followers() == {NEW: 0.0}  # logging again
+    with pytest.raises(IndexerError, match="no reindex job"):
+        resume("nobody", records=records)
+
+
+def test_a_rollback_replays_under_the_live_lock_then_swaps_and_a_stale_one_is_refused(
+    store: VectorStore, records: JobRecords, redis: Redis
+) -> None:
+    store.create_collection(NEW, DIM)
+    store.set_aliases({LIVE_ALIAS: NEW, PREVIOUS_ALIAS: COLLECTION})
+    records.capture.follow(COLLECTION, until=10 * DAY)
+    parts = ReindexParts(
+        store=store,
+        records=records,
+        lock=alias_lock(redis, records.jobs.prefix),
+        settings=IndexerSettings(rollback_days=7),
+        now=Clock(11 * DAY),
+    )
+    late = records.jobs.create(JobKind.ROLLBACK)
+    with pytest.raises(IndexerError, match=r"rollback refused: .* stopped receiving changes"):
+        start_rollback(late, **parts)
+
+    parts["now"] = Clock(9 * DAY)
+    sync = records.jobs.create(JobKind.SYNC)
+    records.jobs.start(sync, state=JobState.RUNNING)
+    assert records.jobs.claim_lock(LIVE_LOCK, sync) is None
+    job_id = records.jobs.create(JobKind.ROLLBACK)
+    start_rollback(job_id, **parts)
+    job = records.jobs.get(job_id)
+    assert job is not None and f"waiting for job {sync} on the live collection" in job.message
+    records.jobs.release_lock(LIVE_LOCK, sync)
+
+    advance_rollback(job_id, **parts)  # the lock taken, the log's replay opened
+    job = records.jobs.get(job_id)
+    assert job is not None
+    assert (job.phase, job.collection, job.locked_at) == ("replay", COLLECTION, 9 * DAY)
+    end_round(records, job_id)
+    advance_rollback(job_id, **parts)
+    job = records.jobs.get(job_id)
+    assert job is not None and job.state == JobState.DONE
+    assert job.message == (
+        f"{LIVE_ALIAS} -> {COLLECTION} (model version 1); {PREVIOUS_ALIAS} -> {NEW}"
+    )
+    assert store.aliases() == {LIVE_ALIAS: COLLECTION, PREVIOUS_ALIAS: NEW}
+    assert records.capture.followers() == {NEW: 9 * DAY + 7 * DAY}
