@@ -22,7 +22,7 @@ from core.vectorstore import VectorStore
 from indexer.catalog import Manifests, folder_of, photo_of
 from indexer.deleteguard import DeletesRefused, reserve
 from indexer.diff import ShardPlan, classify
-from indexer.feed import open_feed
+from indexer.feed import Feed
 from indexer.planner import (
     Planned,
     PlanParts,
@@ -32,25 +32,30 @@ from indexer.planner import (
     shard_unit,
 )
 from indexer.records import JobRecords
-from indexer.runtime import Runtime
 from indexer.shards import load_map, prefix_range
 
 
-def plan_feed(rt: Runtime, job: JobStatus, seq: int, worker: str, parts: PlanParts) -> Planned:
-    """One chunk of the feed: its keys planned, the next chunk as a new unit if it has more."""
-    settings = rt.settings
-    feed = open_feed(
-        settings.indexer.feed or "",
-        parts["source"],
-        settings.s3,
-        rt.redis,
-        settings.redis.prefix,
-        hold_s=settings.indexer.visibility_timeout_s,
-        read_s=settings.indexer.feed_read_s,
+def plan_feed(
+    job: JobStatus,
+    seq: int,
+    feed: Feed,
+    *,
+    source: Source,
+    store: VectorStore,
+    records: JobRecords,
+    readers: Executor,
+    settings: IndexerSettings,
+    worker: str,
+    now: Callable[[], float] = time.time,
+) -> Planned:
+    """One chunk of the `feed` (opened for it, closed here once the chunk is acknowledged or
+    fails): its keys planned, the next chunk as a new unit if it has more."""
+    parts = PlanParts(
+        source=source, store=store, records=records, readers=readers, settings=settings
     )
-    started = time.time()
+    started = now()
     try:
-        chunk = feed.read(settings.indexer.feed_chunk, until=job.started_at)
+        chunk = feed.read(settings.feed_chunk, until=job.started_at)
         try:
             planned = plan_keys(
                 job, f"feed:{seq}", chunk.keys, **parts, worker=worker, started=started

@@ -12,7 +12,9 @@ from typing import Any
 
 from core.embedding.arrays import Embeddings
 from core.jobs import JobStatus
+from core.sources import Source
 from indexer import increment, planner, regroup, reindex
+from indexer.feed import Feed, open_feed
 from indexer.planner import Planned, PlanParts
 from indexer.reindex import ReindexParts
 from indexer.runtime import Runtime
@@ -32,7 +34,10 @@ def unit_id_of(unit: dict[str, Any]) -> str:
 def plan_unit(rt: Runtime, job: JobStatus, unit: dict[str, Any], worker: str) -> Planned:
     """What the unit needs done; DeletesRefused when its deletions pass the job's budget."""
     if unit["kind"] == "feed":
-        return increment.plan_feed(rt, job, int(unit["seq"]), worker, plan_parts(rt, job))
+        parts = plan_parts(rt, job)
+        return increment.plan_feed(
+            job, int(unit["seq"]), job_feed(rt, parts["source"]), **parts, worker=worker
+        )
     if unit["kind"] == "replay":  # logged changes of the live side (indexer/catchup.py)
         keys = [str(key) for key in unit["keys"]]
         return increment.plan_keys(
@@ -66,6 +71,20 @@ def plan_parts(rt: Runtime, job: JobStatus) -> PlanParts:
         records=rt.records,
         readers=rt.readers,
         settings=rt.settings.indexer,
+    )
+
+
+def job_feed(rt: Runtime, source: Source) -> Feed:
+    """The change feed of the worker's settings over the job's source."""
+    settings = rt.settings
+    return open_feed(
+        settings.indexer.feed or "",
+        source,
+        settings.s3,
+        rt.redis,
+        settings.redis.prefix,
+        hold_s=settings.indexer.visibility_timeout_s,
+        read_s=settings.indexer.feed_read_s,
     )
 
 
