@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from core.settings import Settings
 from photosearch.up.bootstrap import ModelChoice, is_folder, photos_source
@@ -25,15 +27,37 @@ def source_to_index(settings: Settings, photos: Path | None, say: Callable[[str]
     )
 
 
+def wait_ready(
+    probe: Callable[[], dict[str, Any] | None],
+    *,
+    ceiling_s: float,
+    poll_s: float = 0.5,
+    now: Callable[[], float] = time.monotonic,
+    wait: Callable[[float], bool] | None = None,
+) -> tuple[bool, dict[str, Any] | None]:
+    """Probe until the API says it is ready, `ceiling_s` by the clock `now` at most, `wait(s)`
+    between probes (an event's wait: True when it was set, which ends the wait early). Whether
+    it is ready, and its last answer (None when it did not answer)."""
+    pause = wait if wait is not None else threading.Event().wait
+    deadline = now() + ceiling_s
+    while (body := probe()) is None or body.get("status") == "not ready":
+        if now() > deadline or pause(poll_s):
+            return False, body
+    return True, body
+
+
 def index_then_announce(
     settings: Settings,
     model: ModelChoice | None,
     source: str,
     base_url: str,
     say: Callable[[str], None],
+    *,
+    now: Callable[[], float] = time.monotonic,
+    wait: Callable[[float], bool] | None = None,
 ) -> None:
     """Sync the photos (only what changed), or reindex into a newly exported model; then say
-    where the page is."""
+    where the page is, once the API is ready (`wait_ready` by the clock `now`)."""
     data_dir = settings.data_dir
     try:
         from core.jobs import Jobs, JobState
@@ -65,12 +89,10 @@ def index_then_announce(
         job = follow(jobs, job_id, label="indexing")
         if job.state == JobState.FAILED:
             say(f"indexing failed: {job.message}; the API serves what was indexed")
-        deadline = time.monotonic() + 120
-        while (body := readyz(base_url)) is None or body.get("status") == "not ready":
-            if time.monotonic() > deadline:
-                say(f"the API is not ready: {body}")
-                return
-            time.sleep(0.5)
+        ready, body = wait_ready(lambda: readyz(base_url), ceiling_s=120, now=now, wait=wait)
+        if not ready:
+            say(f"the API is not ready: {body}")
+            return
         say(f"PhotoSearch is up: {base_url}/  (Ctrl-C stops everything)")
         say(f"other shells: set -a; . {data_dir / 'up.env'}; photosearch index status")
     except Exception as exc:
