@@ -26,14 +26,6 @@ RUN_NOT_IMPORTED = {
     "photosearch.__main__": ("tests/unit/photosearch/test_main.py", '"-m", "photosearch"'),
 }
 
-# Modules still without a direct test. It only shrinks: a module leaves it with its first test.
-# The originals' and thumbnails' single flight (query_api.photos, query_api.imagework) gets
-# its tests with the change under way there.
-NOT_YET = {
-    "query_api.imagework",
-    "query_api.photos",
-}
-
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -92,14 +84,8 @@ def modules_with_a_test() -> set[str]:
 
 
 def test_every_product_module_has_a_test_that_imports_it() -> None:
-    untested = product_modules() - modules_with_a_test() - NOT_YET
+    untested = product_modules() - modules_with_a_test()
     assert not untested, f"product modules no test imports: {sorted(untested)}"
-
-
-def test_the_allow_list_names_only_untested_modules() -> None:
-    """A module that gained a test leaves NOT_YET."""
-    stale = NOT_YET & modules_with_a_test()
-    assert not stale, f"remove from NOT_YET: {sorted(stale)}"
 
 
 def test_the_modules_run_not_imported_are_run_by_their_test() -> None:
