@@ -95,8 +95,7 @@ class HybridPlan:
         if threshold is not None:  # the threshold is a cosine similarity: the words' too
             query = np.asarray(self.vector, dtype=np.float32)
             by_words = [h for h in by_words if _cosine(h.vector, query) >= threshold]
-        # Ties by photo id, as the store's fusion orders them.
-        fused = sorted(fuse([by_vector, by_words]), key=lambda h: (-h.score, h.photo_id))
+        fused = fuse([by_vector, by_words])
         return Ranking(fused, more=full or len(by_vector) == limit)
 
     def _by_vector(self, limit: int, with_vectors: bool) -> list[Hit]:

@@ -19,8 +19,9 @@ RRF_K = 60
 
 def fuse(rankings: Sequence[Sequence[Hit]], k: int = RRF_K) -> list[Hit]:
     """Reciprocal rank fusion: each photo's score is the sum of 1/(k + rank) over the rankings
-    that hold it (rank from 1), best first; ties keep the first ranking's order. A hit keeps
-    the first vector and payload seen."""
+    that hold it (rank from 1), best first; ties by photo id, as the store's own fusion
+    orders them (so pages follow each other whichever fused). A hit keeps the first vector
+    and payload seen."""
     fused: dict[str, float] = {}
     first: dict[str, Hit] = {}
     for ranking in rankings:
@@ -28,7 +29,7 @@ def fuse(rankings: Sequence[Sequence[Hit]], k: int = RRF_K) -> list[Hit]:
             fused[hit.photo_id] = fused.get(hit.photo_id, 0.0) + 1.0 / (k + rank)
             if hit.photo_id not in first or (first[hit.photo_id].vector is None):
                 first[hit.photo_id] = hit
-    order = sorted(fused, key=lambda pid: -fused[pid])  # stable: first seen wins ties
+    order = sorted(fused, key=lambda pid: (-fused[pid], pid))
     return [replace(first[pid], score=fused[pid]) for pid in order]
 
 

@@ -22,7 +22,7 @@ def test_reciprocal_rank_fusion_sums_one_over_k_plus_rank() -> None:
     fused = fuse([by_vector, by_words], k=60)
     scores = {h.photo_id: h.score for h in fused}
     assert scores == pytest.approx({"a": 1 / 61, "b": 1 / 62, "c": 1 / 63 + 1 / 61, "d": 1 / 62})
-    # c is in both; b and d tie at 1/62, and the first ranking's b comes first.
+    # c is in both; b and d tie at 1/62, and come in photo-id order.
     assert [h.photo_id for h in fused] == ["c", "a", "b", "d"]
     assert fuse([[], []]) == []
 
