@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis import Redis
@@ -55,6 +56,14 @@ def reserve(
 ) -> tuple[list[str], list[str]]:
     tokens = work.reserve(job_id, max_embed=embed, max_plan=plan, plan_ahead=ahead, ttl_s=ttl)
     return tokens.embed, tokens.plan
+
+
+def planning(work: WorkQueue, job_id: str, unit: tuple[str, dict[str, Any]]) -> str:
+    """A round of one unit, its planner's token reserved and the unit claimed: the token."""
+    work.start_round(job_id, 0, [unit])
+    _, [planner] = reserve(work, job_id, plan=1)
+    work.claim_unit(job_id, planner)
+    return planner
 
 
 def test_a_round_opens_once_and_takes_each_unit_once(work: WorkQueue, jobs: Jobs) -> None:
@@ -109,9 +118,7 @@ def test_embed_tokens_never_outnumber_the_room_and_come_back_as_batches_end(
     work: WorkQueue, jobs: Jobs
 ) -> None:
     job = jobs.create(JobKind.SYNC)
-    work.start_round(job, 0, units("a"))
-    _, [planner] = reserve(work, job, plan=1)
-    work.claim_unit(job, planner)
+    planner = planning(work, job, units("a")[0])
     batches = [{"photos": [{"key": str(n)}]} for n in range(5)]
     work.commit(job, planner, "a", {}, batches=batches)
     embed, _ = reserve(work, job, embed=3)
@@ -136,9 +143,7 @@ def test_planning_waits_while_enough_batches_wait(work: WorkQueue, jobs: Jobs) -
 
 def test_a_batch_counts_once_and_the_round_ends_once(work: WorkQueue, jobs: Jobs) -> None:
     job = jobs.create(JobKind.SYNC)
-    work.start_round(job, 0, units("a"))
-    _, [planner] = reserve(work, job, plan=1)
-    work.claim_unit(job, planner)
+    planner = planning(work, job, units("a")[0])
     assert not work.commit(job, planner, "a", {}, batches=[{"n": 1}, {"n": 2}])
     one, two = reserve(work, job, embed=2)[0]
     first, second = work.claim_batch(job, one), work.claim_batch(job, two)
@@ -157,9 +162,7 @@ def test_a_batch_counts_once_and_the_round_ends_once(work: WorkQueue, jobs: Jobs
 
 def test_a_claimed_batch_counted_meanwhile_comes_back_empty(work: WorkQueue, jobs: Jobs) -> None:
     job = jobs.create(JobKind.SYNC)
-    work.start_round(job, 0, units("a"))
-    _, [planner] = reserve(work, job, plan=1)
-    work.claim_unit(job, planner)
+    planner = planning(work, job, units("a")[0])
     work.commit(job, planner, "a", {}, batches=[{"n": 1}])
     [token] = reserve(work, job)[0]
     claimed = work.claim_batch(job, token)
@@ -185,9 +188,7 @@ def test_a_token_that_died_holding_a_batch_gives_it_back(
     work: WorkQueue, jobs: Jobs, clock: Clock
 ) -> None:
     job = jobs.create(JobKind.SYNC)
-    work.start_round(job, 0, units("a"))
-    _, [planner] = reserve(work, job, plan=1)
-    work.claim_unit(job, planner)
+    planner = planning(work, job, units("a")[0])
     work.commit(job, planner, "a", {}, batches=[{"n": 1}, {"n": 2}])
     dead, alive = reserve(work, job, embed=2)[0]
     lost = work.claim_batch(job, dead)
@@ -206,9 +207,7 @@ def test_a_resume_gives_back_what_dead_tokens_held_not_what_running_tasks_hold(
     work: WorkQueue, jobs: Jobs, clock: Clock
 ) -> None:
     job = jobs.create(JobKind.REINDEX)
-    work.start_round(job, 0, units("a"))
-    _, [planner] = reserve(work, job, plan=1)
-    work.claim_unit(job, planner)
+    planner = planning(work, job, units("a")[0])
     work.commit(job, planner, "a", {}, batches=[{"n": n} for n in range(5)])
     dead, running, late, _unsent = reserve(work, job, embed=4)[0]
     lost = work.claim_batch(job, dead)
@@ -231,9 +230,7 @@ def test_no_round_ends_before_it_has_started(work: WorkQueue, jobs: Jobs) -> Non
     job = jobs.create(JobKind.SYNC)
     # A nudge between a job's start and its first shards: nothing to end.
     assert not work.reserve(job, max_embed=1, max_plan=1, plan_ahead=1, ttl_s=60).round_ended
-    work.start_round(job, 0, units("a"))
-    _, [planner] = reserve(work, job, plan=1)
-    work.claim_unit(job, planner)
+    planner = planning(work, job, units("a")[0])
     work.commit(job, planner, "a", {})  # the round's last unit, nothing to embed: it ends here
     assert work.round_done(job, 0)
     assert not work.reserve(job, max_embed=1, max_plan=1, plan_ahead=1, ttl_s=60).round_ended
@@ -254,9 +251,7 @@ def test_a_commit_sets_the_feed_s_marks_with_its_plan(
     work: WorkQueue, jobs: Jobs, prefix: str
 ) -> None:
     job = jobs.create(JobKind.INCREMENT)
-    work.start_round(job, 0, [("feed:0", {"kind": "feed", "seq": 0})])
-    _, [planner] = reserve(work, job, plan=1)
-    work.claim_unit(job, planner)
+    planner = planning(work, job, ("feed:0", {"kind": "feed", "seq": 0}))
     marks = {f"{prefix}:offset": ("7:120", 0), f"{prefix}:seen:m1": ("1", 60)}
     units_added = [("feed:1", {"kind": "feed", "seq": 1})]
     work.commit(job, planner, "feed:0", {}, units=units_added, marks=marks)
