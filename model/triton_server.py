@@ -22,7 +22,7 @@ from types import TracebackType
 from core.atomicfile import write_atomic
 from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL
 
-# With a control key, Triton's model-repository API (index, load, unload) demands this header
+# With a control key, every Triton API that changes the server's state demands this header
 # over HTTP; over gRPC Triton expects it under its own prefix (metadata keys are lowercase).
 CONTROL_HEADER = "photosearch-control-key"
 GRPC_CONTROL_HEADER = f"triton-grpc-protocol-{CONTROL_HEADER}"
@@ -31,9 +31,16 @@ GRPC_CONTROL_HEADER = f"triton-grpc-protocol-{CONTROL_HEADER}"
 _KEY_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,}")
 
 
+# What changes the server: loading and unloading models (model-repository), its log and
+# trace settings (logging, trace: a verbose log or a trace of every request fills a disk),
+# and registering shared-memory regions. Inference, health, metadata, statistics and the
+# models' configuration stay open: the API and the workers hold no key and need no more.
+RESTRICTED_APIS = ("model-repository", "logging", "trace", "shared-memory")
+
+
 def control_flags(key: str) -> list[str]:
-    """tritonserver flags that make its model-control API demand `key`, over HTTP and gRPC."""
-    restricted = f"model-repository:{CONTROL_HEADER}={key}"
+    """tritonserver flags that make its state-changing APIs demand `key`, over HTTP and gRPC."""
+    restricted = f"{','.join(RESTRICTED_APIS)}:{CONTROL_HEADER}={key}"
     return [f"--http-restricted-api={restricted}", f"--grpc-restricted-protocol={restricted}"]
 
 

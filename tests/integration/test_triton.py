@@ -206,6 +206,55 @@ def test_triton_load_sends_the_control_key_from_the_setting_or_the_key_file(
         grpc.close()
 
 
+def _http(triton: TritonServer, path: str, body: bytes | None, headers: dict[str, str]) -> int:
+    """A request to Triton's HTTP API (POST with a body, else GET): its status."""
+    url = f"http://127.0.0.1:{triton.ports.http}{path}"
+    method = "GET" if body is None else "POST"
+    request = urllib.request.Request(url, data=body, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as refused:
+        return refused.code
+
+
+# Settings that leave the server as it runs (verbose logging off, no trace): the test can
+# apply them for real without changing what the other tests see.
+_SETTINGS = {
+    "/v2/logging": b'{"log_verbose_level": 0}',
+    "/v2/trace/setting": b'{"trace_level": ["OFF"]}',
+}
+
+
+def test_log_trace_and_shared_memory_settings_demand_the_control_key(
+    triton: TritonServer,
+) -> None:
+    """Found by a tester (issue 33, F10): these changed the server for anyone on its ports."""
+    key = {CONTROL_HEADER: TRITON_CONTROL_KEY}
+    for path, body in _SETTINGS.items():
+        for headers in ({}, {CONTROL_HEADER: "not-the-key"}):
+            assert _http(triton, path, body, headers) == 403, (path, headers)
+            assert _http(triton, path, None, headers) == 403, (path, headers)
+        assert _http(triton, path, body, key) == 200, path
+    assert _http(triton, "/v2/systemsharedmemory/status", None, {}) == 403
+    assert _http(triton, "/v2/systemsharedmemory/unregister", b"", {}) == 403
+    assert _http(triton, "/v2/systemsharedmemory/status", None, key) == 200
+    # Over gRPC as well; health, metadata and statistics stay open to the API's client.
+    grpc = grpcclient.InferenceServerClient(triton.url)
+    try:
+        with pytest.raises(InferenceServerException, match="restricted"):
+            grpc.update_log_settings({"log_verbose_level": 0})
+        with pytest.raises(InferenceServerException, match="restricted"):
+            grpc.update_trace_settings(settings={"trace_level": ["OFF"]})
+        grpc.update_log_settings(
+            {"log_verbose_level": 0}, headers=grpc_control_headers(TRITON_CONTROL_KEY)
+        )
+        assert grpc.is_server_ready() and grpc.get_inference_statistics(TEXT_MODEL)
+    finally:
+        grpc.close()
+    assert _http(triton, "/v2/health/ready", None, {}) == 200
+
+
 # -- scheduling: searches ahead of indexing, deadlines kept in Triton's queue ---------------
 
 
