@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -15,14 +16,16 @@ from core.embedding.manifest import (
     IMAGE_MODEL,
     TEXT_MODEL,
     TOKENIZER_FILE,
+    EncoderFallback,
     ImagePreprocessing,
     ModelManifest,
+    Precision,
     VariantQuality,
     list_versions,
     sha256_file,
     write_manifest,
 )
-from model.precision import PrecisionOptions
+from model.precision import Embedded, PrecisionOptions
 from model.repository import next_version, version_dir, write_configs
 from model.triton_config import BatchingOptions, Target
 
@@ -42,6 +45,30 @@ class LoadedClip:
     weights: str
     weights_sha256: str | None
     preprocess: ImagePreprocessing
+
+
+log = logging.getLogger(__name__)
+
+
+class _OpenClipDetail(logging.Filter):
+    """open_clip logs a failed download at ERROR on the root logger before raising it, which
+    printed the whole nested error above ours: it becomes debug detail (`photosearch --debug`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "open_clip" in record.pathname and record.levelno > logging.DEBUG:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return record.levelno > logging.DEBUG or logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+def _why_weights_failed(exc: BaseException) -> str:
+    """One clause for an operator: open_clip's errors nest hub, HTTP and cache errors."""
+    text = " ".join(str(exc).split())
+    if "Failed to download" in text or "offline" in text.lower():
+        return "they could not be downloaded (no network, or the download was refused)"
+    if "state_dict" in text or "size mismatch" in text:
+        return "the checkpoint does not match this architecture"
+    first = text.split(". ")[0]
+    return first if len(first) <= 120 else first[:117] + "..."
 
 
 def load_clip(arch: str, pretrained: str, tokenizer: Path | None = None) -> LoadedClip:
@@ -84,13 +111,18 @@ def load_clip(arch: str, pretrained: str, tokenizer: Path | None = None) -> Load
         import torch
 
         torch.manual_seed(0)
+    detail = _OpenClipDetail()
+    logging.getLogger().addFilter(detail)
     try:
         clip, _, _ = open_clip.create_model_and_transforms(name, pretrained=checkpoint)
-    except RuntimeError as exc:
+    except (RuntimeError, OSError) as exc:
+        log.debug("loading weights %r for %s failed", pretrained, name, exc_info=True)
         raise ExportError(
-            f"could not load weights {pretrained!r} for {name}: {exc}. Without a network, pass a "
-            "local checkpoint (--pretrained PATH) or random weights (--pretrained none)."
-        ) from exc
+            f"could not load weights {pretrained!r} for {name}: {_why_weights_failed(exc)}; "
+            "pass a local checkpoint (--pretrained PATH) or random weights (--pretrained none)"
+        ) from None
+    finally:
+        logging.getLogger().removeFilter(detail)
     clip.eval()
     cfg = clip.visual.preprocess_cfg
     size = cfg["size"]
@@ -118,34 +150,74 @@ def load_clip(arch: str, pretrained: str, tokenizer: Path | None = None) -> Load
     )
 
 
+@dataclass(frozen=True)
+class Reduced:
+    """What a reduced-precision export serves: each encoder's precision, and why not smaller."""
+
+    image: Precision
+    text: Precision
+    quality: VariantQuality | None
+    fallbacks: list[EncoderFallback]
+
+
 def _reduce(
     loaded: LoadedClip,
     graphs: tuple[Path, Path],
     options: PrecisionOptions,
     photos: tuple[list[Path], str],
-) -> VariantQuality:
-    """Replace both fp32 graphs by their variant, once it embeds close enough to them."""
+) -> Reduced:
+    """Replace each fp32 graph by its variant where the variant embeds close enough to it;
+    below the floor, keep fp32 for that encoder (options.fallback) or fail the export."""
     from model.calibration import CalibrationUnavailable, load_calibration
-    from model.precision import VariantError, check_floor, convert, measure
+    from model.precision import VariantError, below_floor, compare, convert, embed
 
     try:
         calibration = load_calibration(loaded.preprocess, *photos)
     except CalibrationUnavailable as exc:
+        if options.fallback:
+            return _unmeasured(options.precision, str(exc))
         raise ExportError(str(exc)) from None
     variants = tuple(g.with_name(f"model.{options.precision}.onnx") for g in graphs)
     for graph, variant in zip(graphs, variants, strict=True):
         convert(graph, variant, options.precision)
     # open_clip's own ids at the full context: right for every text tower, causal or not.
     tokens = loaded.tokenizer(list(calibration.queries)).numpy().astype("int64")
-    quality = measure(graphs, variants, calibration, tokens, options.floor)
+    reference, reduced = embed(graphs, calibration, tokens), embed(variants, calibration, tokens)
+    quality = compare(reference, reduced, calibration, options.floor)
     try:
-        check_floor(options.precision, quality)
+        fallbacks = below_floor(options.precision, quality, fallback=options.fallback)
     except VariantError as exc:
         raise ExportError(str(exc)) from None
-    # A version is one precision: only the variant is served.
-    for graph, variant in zip(graphs, variants, strict=True):
-        variant.replace(graph)
-    return quality
+    low = {f.encoder for f in fallbacks}
+    if low:  # the served pair's search figures, with fp32 where the variant fell short
+        served = Embedded(
+            reference.images if "image" in low else reduced.images,
+            reference.texts if "text" in low else reduced.texts,
+            reduced.provider,
+        )
+        quality = compare(reference, reduced, calibration, options.floor, served=served)
+    for encoder, graph, variant in zip(("image", "text"), graphs, variants, strict=True):
+        if encoder in low:
+            for leftover in variant.parent.glob(f"{variant.name}*"):
+                leftover.unlink()
+        else:
+            variant.replace(graph)
+    precision = options.precision
+    return Reduced(
+        "fp32" if "image" in low else precision,
+        "fp32" if "text" in low else precision,
+        quality,
+        fallbacks,
+    )
+
+
+def _unmeasured(precision: Precision, why: str) -> Reduced:
+    """Both encoders in fp32: a variant that cannot be measured is not served."""
+    fallbacks = [
+        EncoderFallback(encoder="image", wanted=precision, detail=why),
+        EncoderFallback(encoder="text", wanted=precision, detail=why),
+    ]
+    return Reduced("fp32", "fp32", None, fallbacks)
 
 
 def onnxruntime_version() -> str:
@@ -187,13 +259,16 @@ def export_model(
     if refusal:
         raise ExportError(refusal)
     photos: tuple[list[Path], str] = ([], "")
+    unmeasured: Reduced | None = None
     if precision.precision != "fp32":
         from model.calibration import CalibrationUnavailable, photo_files
 
         try:  # before a minute of export, not after
             photos = photo_files(precision.calibration_photos)
         except CalibrationUnavailable as exc:
-            raise ExportError(str(exc)) from None
+            if not precision.fallback:
+                raise ExportError(str(exc)) from None
+            unmeasured = _unmeasured(precision.precision, str(exc))
     repository.mkdir(parents=True, exist_ok=True)
     version = version if version is not None else next_version(repository)
     if version < 1:
@@ -233,9 +308,9 @@ def export_model(
         )
         if min(parity.image, parity.text) < PARITY_MIN_COSINE:
             raise ExportError(f"ONNX output differs from PyTorch: {parity}")
-        quality = None
-        if precision.precision != "fp32":
-            quality = _reduce(loaded, (image_path, text_path), precision, photos)
+        reduced = unmeasured or Reduced("fp32", "fp32", None, [])
+        if precision.precision != "fp32" and unmeasured is None:
+            reduced = _reduce(loaded, (image_path, text_path), precision, photos)
         for name in (IMAGE_MODEL, TEXT_MODEL):
             final = version_dir(repository, name, version)
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -257,7 +332,10 @@ def export_model(
         tokenizer=spec,
         target=target,
         precision=precision.precision,
-        quality=quality,
+        image_precision=reduced.image,
+        text_precision=reduced.text,
+        fallbacks=reduced.fallbacks,
+        quality=reduced.quality,
         files=files,
         exported_at=datetime.now(UTC).isoformat(timespec="seconds"),
         exporter={pkg: metadata.version(pkg) for pkg in ("torch", "open_clip_torch", "onnx")}

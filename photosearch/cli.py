@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import sys
+from typing import Annotated
 
 import typer
 
@@ -14,6 +16,19 @@ from photosearch.up.cli import up_command
 from query_api.cli import api_app
 
 app = typer.Typer(no_args_is_help=True, help="PhotoSearch: CLIP search over PhotoStock's photos.")
+
+
+@app.callback()
+def options(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Log at debug level: the detail behind an error.")
+    ] = False,
+) -> None:
+    """PhotoSearch: CLIP search over PhotoStock's photos."""
+    if debug:
+        logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
+
+
 app.add_typer(model_app, name="model")
 app.add_typer(triton_app, name="triton")
 app.add_typer(index_app, name="index")

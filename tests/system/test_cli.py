@@ -112,27 +112,33 @@ def test_a_text_queue_delay_over_10_ms_is_refused(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())
 
 
-def test_an_offline_pretrained_tag_fails_with_a_clear_message(tmp_path: Path) -> None:
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    result = subprocess.run(
-        [
-            *CLI,
-            "model",
-            "export",
-            "--arch",
-            "ViT-B-32",
-            "--pretrained",
-            "laion2b_s34b_b79k",
-            "--repository",
-            str(tmp_path),
-        ],
+def _offline_export(repo: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    # An empty Hugging Face cache: the weights are certainly not on this machine.
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(repo.parent / "hf-home"))
+    export = ["model", "export", "--arch", "ViT-B-32", "--pretrained", "laion2b_s34b_b79k"]
+    return subprocess.run(
+        [*CLI, *options, *export, "--repository", str(repo)],
         capture_output=True,
         text=True,
         timeout=300,
         env=env,
     )
+
+
+def test_an_offline_pretrained_tag_fails_with_one_short_line(tmp_path: Path) -> None:
+    """What failed, why in one clause, what to do; open_clip's nested errors only at debug."""
+    result = _offline_export(tmp_path / "models")
     assert result.returncode == 2
-    assert "--pretrained none" in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("export failed: could not load weights 'laion2b_s34b_b79k'"), line
+    assert "could not be downloaded" in line
+    assert "--pretrained PATH" in line and "--pretrained none" in line
+    assert "Internet connection" not in line and len(line) < 240, line
+
+    detailed = _offline_export(tmp_path / "models", "--debug")
+    assert detailed.returncode == 2
+    assert "Failed to download" in detailed.stderr  # the detail, for whoever asks for it
+    assert detailed.stderr.strip().splitlines()[-1] == line
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
