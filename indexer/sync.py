@@ -91,7 +91,6 @@ def start_sync(
     jobs = records.jobs
     running(jobs, job_id, source_uri, collection)
     open_budget(jobs, job_id, store.count(collection), max_delete_share)
-    jobs.remember("source", source_uri)
     store.ensure_indexes(collection)
     migrated = label_unlabelled(store, collection, source)
     if migrated:
@@ -153,5 +152,11 @@ def finish_sync(job_id: str, *, jobs: Jobs, work: WorkQueue, max_delete_share: f
         return None
     state = JobState.FAILED if job.failed else JobState.DONE
     jobs.finish(job_id, state, f"{job.failed} photos failed" if job.failed else "")
+    if job.kind == JobKind.SYNC and job.source:
+        # Every shard was listed and the delete guard let each through: this is the source
+        # the collection now mirrors, the one the nightly job and old points' reads follow.
+        # Remembered only here: a sync refused (a wrong folder, the guard) leaves it as it was.
+        # Photos that failed one by one do not make the source wrong.
+        jobs.remember("source", job.source)
     work.drop(job_id, jobs.ttl_s)
     return job.collection

@@ -15,11 +15,12 @@ import pytest
 from redis import Redis
 
 from core.embedding.manifest import write_manifest
-from core.jobs import JobKind, JobState, JobStatus
+from core.jobs import FINISHED, JobKind, JobState, JobStatus
 from core.settings import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, VectorStore, collection_name
 from indexer.catalog import Photo
+from indexer.deleteguard import DeletesRefused, refuse
 from indexer.planner import PlanParts, plan_shard
 from indexer.records import JobRecords
 from indexer.shards import ShardRange
@@ -51,7 +52,7 @@ class Rounds:
         for _ in range(MAX_PASSES):
             job = self.jobs.get(job_id)
             assert job is not None
-            if self.work.round_done(job_id, job.round):
+            if job.state in FINISHED or self.work.round_done(job_id, job.round):
                 return
             tokens = self.work.reserve(job_id, max_embed=4, max_plan=2, plan_ahead=8, ttl_s=600)
             for token in tokens.plan:
@@ -65,13 +66,18 @@ class Rounds:
         if unit is None:
             self.work.release(job.id, token)
             return
-        planned = plan_shard(
-            job,
-            ShardRange.from_wire(unit),
-            **self.parts,
-            worker="w1",
-            confirm=bool(unit.get("confirm")),
-        )
+        try:
+            planned = plan_shard(
+                job,
+                ShardRange.from_wire(unit),
+                **self.parts,
+                worker="w1",
+                confirm=bool(unit.get("confirm")),
+            )
+        except DeletesRefused as exc:  # as the plan task ends a refused job
+            refuse(self.jobs, self.work, job.id, str(exc))
+            self.work.release(job.id, token)
+            return
         self.work.commit(
             job.id,
             token,
@@ -199,3 +205,32 @@ def test_an_increment_needs_a_feed_and_a_live_collection_of_labelled_points(
     assert nightly_kind(store, "file:///feed") == JobKind.SYNC  # no live collection yet
     store.set_aliases({LIVE_ALIAS: COLLECTION})
     assert nightly_kind(store, "file:///feed") == JobKind.INCREMENT
+
+
+def test_the_remembered_source_changes_only_when_a_sync_succeeds(
+    tmp_path: Path,
+    records: JobRecords,
+    source: LocalSource,
+    store: VectorStore,
+    rounds: Rounds,
+) -> None:
+    """A sync of the wrong folder (one without the photos: `file:///etc` in the report) is
+    refused by the delete guard and must not become the source the nightly job syncs."""
+    assert sync(records, source, store, rounds).state == JobState.DONE
+    assert records.jobs.recall("source") == source.uri
+    wrong = tmp_path / "wrong"
+    (wrong / "etc").mkdir(parents=True)
+    (wrong / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
+    elsewhere = LocalSource(wrong)
+    rounds.parts["source"] = elsewhere
+    refused = sync(records, elsewhere, store, rounds)
+    assert refused.state == JobState.FAILED and refused.refused
+    assert store.count(COLLECTION) == PHOTOS  # nothing stored was lost
+    assert records.jobs.recall("source") == source.uri
+    # The same folder once it holds the photos: a success, remembered.
+    moved = tmp_path / "moved"
+    source.root.rename(moved)
+    renamed = LocalSource(moved)
+    rounds.parts["source"] = renamed
+    assert sync(records, renamed, store, rounds).state == JobState.DONE
+    assert records.jobs.recall("source") == renamed.uri
