@@ -21,6 +21,8 @@ from core.embedding.manifest import (
 )
 from core.settings import MAX_TEXT_QUEUE_DELAY_US, get_settings
 
+CUDA = "CUDAExecutionProvider"
+
 model_app = typer.Typer(help="Export CLIP models into the versioned Triton model repository.")
 triton_app = typer.Typer(help="Run Triton on this machine and manage its loaded models.")
 
@@ -120,6 +122,13 @@ def export_command(
             show_default="the demo photos",
         ),
     ] = None,
+    fallback: Annotated[
+        bool,
+        typer.Option(
+            help="fp16/int8: an encoder below the floor (or not measurable) serves fp32, with "
+            "the reason printed and in the manifest, instead of failing the export.",
+        ),
+    ] = False,
     instances: Annotated[int, typer.Option(min=1, help="Image model instances per Triton.")] = 1,
     text_instances: Annotated[
         int, typer.Option(min=1, help="Text model instances per Triton (2: see triton_config).")
@@ -155,13 +164,15 @@ def export_command(
             target=_target(target),
             options=options,
             tokenizer=tokenizer,
-            precision=PrecisionOptions(_precision(precision), min_cosine, calibration_photos),
+            precision=PrecisionOptions(
+                _precision(precision), min_cosine, calibration_photos, fallback
+            ),
         )
     except ExportError as exc:
         typer.secho(f"export failed: {exc}", fg="red", err=True)
         raise typer.Exit(2) from None
     typer.echo(
-        f"exported version {manifest.version} ({manifest.arch}, {manifest.precision}, "
+        f"exported version {manifest.version} ({manifest.arch}, {manifest.served_precision}, "
         f"weights: {manifest.weights}, "
         f"{manifest.embedding_dim}-d, image {manifest.image.size}px, text "
         f"{manifest.tokenizer.context_length} tokens {manifest.tokenizer.padding}) to {repo}"
@@ -174,7 +185,9 @@ def export_command(
             f"{q.text_cosine_mean:.6f}; top-10 overlap {q.top10_overlap:.3f}; copies found "
             f"first {q.copies_found_first:.3f} (fp32 {q.copies_found_first_fp32:.3f})"
         )
-    if manifest.precision == "fp16" and manifest.target == "cpu":
+    measured_on_cpu = manifest.quality is None or manifest.quality.provider != CUDA
+    served = (manifest.image_precision, manifest.text_precision)
+    if "fp16" in served and manifest.target == "cpu" and measured_on_cpu:
         typer.secho(
             "fp16 is for GPUs: on a CPU onnxruntime casts most of it back to float32, slower "
             "than fp32; int8 is the CPU's smaller variant",
@@ -219,7 +232,7 @@ def list_command(
         )
         typer.echo(
             f"{m.version}\t{m.arch}\t{m.weights}\t{m.embedding_dim}-d\t{m.target}\t"
-            f"{m.precision}\t{cosine}\t{m.exported_at}"
+            f"{m.served_precision}\t{cosine}\t{m.exported_at}"
         )
 
 

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from core.embedding.arrays import AnyArray, row_cosines
-from core.embedding.manifest import IMAGE_INPUT, TEXT_INPUT, Precision, VariantQuality
+from core.embedding.manifest import (
+    IMAGE_INPUT,
+    TEXT_INPUT,
+    EncoderFallback,
+    Precision,
+    VariantQuality,
+)
 
 if TYPE_CHECKING:  # onnx and onnxruntime load only when a variant is made
     import onnx
@@ -40,6 +46,9 @@ class PrecisionOptions:
     precision: Precision = "fp32"
     min_cosine: float | None = None  # None: FLOORS[precision]
     calibration_photos: Path | None = None  # None: the demo photos
+    # An encoder whose variant is below the floor (or cannot be measured) serves fp32 instead
+    # of failing the export: for a precision chosen for the user, never for one asked for.
+    fallback: bool = False
 
     @property
     def floor(self) -> float:
@@ -167,31 +176,45 @@ def _top(queries: AnyArray, gallery: AnyArray, k: int) -> list[set[int]]:
     return [set(row.tolist()) for row in order]
 
 
-def measure(
-    reference: Sequence[Path],
-    variant: Sequence[Path],
-    calibration: Calibration,
-    tokens: AnyArray,
-    floor: float,
-) -> VariantQuality:
-    """Embed the sample with the fp32 graphs and the variant's (image, text) and compare."""
-    image_ref, provider = session(reference[0])
-    image_var, _ = session(variant[0])
-    images = calibration.images
-    ref_images = _run(image_ref, IMAGE_INPUT, images)
-    var_images = _run(image_var, IMAGE_INPUT, images)
-    del image_ref, image_var
-    text_ref, _ = session(reference[1])
-    text_var, _ = session(variant[1])
-    ref_texts = _run(text_ref, TEXT_INPUT, tokens)
-    var_texts = _run(text_var, TEXT_INPUT, tokens)
+@dataclass(frozen=True)
+class Embedded:
+    """The calibration sample embedded by one pair of graphs (image, text)."""
 
-    image_cos = row_cosines(ref_images, var_images)
-    text_cos = row_cosines(ref_texts, var_texts)
-    k = min(10, len(images))
+    images: AnyArray
+    texts: AnyArray
+    provider: str  # the onnxruntime execution provider that ran them
+
+
+def embed(graphs: Sequence[Path], calibration: Calibration, tokens: AnyArray) -> Embedded:
+    """The sample's photos through graphs[0], its queries through graphs[1]."""
+    image, provider = session(graphs[0])
+    images = _run(image, IMAGE_INPUT, calibration.images)
+    del image
+    text, _ = session(graphs[1])
+    return Embedded(images, _run(text, TEXT_INPUT, tokens), provider)
+
+
+def compare(
+    reference: Embedded,
+    variant: Embedded,
+    calibration: Calibration,
+    floor: float,
+    *,
+    served: Embedded | None = None,
+) -> VariantQuality:
+    """Each encoder's variant against fp32 (cosines), and the served pair against fp32
+    (top-10 overlap, copies found first): `served` mixes fp32 for an encoder that fell back."""
+    served = served or variant
+    image_cos = row_cosines(reference.images, variant.images)
+    text_cos = row_cosines(reference.texts, variant.texts)
+    k = min(10, len(reference.images))
     overlap = [
         len(a & b) / k
-        for a, b in zip(_top(ref_texts, ref_images, k), _top(var_texts, var_images, k), strict=True)
+        for a, b in zip(
+            _top(reference.texts, reference.images, k),
+            _top(served.texts, served.images, k),
+            strict=True,
+        )
     ]
     photos = len(calibration.photos)
 
@@ -205,30 +228,35 @@ def measure(
         text_cosine_mean=round(float(text_cos.mean()), 6),
         text_cosine_min=round(float(text_cos.min()), 6),
         top10_overlap=round(float(np.mean(overlap)), 4),
-        copies_found_first=copies_found(var_images),
-        copies_found_first_fp32=copies_found(ref_images),
+        copies_found_first=copies_found(served.images),
+        copies_found_first_fp32=copies_found(reference.images),
         floor=floor,
         photos=photos,
-        queries=len(tokens),
-        provider=provider,
+        queries=len(reference.texts),
+        provider=reference.provider,
     )
 
 
-def check_floor(precision: Precision, quality: VariantQuality) -> None:
-    """VariantError when either encoder's mean cosine to fp32 is below the floor."""
-    low = {
-        name: value
-        for name, value in (
+def below_floor(
+    precision: Precision, quality: VariantQuality, *, fallback: bool
+) -> list[EncoderFallback]:
+    """The encoders whose mean cosine to fp32 is below the floor: each to serve fp32 with
+    `fallback`, else VariantError, which says why and what to change."""
+    low = [
+        EncoderFallback(encoder=encoder, wanted=precision, cosine=value, floor=quality.floor)
+        for encoder, value in (
             ("image", quality.image_cosine_mean),
             ("text", quality.text_cosine_mean),
         )
         if value < quality.floor
-    }
-    if low:
-        figures = ", ".join(f"{name} encoder {value:.6f}" for name, value in low.items())
+    ]
+    if low and not fallback:
+        figures = ", ".join(f"{f.encoder} encoder {f.cosine:.6f}" for f in low)
         raise VariantError(
             f"{precision} embeds too far from fp32 of the same weights: mean cosine {figures}, "
             f"below the floor {quality.floor} (on {quality.photos} photos with their copies "
-            f"and {quality.queries} queries). Serve fp32, or lower the floor with --min-cosine "
-            "if a measured search quality says this is good enough."
+            f"and {quality.queries} queries). Serve fp32, pass --fallback to serve fp32 for "
+            "that encoder only, or lower the floor with --min-cosine if a measured search "
+            "quality says this is good enough."
         )
+    return low

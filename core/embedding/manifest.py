@@ -6,9 +6,9 @@ import hashlib
 import json
 from enum import IntEnum
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from core.atomicfile import write_atomic
 
@@ -66,6 +66,7 @@ class TokenizerSpec(BaseModel):
 
 Precision = Literal["fp32", "fp16", "int8"]
 PRECISIONS: tuple[Precision, ...] = ("fp32", "fp16", "int8")
+Encoder = Literal["image", "text"]
 
 
 class VariantQuality(BaseModel):
@@ -77,12 +78,12 @@ class VariantQuality(BaseModel):
     text_cosine_mean: float
     text_cosine_min: float
     top10_overlap: float = Field(
-        description="Mean share of each query's 10 nearest photos that fp32 and this "
-        "precision have in common."
+        description="Mean share of each query's 10 nearest photos that fp32 and the served "
+        "encoders have in common (an encoder that fell back to fp32 counts as fp32)."
     )
     copies_found_first: float = Field(
         description="Share of altered copies (crop, JPEG q40, flip) whose nearest photo is "
-        "their original, in this precision."
+        "their original, with the served image encoder."
     )
     copies_found_first_fp32: float = Field(
         default=0.0, description="The same share in fp32: what the variant is held to."
@@ -91,6 +92,27 @@ class VariantQuality(BaseModel):
     photos: int
     queries: int
     provider: str = Field(description="The onnxruntime execution provider that measured it.")
+
+
+class EncoderFallback(BaseModel):
+    """An encoder served in fp32 although the export asked for a smaller precision, and why."""
+
+    encoder: Encoder
+    wanted: Precision
+    cosine: float | None = Field(
+        default=None, description="Its variant's mean cosine to fp32; none when not measured."
+    )
+    floor: float | None = None
+    detail: str = Field(default="", description="Why, when no cosine was measured.")
+
+    @property
+    def reason(self) -> str:
+        if self.cosine is None or self.floor is None:
+            return f"{self.encoder} encoder's {self.wanted} not measured: {self.detail}"
+        return (
+            f"{self.encoder} encoder's {self.wanted} cosine {self.cosine:.4f} is below "
+            f"the floor {self.floor}"
+        )
 
 
 class ModelManifest(BaseModel):
@@ -106,7 +128,17 @@ class ModelManifest(BaseModel):
     tokenizer: TokenizerSpec
     target: Literal["cpu", "gpu"]
     # Manifests written before precisions existed are fp32.
-    precision: Precision = "fp32"
+    precision: Precision = Field(
+        default="fp32",
+        description="The precision the export was asked for; each encoder's served one is "
+        "below (fp32 where the variant fell short of the floor).",
+    )
+    # Manifests written before per-encoder precisions serve `precision` in both (_as_asked).
+    image_precision: Precision = "fp32"
+    text_precision: Precision = "fp32"
+    fallbacks: list[EncoderFallback] = Field(
+        default_factory=list, description="The encoders served in fp32 instead, and why."
+    )
     quality: VariantQuality | None = Field(
         default=None, description="Against fp32 of the same weights; none for fp32 itself."
     )
@@ -114,9 +146,26 @@ class ModelManifest(BaseModel):
     exported_at: str
     exporter: dict[str, str] = Field(description="Versions of the tools that exported it.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _as_asked(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            asked = data.get("precision", "fp32")
+            return {"image_precision": asked, "text_precision": asked} | data
+        return data
+
     @property
     def random_weights(self) -> bool:
         return self.weights == "random"
+
+    @property
+    def served_precision(self) -> str:
+        """What serves, for people: "int8", or "int8 text, fp32 image (why)"."""
+        image, text = self.image_precision, self.text_precision
+        served = image if image == text else f"{text} text, {image} image"
+        if self.fallbacks:
+            served += f" ({'; '.join(f.reason for f in self.fallbacks)})"
+        return served
 
 
 def manifest_path(repository: Path, version: int) -> Path:

@@ -63,13 +63,18 @@ def choose_providers(
 
 
 def version_precision(model_repository: str, version: str) -> str:
-    """The precision of this version: its manifest, at the repository root, says it."""
+    """The precision this model serves in this version: its manifest, at the repository root,
+    says it per encoder (an encoder below the export's floor serves fp32 beside the other's
+    int8 or fp16), or for both in manifests written before that."""
     path = os.path.join(os.path.dirname(model_repository), f"manifest-{version}.json")
+    encoder = {"clip_image": "image_precision", "clip_text": "text_precision"}
     try:
         with open(path) as f:
-            return str(json.load(f).get("precision", "fp32"))
+            manifest = json.load(f)
     except FileNotFoundError:
         return "fp32"
+    own = manifest.get(encoder.get(os.path.basename(model_repository.rstrip("/")), ""))
+    return str(own or manifest.get("precision", "fp32"))
 
 
 def tensorrt_options(

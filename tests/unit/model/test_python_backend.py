@@ -203,6 +203,17 @@ def test_each_version_reads_its_precision_from_its_manifest(backend: Any, tmp_pa
     assert backend.version_precision(str(models), "4") == "fp32"
 
 
+def test_each_encoder_reads_its_own_precision_in_a_mixed_version(
+    backend: Any, tmp_path: Path
+) -> None:
+    # An export asked for fp16 whose image encoder fell short of the floor: TensorRT must
+    # not build that fp32 graph in FP16 after all.
+    mixed = {"version": 5, "precision": "fp16", "image_precision": "fp32", "text_precision": "fp16"}
+    (tmp_path / "manifest-5.json").write_text(json.dumps(mixed))
+    assert backend.version_precision(str(tmp_path / "clip_image"), "5") == "fp32"
+    assert backend.version_precision(str(tmp_path / "clip_text"), "5") == "fp16"
+
+
 def test_tensorrt_keeps_an_engine_cache_per_version_and_precision(backend: Any) -> None:
     params = {
         "trt_cache_dir": "/cache",
