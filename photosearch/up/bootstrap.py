@@ -6,10 +6,14 @@ module only decides what to export and reads the manifests it leaves.
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from core.embedding.manifest import ModelManifest, list_versions, load_manifest
@@ -40,6 +44,44 @@ class ModelChoice:
     previous: int | None  # the newest version before it, if any
 
 
+@dataclass(frozen=True)
+class Host:
+    """Where `up` serves the model: the precision a first export takes follows from it."""
+
+    gpu: bool
+    why: str  # one clause, printed with the choice
+
+    @property
+    def precision(self) -> str:
+        # int8's integer kernels are the CPU's; a GPU's are fp16 (docs/operating/model.md).
+        return "fp16" if self.gpu else "int8"
+
+
+def detect_host() -> Host:
+    """A GPU host is one where Triton's onnxruntime can run on a visible NVIDIA GPU: the
+    onnxruntime-gpu build is installed (the only one with the CUDA provider; checked by its
+    distribution, so this process never imports onnxruntime) and nvidia-smi lists a GPU."""
+    try:
+        metadata.version("onnxruntime-gpu")
+    except metadata.PackageNotFoundError:
+        return Host(
+            False, "onnxruntime has no CUDA provider here (onnxruntime-gpu is not installed)"
+        )
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
+        return Host(False, "CUDA_VISIBLE_DEVICES hides every GPU")
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return Host(False, "no NVIDIA driver here (no nvidia-smi)")
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Host(False, f"nvidia-smi failed: {exc}")
+    gpus = [line for line in listed.stdout.splitlines() if line.startswith("GPU ")]
+    if listed.returncode != 0 or not gpus:
+        return Host(False, "nvidia-smi lists no GPU")
+    return Host(True, gpus[0].split(" (UUID")[0])
+
+
 def reachable(host: tuple[str, int], timeout_s: float = 3.0) -> bool:
     """A quick look for a network before open_clip spends a minute retrying downloads."""
     try:
@@ -66,19 +108,40 @@ def ensure_model(
     say: Say,
     run: Callable[[Child], int],
     precision: str | None = None,
+    fallback: bool = False,
+    host: Callable[[], Host] = detect_host,
 ) -> ModelChoice:
     """The newest exported version, exporting one first when there is none.
 
     An explicit `--pretrained` or `--precision` different from what the newest version was
     exported with makes a new version; the caller then reindexes into it beside the live
-    collection (a version is one precision: queries and vectors stay on one).
+    collection (a version is one precision per encoder: queries and vectors stay on one).
+    Without `--precision`, a first export takes the host's precision (int8 on a CPU, fp16 on
+    a GPU), each encoder falling back to fp32 below the floor; later ones keep the newest's.
     """
     versions = list_versions(repository)
     newest = load_manifest(repository, max(versions)) if versions else None
+    if precision is None:
+        fallback = True  # chosen for the user: never worse than fp32, never a failed start
+        if newest is None:
+            found = host()
+            precision = found.precision
+            say(
+                f"{'a GPU' if found.gpu else 'no GPU'} ({found.why}): a first export serves "
+                f"{precision}, each encoder in fp32 instead where {precision} falls below the "
+                "floor; --precision chooses another"
+            )
+        else:
+            precision = newest.precision
+            say(
+                f"keeping the precision of version {newest.version} "
+                f"({newest.served_precision}); --precision changes it (a new export and a "
+                "reindex)"
+            )
     if (
         newest is not None
         and (pretrained is None or _same_weights(newest, arch, pretrained))
-        and (precision is None or newest.precision == precision)
+        and newest.precision == precision
     ):
         return ModelChoice(newest, exported=False, previous=None)
     same_weights = newest is not None and pretrained is None
@@ -104,10 +167,10 @@ def ensure_model(
     if same_weights:
         attempts = [a for a in attempts if a[0] != "none" or wanted == "none"]
 
-    variant = ("--precision", precision) if precision else ()
+    variant = ("--precision", precision, *(("--fallback",) if fallback else ()))
     for weights, extra_env in attempts:
         say(
-            f"exporting {arch} (weights: {weights}, {precision or 'fp32'}) to {repository}; "
+            f"exporting {arch} (weights: {weights}, {precision}) to {repository}; "
             "about a minute on a CPU"
         )
         log = logs / "export.log"

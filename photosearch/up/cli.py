@@ -49,11 +49,19 @@ def up_command(
     precision: Annotated[
         PrecisionChoice | None,
         typer.Option(
-            help="Serve this precision: int8 is the CPU's faster variant. A change exports a "
-            "new version and reindexes into it.",
-            show_default="the newest version's; fp32 at first",
+            help="Serve this precision: int8 is the CPU's faster variant, fp16 the GPU's. A "
+            "change exports a new version and reindexes into it.",
+            show_default="the newest version's; at first int8 without a GPU, fp16 with one, "
+            "each encoder in fp32 where its variant is below the floor",
         ),
     ] = None,
+    fallback: Annotated[
+        bool,
+        typer.Option(
+            help="With --precision: an encoder below the floor serves fp32 (the reason is "
+            "printed) instead of stopping `up`.",
+        ),
+    ] = False,
 ) -> None:
     """Run everything on this machine: Redis, Triton, the API and page, the indexer, beat.
 
@@ -71,5 +79,6 @@ def up_command(
         arch=arch,
         redis_port=redis_port,
         precision=precision.value if precision else None,
+        fallback=fallback,
     )
     raise typer.Exit(Supervisor(options).run())

@@ -78,7 +78,8 @@ class UpOptions:
     pretrained: str | None = None
     arch: str = "ViT-B-32"
     redis_port: int | None = None
-    precision: str | None = None  # None: the newest version's, fp32 for a first export
+    precision: str | None = None  # None: the newest version's, the host's for a first export
+    fallback: bool = False  # with a precision: fp32 for an encoder below the floor
 
 
 @dataclass
@@ -254,9 +255,12 @@ class Supervisor:
                 say=self.say,
                 run=self._run_to_end,
                 precision=self.options.precision,
+                fallback=self.options.fallback,
             )
             m = model.manifest
-            self.say(f"model version {m.version}: {m.arch}, weights {m.weights}, {m.precision}")
+            self.say(
+                f"model version {m.version}: {m.arch}, weights {m.weights}, {m.served_precision}"
+            )
             if m.random_weights:
                 self.say(RANDOM_WEIGHTS_WARNING)
         if "Redis" in self.ports:

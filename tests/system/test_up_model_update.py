@@ -1,7 +1,8 @@
 """A model update on one machine: `up` with random weights, then `up --pretrained CHECKPOINT`
 exports version 2 and reindexes into it beside the live index; then a rollback from another
-shell through `up.env`; then `up --precision int8` serves the same weights quantized. The tiny
-test architecture keeps the exports short."""
+shell through `up.env`; then `up --precision fp32` serves the same weights unquantized (the
+first start chose int8, this CPU's default, and version 2 kept it). The tiny test architecture
+keeps the exports short."""
 
 from __future__ import annotations
 
@@ -59,6 +60,11 @@ def test_pretrained_on_a_later_start_reindexes_into_a_new_version_and_rolls_back
         assert f"done {len(keys)}  failed 0  skipped 0  total {len(keys)}" in up.output()
         first = readyz(up)
         assert first["checks"]["triton"]["model_version"] == 1  # type: ignore[index]
+        # No GPU here: int8, each encoder that reaches the floor (both, for these weights).
+        assert "no GPU (" in up.output()
+        manifest = load_manifest(up.data_dir / "models", 1)
+        assert manifest.precision == "int8" and manifest.served_precision == "int8"
+        assert f"weights random, {manifest.served_precision}" in up.output()
     finally:
         assert up.stop() == 0
 
@@ -68,6 +74,8 @@ def test_pretrained_on_a_later_start_reindexes_into_a_new_version_and_rolls_back
     try:
         out = up.output()
         assert "exporting" in out and "RANDOM weights" not in out
+        assert "keeping the precision of version 1 (int8)" in out
+        assert load_manifest(up.data_dir / "models", 2).precision == "int8"
         reindex = next(line for line in up.lines if " reindex " in line)
         assert f"done {len(keys)}  failed 0  skipped 0  total {len(keys)}" in reindex
         assert reindex.split()[-1].startswith("photos-m2-")
@@ -94,17 +102,18 @@ def test_pretrained_on_a_later_start_reindexes_into_a_new_version_and_rolls_back
     finally:
         assert up.stop(signal.SIGTERM) == 0
 
-    # int8 on this CPU: the same weights quantized are version 3, reindexed into as above.
-    up.args = ("--precision", "int8")
+    # Back to fp32: the same weights unquantized are version 3, reindexed into as above.
+    up.args = ("--precision", "fp32")
     up.start()
     try:
         out = up.output()
-        assert "exporting" in out and "int8" in out
+        assert "exporting" in out and "fp32" in out
         reindex = next(line for line in up.lines if " reindex " in line and "-m3-" in line)
         assert f"done {len(keys)}  failed 0  skipped 0  total {len(keys)}" in reindex
         manifest = load_manifest(up.data_dir / "models", 3)
-        assert manifest.precision == "int8" and manifest.weights == str(checkpoint.resolve())
-        assert manifest.quality is not None and manifest.quality.text_cosine_mean >= 0.99
+        assert manifest.precision == "fp32" and manifest.weights == str(checkpoint.resolve())
+        assert (manifest.image_precision, manifest.text_precision) == ("fp32", "fp32")
+        assert manifest.quality is None
         body = search(up)
         assert body["model_version"] == 3 and len(body["results"]) == 5
     finally:
