@@ -252,6 +252,15 @@ class IndexerSettings(BaseModel):
         2, ge=1, description="Tasks a worker runs at once (threads), so decoding overlaps Triton."
     )
     read_threads: int = Field(8, ge=1, description="Threads reading and decoding one batch.")
+    # read_threads x concurrency decodes can run at once: five 10950x10950 PNGs (480 MB each
+    # decoded) took a worker from 1.15 to 3.78 GB. The default holds the largest photo
+    # max_pixels lets in (120 MP RGBA, ~0.6 GB at its peak) within the worker pod's 4 GiB.
+    decode_memory_mb: int = Field(
+        1024,
+        ge=16,
+        description="Decoded pixels a worker process's reader threads may hold at once; a "
+        "photo needing more than all of it is skipped with its reason, others wait their turn.",
+    )
     # On CPU one image takes ~50 ms on 2 idle cores: a 64-photo request held the image model
     # ~3 s, and a search queued behind it too. Now a search waits for the execution running
     # (the worker's two threads' chunks at most: 8 images) and shares its own with at most one

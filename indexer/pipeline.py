@@ -11,7 +11,7 @@ from typing import Protocol
 import numpy as np
 
 from core.embedding.arrays import Embeddings, Pixels
-from core.embedding.images import ImageLimits
+from core.embedding.images import ImageLimits, Reserve
 from core.embedding.manifest import MAX_BATCH_SIZE, ModelManifest
 from core.sources import Source
 from core.vectorstore import VectorStore
@@ -49,13 +49,15 @@ def embed_photos(
     limits: ImageLimits,
     cpu_chunk: int,
     duplicate_threshold: float,
+    reserve: Reserve | None = None,
     group_with_stored: bool = True,
     on_grouped: Callable[[], None] = lambda: None,
     now: Callable[[], datetime] = utc_now,
 ) -> BatchResult:
     """Embed and upsert a batch. Bad photos are skipped; Triton/store/I-O failures raise.
 
-    `readers` read and decode the photos within `limits`; on a CPU target `cpu_chunk` images
+    `readers` read and decode the photos within `limits`, each decode holding its memory
+    through `reserve` (the worker's budget; None: unbounded); on a CPU target `cpu_chunk` images
     go to Triton at a time. group_with_stored: search the stored photos for each one's
     near-duplicate group, then call `on_grouped` (False: the batch alone, in a reindex's
     load)."""
@@ -66,7 +68,7 @@ def embed_photos(
     result = BatchResult()
     good: list[ShardPhoto] = []
     pixels: list[Pixels] = []
-    read = read_batch(readers, source, [photo for photo, _ in photos], spec, limits)
+    read = read_batch(readers, source, [photo for photo, _ in photos], spec, limits, reserve)
     gone: dict[str, list[str]] = {}
     for (photo, shard), outcome in zip(photos, read, strict=True):
         if isinstance(outcome, str) and outcome == GONE:

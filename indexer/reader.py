@@ -8,7 +8,7 @@ from concurrent.futures import Executor
 
 from core.embedding.arrays import Pixels
 from core.embedding.errors import InvalidImage
-from core.embedding.images import ImageLimits, prepare_image
+from core.embedding.images import ImageLimits, Reserve, prepare_image
 from core.embedding.manifest import ImagePreprocessing
 from core.sources import Source, SourceError, SourceRefused, SourceUnavailable
 from indexer.catalog import Photo
@@ -44,10 +44,16 @@ GONE = "gone from the source before it could be read"
 
 
 def read_photo(
-    source: Source, photo: Photo, spec: ImagePreprocessing, limits: ImageLimits
+    source: Source,
+    photo: Photo,
+    spec: ImagePreprocessing,
+    limits: ImageLimits,
+    reserve: Reserve | None = None,
 ) -> Pixels | str:
     """The encoder's pixels, or why the photo cannot be indexed; a source or storage that
-    does not answer raises SourceUnavailable (the batch is tried again)."""
+    does not answer raises SourceUnavailable (the batch is tried again). The decode holds its
+    estimated memory through `reserve` (the worker's MemoryBudget): one needing more than the
+    whole budget is refused as too large, its reason recorded."""
     try:
         data = source.read(photo.key)
     except FileNotFoundError:
@@ -63,7 +69,7 @@ def read_photo(
             raise SourceUnavailable(f"reading {photo.key}: {exc}") from exc
         return f"cannot be read: {exc.strerror or exc}"
     try:
-        return prepare_image(data, spec, limits)
+        return prepare_image(data, spec, limits, reserve)
     except InvalidImage as exc:
         return str(exc)
 
@@ -74,6 +80,8 @@ def read_batch(
     photos: Sequence[Photo],
     spec: ImagePreprocessing,
     limits: ImageLimits,
+    reserve: Reserve | None = None,
 ) -> list[Pixels | str]:
-    """All photos of a batch at once: reading (network) and decoding overlap across threads."""
-    return list(executor.map(lambda p: read_photo(source, p, spec, limits), photos))
+    """All photos of a batch at once: reading (network) and decoding overlap across threads,
+    the decodes within the memory `reserve` gives."""
+    return list(executor.map(lambda p: read_photo(source, p, spec, limits, reserve), photos))

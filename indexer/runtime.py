@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from redis import Redis
 
 from core.embedding.arrays import Embeddings, Pixels
+from core.embedding.budget import MB, MemoryBudget, return_freed_pixels
 from core.embedding.client import EmbeddingClient
 from core.embedding.manifest import ModelManifest, Priority
 from core.jobs import Jobs
@@ -77,6 +78,11 @@ class Runtime:
             self.redis, settings.redis.prefix, settings.indexer.capture_shard_keys
         )
         self.readers = ThreadPoolExecutor(settings.indexer.read_threads, "photo-reader")
+        # One budget for every decode of this process, whichever task's batch it reads.
+        return_freed_pixels()
+        self.decode_budget = MemoryBudget(
+            settings.indexer.decode_memory_mb * MB, holder="the worker (decode_memory_mb)"
+        )
         self._store = store
         self._own_store = store is None
         self._lock = threading.Lock()

@@ -255,6 +255,7 @@ def embed_batch(self: Task[Any, Any], job_id: str) -> None:
             embedder=rt.images,
             readers=rt.readers,
             limits=ImageLimits.of_stored(rt.settings.images),
+            reserve=rt.decode_budget.reserve,
             cpu_chunk=rt.settings.indexer.cpu_chunk,
             duplicate_threshold=rt.settings.indexer.duplicate_threshold,
             group_with_stored=not reindexing.loading(job),

@@ -11,73 +11,18 @@ one read and one decode.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
-import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from core.embedding.errors import ImageTooLarge
+# The ledger is the indexer's too: it lives once, in core (tests import it from here as well).
+from core.embedding.budget import ImageWorkTimeout as ImageWorkTimeout
+from core.embedding.budget import MemoryBudget as MemoryBudget
+from core.embedding.budget import return_freed_pixels
 from query_api.errors import Unavailable
 
 T = TypeVar("T")
-
-_MB = 1024 * 1024
-# glibc's M_MMAP_THRESHOLD: allocations from this size up are mapped apart and unmapped when
-# freed. Left dynamic, glibc raises it after the first big free, and the pixels of a decode
-# (Pillow allocates them in 16 MB blocks) then stay in the thread's arena: two image threads
-# decoding 100-megapixel PNGs in turn took the process to 982 MB with a 512 MB budget (one
-# thread's freed pixels, the other's new ones). Fixed at 4 MB, RSS follows the budget.
-_M_MMAP_THRESHOLD = -3
-_MMAP_THRESHOLD_BYTES = 4 * _MB
-
-
-def return_freed_pixels() -> None:
-    """Have large allocations unmapped on free, for the whole process (glibc only)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
-        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
-    except (OSError, AttributeError, TypeError):
-        pass  # not glibc: its allocator decides
-
-
-class ImageWorkTimeout(TimeoutError):
-    """The job did not get its memory, or did not finish, within the deadline."""
-
-
-class MemoryBudget:
-    """Bytes that the image threads may hold at once; a thread waits for its share."""
-
-    def __init__(self, total_bytes: int) -> None:
-        self.total = total_bytes
-        self.free = total_bytes
-        self.peak_held = 0
-        self._changed = threading.Condition()
-
-    @contextmanager
-    def hold(self, amount: int, deadline: float) -> Iterator[None]:
-        if amount > self.total:
-            raise ImageTooLarge(
-                f"decoding this image takes about {amount // _MB} MB, more than the "
-                f"{self.total // _MB} MB the server gives one image"
-            )
-        with self._changed:
-            while self.free < amount:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise ImageWorkTimeout("no room to decode the image before the deadline")
-                self._changed.wait(remaining)
-            self.free -= amount
-            self.peak_held = max(self.peak_held, self.total - self.free)
-        try:
-            yield
-        finally:
-            with self._changed:
-                self.free += amount
-                self._changed.notify_all()
 
 
 class ImageWork:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import io
 import warnings
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from core.embedding.arrays import Pixels
+from core.embedding.budget import Reserve as Reserve
 from core.embedding.errors import ImageTooLarge, InvalidImage
 from core.embedding.manifest import ImagePreprocessing
 from core.settings import ImageSettings
@@ -26,7 +26,6 @@ _REDUCING_GAP = 2
 # Converting the shrunk image to RGB and resizing it: its 4 bytes per pixel a few times over.
 _CONVERT_COPIES = 3
 
-Reserve = Callable[[int], AbstractContextManager[object]]
 # The resize scales the shorter side to `size`: a 1x60000 strip would become 224x13 million
 # pixels (9 GB) only for its centre to be kept. Past this ratio the centre is cut out first.
 _MAX_RATIO = 8

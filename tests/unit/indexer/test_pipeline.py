@@ -11,7 +11,10 @@ from __future__ import annotations
 from concurrent.futures import Executor
 from pathlib import Path
 
-from core.embedding.images import ImageLimits
+from PIL import Image
+
+from core.embedding.budget import MemoryBudget
+from core.embedding.images import ImageLimits, decoded_bytes
 from core.embedding.manifest import MAX_BATCH_SIZE
 from core.sources import LocalSource
 from core.vectorstore import KEY_FIELD, SHARD_FIELD, VectorStore
@@ -89,3 +92,40 @@ def test_triton_gets_the_cpu_targets_chunks_and_a_gpus_whole_batches(
     embed(photos, source, store, readers, gpu)
     assert cpu.calls == [(PHOTOS, 4)]
     assert gpu.calls == [(PHOTOS, MAX_BATCH_SIZE)]
+
+
+def test_a_batch_decodes_within_the_workers_memory_budget(
+    tmp_path: Path, store: VectorStore, readers: Executor
+) -> None:
+    """Four large PNGs (the budget holds one decode at a time: the other reader thread waits for room) and one
+    larger than the whole budget, skipped with its reason; the ledger never held more than
+    the budget, and gives it all back."""
+    root = tmp_path / "large"
+    root.mkdir()
+    for i in range(4):
+        Image.new("RGB", (1200, 1200), (40 * i, 90, 200)).save(root / f"big{i}.png")
+    Image.new("RGB", (4000, 4000), (10, 20, 30)).save(root / "huge.png")
+    each = decoded_bytes((1200, 1200), "RGB", 16)
+    budget = MemoryBudget(each * 3 // 2, holder="the worker (decode_memory_mb)")
+    assert decoded_bytes((4000, 4000), "RGB", 16) > budget.total
+    source = LocalSource(root)
+    photos = listed(source)
+    result = embed_photos(
+        [(photo, "") for photo in photos],
+        collection=COLLECTION,
+        model_version=1,
+        source=source,
+        store=store,
+        embedder=MeanColours(),
+        readers=readers,
+        limits=ImageLimits(),
+        reserve=budget.reserve,
+        cpu_chunk=4,
+        duplicate_threshold=0.9999,
+    )
+    assert result.done == [f"big{i}.png" for i in range(4)]
+    ((version, reason),) = result.skipped.values()
+    assert list(result.skipped) == ["huge.png"] and version == photos[-1].version
+    assert "more than the" in reason and "the worker (decode_memory_mb)" in reason, reason
+    assert each <= budget.peak_held <= budget.total < 2 * each
+    assert budget.free == budget.total
