@@ -13,7 +13,7 @@ from contextlib import (
 from pathlib import Path
 from typing import Any, Protocol
 
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import start_http_server
@@ -46,13 +46,18 @@ STATIC = Path(__file__).parent / "static"
 _MULTIPART_SLACK = 64 * 1024
 UPLOAD_ROUTES = ("/v1/search/image",)
 # Swagger UI from the app's own files: no third-party script on the origin that keeps the key.
+# Its configuration is a file of ours too: the CSP (default-src 'self') refuses inline scripts.
 _DOCS_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>PhotoSearch API</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="stylesheet" href="/docs/static/swagger-ui.css"></head>
 <body><div id="swagger-ui"></div>
 <script src="/docs/static/swagger-ui-bundle.js"></script>
 <script src="/static/docs.js"></script></body></html>
 """
+# The two files of the Swagger UI package the page loads; the rest (its demo index.html,
+# which names the petstore on another host, its source maps) stays unserved.
+_DOCS_FILES = ("swagger-ui.css", "swagger-ui-bundle.js")
 
 
 class _Static(StaticFiles):
@@ -159,9 +164,16 @@ def metrics_listener(settings: Settings, metrics: Metrics) -> Iterator[None]:
 
 
 def _serve_docs(app: FastAPI) -> None:
+    # Swagger UI 5 (the `swagger-ui-bundle-v2` package): it renders OpenAPI 3.1, FastAPI's.
     from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]
 
-    app.mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static")
+    files = {name: Path(swagger_ui_path) / name for name in _DOCS_FILES}
+
+    @app.get("/docs/static/{name}", include_in_schema=False)
+    async def docs_file(name: str) -> FileResponse:
+        if name not in files:
+            raise HTTPException(404, "Not Found")
+        return FileResponse(files[name], headers={"Cache-Control": "no-cache"})
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
