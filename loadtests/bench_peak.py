@@ -3,6 +3,7 @@ uncached p99 by rate, and what happens past capacity.
 
     python -m loadtests.bench_peak [--data-dir var/benchmarks/peak] [--rates 50,80,100,120,150]
                                    [--seconds 20] [--precision fp32|int8|fp16]
+                                   [--profile-rate 100]
 
 It starts `photosearch up` (a first start exports ViT-B-32 with random weights and indexes the
 demo photos plus --variants JPEGs; later runs reuse the data directory), then sends text
@@ -17,6 +18,12 @@ and Triton embeds it:
 3. at 2x and 3x that capacity: the goodput (answers/s), the p99 of the answered, the refused
    (503) and how fast they were refused.
 
+Beside them, from the same run: the raw text encoder's rate at batch 1 and 8 (onnxruntime on
+the served graph, as one Triton text instance runs it, before any load), so a slower machine
+shows as such; the cores each process used in each phase (the API, Triton and its stubs, Redis,
+the load generator itself); and py-spy's samples of the API's and a text stub's Python at
+--profile-rate.
+
 No thresholds: it prints Markdown tables and says which of the issue's goals they meet.
 """
 
@@ -26,16 +33,28 @@ import argparse
 import asyncio
 import shlex
 import sys
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+import onnxruntime as ort
+import psutil
+
+from core.embedding.manifest import TEXT_MODEL, list_versions, load_manifest
+from core.embedding.tokenizer import load_tokenizer, pad_for
 from harness import photos as photoset
 from harness.machine import ROOT, commit, machine
 from harness.processes import free_ports
 from harness.vocabulary import Queries
+from loadtests import cpushare
+from loadtests.bench_model import QUERIES, throughput
 from loadtests.openloop import Phase, Probe, keep_alive, run_phase, search_target
 from loadtests.run import forget_cached_queries
 from loadtests.system import Target, start
+from model.precision import FP16_CPU_CRASH
+from model.repository import version_dir
+from model.triton_config import BatchingOptions
 from query_api.timing import STAGES
 
 P99_MS = 100.0
@@ -44,14 +63,75 @@ PAUSE_S = 2.0
 LOW_RATE = 2.0
 
 
-async def phase(target: Target, name: str, rate: float, seconds: float, queries: Queries) -> Phase:
+@dataclass
+class Profile:
+    """Where the CPU went: cores by process role per phase, py-spy's stacks at one rate."""
+
+    cores: dict[str, dict[str, float]] = field(default_factory=dict)
+    rates: dict[str, float] = field(default_factory=dict)
+    api: list[str] = field(default_factory=list)
+    text_stub: list[str] = field(default_factory=list)
+    rate: float = 0.0
+
+
+async def phase(
+    target: Target,
+    name: str,
+    rate: float,
+    seconds: float,
+    queries: Queries,
+    profile: Profile,
+    sample: bool = False,
+) -> Phase:
     probe = Probe(target.metrics_url, target.triton_metrics or "")
     targets = [search_target(queries.next()) for _ in range(max(1, round(rate * seconds)))]
+    root = target.up.process.pid if target.up and target.up.process else None
+    samplers: list[cpushare.Sampler] = []
+    if sample and root is not None:
+        out = Path(tempfile.mkdtemp(prefix="peak-profile-"))
+        for role in ("API", "Triton stub: text"):
+            pids = cpushare.find(root, role)
+            if pids:
+                samplers.append(cpushare.Sampler(pids[0], seconds, out / f"{len(samplers)}.txt"))
+    before = cpushare.CpuTimes.of(root) if root is not None else None
     async with keep_alive(target.url, CONNECTIONS, {"X-API-Key": target.api_key or ""}) as http:
         run = await run_phase(http, probe, name, rate, targets, warm_connections=64, pause_s=0)
+    if before is not None and root is not None:
+        row = f"{name} {rate:g}/s"
+        profile.cores[row] = cpushare.cores_by_role(before, cpushare.CpuTimes.of(root))
+        profile.rates[row] = rate
+    if samplers:
+        stacks = [s.finish() for s in samplers]
+        profile.api, profile.text_stub = stacks[0], stacks[1] if len(stacks) > 1 else []
+        profile.rate = rate
     print(f"  {name} {rate:g}/s: {rate_row(run)}", flush=True)
     await asyncio.sleep(PAUSE_S)
     return run
+
+
+def raw_text_rates(repository: Path, seconds: float) -> dict[int, float]:
+    """Queries/s of the served text graph at batch 1 and 8, run as one Triton text instance
+    runs it (its thread count, no spinning), on queries cut to their longest."""
+    version = max(list_versions(repository))
+    spec = load_manifest(repository, version).tokenizer
+    ids = load_tokenizer(repository, version).encode_batch(QUERIES)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = BatchingOptions().text_ort_threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(
+        str(version_dir(repository, TEXT_MODEL, version) / "model.onnx"),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=[FP16_CPU_CRASH],
+    )
+    rates = {}
+    for batch in (1, 8):
+        rows = [pad_for(spec, ids[i : i + batch], 1) for i in range(0, len(ids) - batch + 1, batch)]
+        rates[batch] = throughput(
+            lambda r: session.run(None, {"input_ids": np.asarray(r)}), rows, batch, seconds
+        )
+    return rates
 
 
 BREAKDOWN_HEADER = (
@@ -113,25 +193,33 @@ class PeakFigures:
     capacity: float | None
     overload: list[Phase]
     seconds: float
+    profile: Profile
+    raw_text: dict[int, float]
+    served: str  # the model version up serves, as its manifest says
 
 
-async def measure_target(target: Target, args: argparse.Namespace) -> PeakFigures:
+async def measure_target(
+    target: Target, args: argparse.Namespace, raw_text: dict[int, float], served: str
+) -> PeakFigures:
     if target.settings is not None:  # a query an earlier run sent must miss the cache too
         print(f"cache emptied: {forget_cached_queries(target.settings)} queries", flush=True)
     queries = Queries(seed=0)
+    profile = Profile()
     print(f"uncached, {LOW_RATE:g}/s for {args.seconds:g} s ...", flush=True)
-    low = await phase(target, "low", LOW_RATE, args.seconds, queries)
+    low = await phase(target, "low", LOW_RATE, args.seconds, queries, profile)
     steps = []
     for rate in args.rates:
-        steps.append(await phase(target, "uncached", rate, args.seconds, queries))
+        sample = rate == args.profile_rate
+        steps.append(await phase(target, "uncached", rate, args.seconds, queries, profile, sample))
     held = [run.rate for run in steps if run.holds(P99_MS)]
     capacity = max(held) if held else None
     overload = []
     if capacity:
         for times in (2, 3):
             name = f"{times}x capacity"
-            overload.append(await phase(target, name, capacity * times, args.seconds, queries))
-    return PeakFigures(low, steps, capacity, overload, args.seconds)
+            run = await phase(target, name, capacity * times, args.seconds, queries, profile)
+            overload.append(run)
+    return PeakFigures(low, steps, capacity, overload, args.seconds, profile, raw_text, served)
 
 
 def report(figures: PeakFigures, args: argparse.Namespace) -> str:
@@ -140,8 +228,13 @@ def report(figures: PeakFigures, args: argparse.Namespace) -> str:
         "",
         f"# The query path at the peak, under `photosearch up` ({machine()}, commit {commit()})",
         "",
-        f"`{command}`: ViT-B-32 (random weights, {args.precision}), text searches of queries "
+        f"`{command}`: ViT-B-32 (random weights; {figures.served}), text searches of queries "
         f"never sent before, open loop, {args.seconds:g} s per rate.",
+        "",
+        "The raw text encoder on this machine (onnxruntime, as one Triton text instance runs "
+        "it, before the load): "
+        + ", ".join(f"batch {b}: {r:.0f} queries/s" for b, r in figures.raw_text.items())
+        + ".",
         "",
         "## Where the time goes (means per search, ms)",
         "",
@@ -163,7 +256,38 @@ def report(figures: PeakFigures, args: argparse.Namespace) -> str:
             OVERLOAD_HEADER,
             *(overload_row(r, figures.capacity, figures.seconds) for r in figures.overload),
         ]
+    lines += profile_lines(figures.profile)
     return "\n".join(lines)
+
+
+def profile_lines(profile: Profile) -> list[str]:
+    lines = [
+        "",
+        f"## Where the CPU goes (cores used over each phase; the machine has {psutil.cpu_count()})",
+        "",
+        *cpushare.table(profile.cores, psutil.cpu_count() or 1, profile.rates),
+    ]
+    if profile.api:
+        lines += [
+            "",
+            f"## The API's Python at {profile.rate:g}/s (py-spy, samples of running threads)",
+            "",
+            "Below which of our functions:",
+            "",
+            *cpushare.top(cpushare.self_time(profile.api, cpushare.PROJECT), 12),
+            "",
+            "Innermost function:",
+            "",
+            *cpushare.top(cpushare.self_time(profile.api), 15),
+        ]
+    if profile.text_stub:
+        lines += [
+            "",
+            f"## A Triton text stub's Python at {profile.rate:g}/s (py-spy)",
+            "",
+            *cpushare.top(cpushare.self_time(profile.text_stub), 10),
+        ]
+    return lines
 
 
 def parser() -> argparse.ArgumentParser:
@@ -177,7 +301,13 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--seconds", type=float, default=20.0, help="per rate")
     parser.add_argument("--variants", type=int, default=200, help="photos beside the demo's")
     parser.add_argument(
-        "--precision", default="fp32", choices=["fp32", "fp16", "int8"], help="up --precision"
+        "--precision",
+        default=None,
+        choices=["fp32", "fp16", "int8"],
+        help="up --precision (default: up's own default)",
+    )
+    parser.add_argument(
+        "--profile-rate", type=float, default=100.0, help="the rate at which py-spy samples"
     )
     return parser
 
@@ -192,10 +322,14 @@ def measure(args: argparse.Namespace) -> PeakFigures:
         port,
         redis_port,
         args.data_dir / "up.log",
-        extra_args=["--precision", args.precision],
+        extra_args=["--precision", args.precision] if args.precision else [],
     )
     try:
-        return asyncio.run(measure_target(target, args))
+        repository = args.data_dir / "models"
+        m = load_manifest(repository, max(list_versions(repository)))
+        served = f"version {m.version}, {m.precision}"
+        raw = raw_text_rates(repository, seconds=2.0)
+        return asyncio.run(measure_target(target, args, raw, served))
     finally:
         target.stop()
 
