@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from ipaddress import IPv4Network, IPv6Network, ip_network
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -218,6 +219,17 @@ class ApiSettings(BaseModel):
     thumbnail_ttl_s: int = Field(86400, ge=1, description="How long thumbnails stay in Redis.")
     admin_wait_s: float = Field(
         10.0, gt=0, description="How long an admin rollback waits for the worker's answer."
+    )
+    log_file: Path | None = Field(
+        None,
+        description="Write the API's log (requests, errors) to this file, moved aside past "
+        "LOG_MAX_BYTES, instead of to stderr; `photosearch up` sets DATA_DIR/logs/api.log.",
+    )
+    log_max_bytes: int = Field(
+        50 * 1024 * 1024, ge=1024, description="LOG_FILE past this size becomes LOG_FILE.1."
+    )
+    log_backups: int = Field(
+        2, ge=1, description="Moved-aside logs kept (LOG_FILE.1 ...): the disk used is bounded."
     )
     header_timeout_s: float = Field(
         10.0, gt=0, description="A connection's request headers must arrive within this."

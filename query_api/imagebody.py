@@ -4,7 +4,9 @@ a multipart or urlencoded form field, or a JSON body {"url": ...}); and how Open
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
+from itertools import accumulate
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -63,6 +65,11 @@ _NEITHER = (
     'address as `url` (a form field, or a JSON body {"url": ...})'
 )
 _MAX_FORM_FIELDS = 4
+MAX_JSON_DEPTH = 32
+# A JSON string, escapes and all (an unterminated one is left, and json.loads refuses it).
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 
 
 async def read_image_query(request: Request, api: ApiSettings) -> bytes | str:
@@ -135,11 +142,29 @@ def _urlencoded(body: bytes) -> dict[str, Any]:
     return dict(pairs)
 
 
+def _json_depth(body: bytes) -> int:
+    """How deeply the body's arrays and objects nest (brackets inside strings not counted)."""
+    brackets = _STRINGS.sub(b"", body).translate(None, _NOT_BRACKETS)
+    steps = brackets.translate(_DEPTH_STEPS)  # b"\x02" opens, b"\x00" closes
+    return max(accumulate(step - 1 for step in steps), default=0)
+
+
 def _json_object(body: bytes) -> dict[str, Any]:
+    # The parser recurses once per level: 30,000 levels (60 KB) once ended in a
+    # RecursionError and a 500. What is asked for is {"url": ...}, one level.
+    opened = body.count(b"[") + body.count(b"{")
+    if opened > MAX_JSON_DEPTH and _json_depth(body) > MAX_JSON_DEPTH:
+        raise ApiError(
+            422,
+            f"the body nests arrays or objects more than {MAX_JSON_DEPTH} deep; "
+            'send {"url": ...}',
+        )
     try:
         value = json.loads(body)
     except ValueError as exc:  # not JSON, or not UTF-8
         raise ApiError(422, f"the body is not JSON: {exc}") from None
+    except RecursionError:  # what the depth check missed, if anything: still the caller's
+        raise ApiError(422, "the body is not JSON: it nests too deeply") from None
     if not isinstance(value, dict):
         raise ApiError(422, 'the body must be a JSON object: {"url": ...}')
     _known_once(list(value), [1] * len(value), ("url",))

@@ -177,6 +177,9 @@ def _query_text(q: str) -> str:
     # Category Cc: C0, DEL and C1 (U+0080..U+009F); tabs and newlines are only spaces.
     if any(unicodedata.category(c) == "Cc" and c not in "\t\n\r" for c in q):
         raise ValueError("the query holds control characters")
+    # A lone surrogate (JSON's "\ud800") is no character: it cannot even be encoded as UTF-8.
+    if any(unicodedata.category(c) == "Cs" for c in q):
+        raise ValueError("the query holds a lone surrogate (\\ud800-\\udfff), not text")
     return q
 
 

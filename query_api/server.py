@@ -9,12 +9,17 @@ another (query_api.guards), and connections past a bound get 503.
 from __future__ import annotations
 
 import asyncio
+import logging.handlers
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from core.settings import Settings
+from core.settings_api import ApiSettings
 
 
 class _HeaderDeadline(HttpToolsProtocol):
@@ -59,6 +64,77 @@ class _HeaderDeadline(HttpToolsProtocol):
             self.transport.close()
 
 
+class RotatingLog(logging.handlers.RotatingFileHandler):
+    """The API's log file, moved aside past a size, so that a flood of errors (a traceback
+    each) cannot fill the disk.
+
+    `up` points the process's stdout and stderr at the same file (what a crash at start
+    writes); `follow_std` moves them to each new file as well, so that nothing goes on
+    writing to one moved aside, or deleted, with no bound.
+    """
+
+    def __init__(
+        self, filename: str, max_bytes: int, backups: int, follow_std: bool = False
+    ) -> None:
+        super().__init__(filename, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
+        self.follow_std = follow_std
+        if follow_std:
+            self._point_std_here()
+
+    def doRollover(self) -> None:
+        super().doRollover()
+        if self.follow_std:
+            self._point_std_here()
+
+    def _point_std_here(self) -> None:
+        if self.stream is None:
+            self.stream = self._open()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        for fd in (1, 2):
+            os.dup2(self.stream.fileno(), fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), path.stat())
+    except OSError:
+        return False
+
+
+def log_config(api: ApiSettings) -> dict[str, Any] | None:
+    """logging's configuration of a log written to `api.log_file`; None: uvicorn's own
+    (stderr).
+
+    One handler for every logger: two on one file would each move it aside. uvicorn's and
+    the app's loggers name it themselves, since an embedded Celery worker may replace the
+    root logger's handlers with its own (on stderr, which then lands in the file anyway).
+    """
+    if api.log_file is None:
+        return None
+    path = api.log_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = {
+        "()": RotatingLog,
+        "filename": str(path),
+        "max_bytes": api.log_max_bytes,
+        "backups": api.log_backups,
+        "follow_std": _same_file(2, path),
+        "formatter": "plain",
+    }
+    # INFO as uvicorn's own configuration has it (a --log-level given overrides uvicorn's).
+    named = {"handlers": ["file"], "level": "INFO", "propagate": False}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        # uvicorn's access record formats as '%s - "%s %s HTTP/%s" %d': the usual line.
+        "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+        "handlers": {"file": handler},
+        "loggers": {"uvicorn": named, "uvicorn.access": named, "query_api": named},
+        "root": {"handlers": ["file"], "level": "WARNING"},
+    }
+
+
 def server_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
     """The uvicorn configuration of the API: its deadlines and its bound on concurrency."""
     api = settings.api
@@ -74,5 +150,6 @@ def server_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Confi
         # (query_api.clientaddress): uvicorn's would rewrite the peer it needs to check.
         proxy_headers=False,
         timeout_keep_alive=5,
+        log_config=log_config(api) or uvicorn.config.LOGGING_CONFIG,
         **{"host": api.host, "port": api.port, **options},
     )

@@ -294,6 +294,8 @@ class Supervisor:
         self.env["PHOTOSEARCH_INDEXER__SOURCE"] = source
         embedded = settings.qdrant.url is None
         api = [*python, "serve-embedded"] if embedded else [*python, "api", "serve"]
+        # The API writes api.log itself, moved aside by size: a flood of errors is bounded.
+        self.env["PHOTOSEARCH_API__LOG_FILE"] = str(logs / "api.log")
         self._spawn(
             Child(
                 "api",

@@ -134,6 +134,8 @@ def test_bad_queries_are_422_with_the_reason_through_get_and_post(
         ({"q": "cat", "tags_all": ["ok", "x\ud83d"]}, "tags_all: Value error, a tag holds a lone"),
         ({"q": "cat", "photographer": "\ud83d"}, "photographer: Input should be a valid string"),
         ({"q": "cat", "\ud800": 1}, "request: Input should be a valid string"),
+        # Once a 500 (issue 33, F5): a `not` text reached the query cache's key.
+        ({"q": "cat", "not": ["a\ud800"]}, "not: Value error, the query holds a lone surrogate"),
     ],
 )
 def test_json_bodies_of_the_wrong_shape_or_size_are_422_naming_the_field(
@@ -171,6 +173,29 @@ def test_a_100_kb_query_string_is_a_clean_4xx_not_a_hang(api: Api) -> None:
     assert status == 422 and content_type == "application/json", (status, body)
     assert "q: String should have at most 500 characters" in json.loads(body)["message"]
     assert api.get("/v1/search", {"q": "cat"}).status_code == 200  # and it still answers
+
+
+def test_a_surrogate_or_deep_nesting_is_a_4xx_and_no_traceback(api: Api) -> None:
+    """Once 500s with a traceback each in api.log (issue 33, F5)."""
+    # A surrogate's UTF-8 form in a query string decodes to U+FFFD: a valid, if odd, query.
+    for target in ("/v1/search?q=%ED%A0%80", "/v1/search?q=cat&not=%ED%A0%80"):
+        status, _, body = raw_get(api, target)
+        assert status == 200, (target, body)
+    deep = b"[" * 30_000 + b"]" * 30_000
+    for path, says in (
+        ("/v1/search/image", "nests arrays or objects more than 32 deep"),
+        ("/v1/search", "error parsing the body"),
+    ):
+        response = api.post(
+            path, content=deep, headers={**SEARCH, "Content-Type": "application/json"}
+        )
+        assert 400 <= response.status_code < 500, (path, response.text)
+        refused(response, response.status_code, says)
+    shallow = b'[[[[{"url": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}]]]]'
+    response = api.post(
+        "/v1/search/image", content=shallow, headers={**SEARCH, "Content-Type": "application/json"}
+    )
+    refused(response, 422, "must be a JSON object")
 
 
 def every_script() -> dict[str, str]:

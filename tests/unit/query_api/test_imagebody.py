@@ -68,3 +68,17 @@ def test_anything_else_is_refused_saying_what_to_send(
     answer = client.post("/image", **send)  # type: ignore[arg-type]
     assert answer.status_code == 422
     assert says in answer.json()["message"]
+
+
+def test_a_body_nested_past_the_bound_is_a_422_not_a_recursion_error(client: TestClient) -> None:
+    """Issue 33, F5: 30,000 levels once ended in a RecursionError and a 500."""
+    deep = b"[" * 30_000 + b"]" * 30_000
+    answer = client.post("/image", content=deep, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 422
+    assert "more than 32 deep" in answer.json()["message"]
+    # Brackets inside a string are text, not nesting; 32 levels are only the wrong shape.
+    url = "https://x/" + "[{" * 40
+    assert client.post("/image", json={"url": url}).json() == {"url": url}
+    nested = b"[" * 32 + b"]" * 32
+    answer = client.post("/image", content=nested, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 422 and "must be a JSON object" in answer.json()["message"]
