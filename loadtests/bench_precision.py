@@ -101,7 +101,14 @@ def ensure_versions(repo: Path, arch: str, precisions: list[Precision]) -> dict[
     from model.export import export_model
 
     versions = list_versions(repo) if repo.exists() else []
-    have = {load_manifest(repo, v).precision: v for v in versions}
+    manifests = [load_manifest(repo, v) for v in versions]
+    # Only a version whose two encoders both serve its precision: one with an encoder fallen
+    # back to fp32 (up's default, --fallback) would time fp32 under another name.
+    have = {
+        m.precision: m.version
+        for m in manifests
+        if m.image_precision == m.text_precision == m.precision
+    }
     for precision in precisions:
         if precision not in have:
             print(f"exporting {arch} {precision} (random weights) ...", flush=True)

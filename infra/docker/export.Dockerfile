@@ -29,4 +29,4 @@ ENV PHOTOSEARCH_DATA_DIR=/data \
     PYTHONUNBUFFERED=1
 WORKDIR /data
 ENTRYPOINT ["photosearch"]
-CMD ["model", "export", "--target", "gpu", "--repository", "/models"]
+CMD ["model", "export", "--target", "gpu", "--precision", "fp16", "--fallback", "--repository", "/models"]

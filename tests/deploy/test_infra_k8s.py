@@ -27,7 +27,12 @@ from core.taskqueue import all_queues, embed_queue, plan_queue
 from model.triton_server import control_flags
 from query_api.metrics import Metrics
 from query_api.routes.health import router as health_router
-from tests.support.deployfiles import ROOT, python_backend_flags, setting_variables
+from tests.support.deployfiles import (
+    ROOT,
+    export_options,
+    python_backend_flags,
+    setting_variables,
+)
 
 K8S = ROOT / "infra" / "k8s"
 BASE = K8S / "base"
@@ -703,6 +708,9 @@ def test_pod_references_resolve_and_only_the_export_writes_the_models(
                     assert mount.get("readOnly", False) is not writer, doc["metadata"]["name"]
     export = argv(container_of(manifests, "CronJob", "model-export"))
     assert export[export.index("--repository") + 1] == str(settings.repository)
+    # Triton here has a GPU: fp16, each encoder in fp32 where it falls below the floor.
+    options = export_options(export[export.index("export") + 1 :])
+    assert (options["precision"], options["fallback"]) == ("fp16", True)
     triton = container_of(manifests, "Deployment", "triton")
     assert f"--model-repository={settings.repository}" in triton["args"]
 

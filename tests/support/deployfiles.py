@@ -4,6 +4,7 @@ flags of the local Triton."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -41,3 +42,16 @@ def python_backend_flags() -> list[str]:
     flags = [f for f in command if f.startswith("--backend-config=python,")]
     assert flags, command
     return flags
+
+
+def export_options(args: list[str]) -> dict[str, Any]:
+    """`photosearch model export ARGS` as the command itself parses them: each option's value
+    (an unknown option or a bad value raises click's error)."""
+    import typer.main
+
+    from model.cli import model_app
+
+    group = typer.main.get_command(model_app)
+    command = group.commands["export"]  # type: ignore[attr-defined]
+    params: dict[str, Any] = command.make_context("export", list(args)).params
+    return params
