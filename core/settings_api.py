@@ -201,6 +201,15 @@ class ApiSettings(BaseModel):
     overload_retry_after_s: int = Field(
         1, ge=1, description="Retry-After of a 503 refused by admission control (overload)."
     )
+    # Little's law again: at 100 searches/s within 100 ms about 10 are in flight; 32 leaves
+    # room for bursts and cached searches, and bounds what a replica far past its capacity
+    # queues on its event loop (query_api/shedding.py).
+    max_searches_in_flight: int = Field(
+        32,
+        ge=0,
+        description="Searches this replica answers at once; past it 503 with Retry-After "
+        "before any other work (0: no bound). Health, metrics, photos and admin never count.",
+    )
     alias_cache_s: float = Field(
         1.0,
         ge=0,

@@ -27,6 +27,7 @@ from query_api.guards import BodyLimit, SecurityHeaders
 from query_api.metrics import Metrics, MetricsMiddleware
 from query_api.routes import admin, health, model, photos, search
 from query_api.services import Services
+from query_api.shedding import Shedding
 
 
 class Companion(Protocol):
@@ -102,6 +103,14 @@ def create_app(
         default_bytes=api.max_json_bytes,
         limits=dict.fromkeys(UPLOAD_ROUTES, upload),
         timeout_s=api.body_timeout_s,
+    )
+    # Inside the metrics and headers, outside all else: a shed search is counted, costs
+    # nothing more (query_api/shedding.py).
+    app.add_middleware(
+        Shedding,
+        limit=api.max_searches_in_flight,
+        retry_after_s=api.overload_retry_after_s,
+        on_shed=lambda: metrics.refused.labels("shed").inc(),
     )
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(SecurityHeaders)
