@@ -38,23 +38,51 @@ ForceOption = Annotated[
 ]
 
 
+def _require_photosearch() -> None:
+    """Exit 2 unless the settings' Redis is PhotoSearch's: a command never writes to another
+    (the machine's own Redis on 6379, say), and says how to find PhotoSearch's instead."""
+    from redis import Redis
+
+    from core.deployment import NotPhotoSearch, require
+
+    settings = get_settings()
+    redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
+    try:
+        require(redis, settings.redis.prefix)
+    except NotPhotoSearch as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    finally:
+        redis.close()
+
+
 def _jobs() -> Any:
     from core.jobs import Jobs
 
-    settings = get_settings()
-    return Jobs.from_settings(settings)
+    _require_photosearch()
+    return Jobs.from_settings(get_settings())
 
 
 def _publisher() -> Any:
     """A Celery app that sends this command's task by name (the process ends after)."""
     from core.taskqueue import create_celery
 
+    _require_photosearch()
     return create_celery(get_settings())
 
 
-def _describe(job: Any) -> str:
-    eta = "-" if job.eta_s is None else f"{job.eta_s:.0f}s"
-    phase = f" {job.phase} round {job.round}" if job.phase else ""
+def _eta(job: Any) -> str:
+    """A finished job has none (it said "ETA 0s", as if about to end); "?" while unknown."""
+    from core.jobs import FINISHED
+
+    if job.state in FINISHED:
+        return "-"
+    return "?" if job.eta_s is None else _age(job.eta_s)
+
+
+def _progress(job: Any) -> str:
+    """What a job's row has no column for: its phase, shards, regrouping, change capture."""
+    phase = f"{job.phase} round {job.round}  " if job.phase else ""
     planning = f"  planned {job.shards_planned}/{job.shards_total} shards" if job.planning else ""
     regrouped = f"  regrouped {job.regrouped}" if job.regrouped else ""
     # A reindex's (or rollback's) change capture: what the live side changed that waits.
@@ -64,13 +92,49 @@ def _describe(job: Any) -> str:
         shards = f" + {job.lag_shards} whole shards" if job.lag_shards else ""
         lag = f"  lag {job.lag} changes{shards}{oldest}  replayed {job.replayed}"
     locked = f"  live lock held {job.lock_s:.1f}s" if job.lock_s else ""
+    return f"{phase}listed {job.listed}  updated {job.updated}{planning}{regrouped}{lag}{locked}"
+
+
+def _describe(job: Any) -> str:
+    """One job on a line of its own (what a followed job ends with)."""
+    from core.jobs import FINISHED
+
+    eta = "" if job.state in FINISHED else f"  ETA {_eta(job)}"
     return (
-        f"{job.id}  {job.kind:<9} {job.state:<10}{phase} listed {job.listed}  done {job.done}  "
-        f"failed {job.failed}  skipped {job.skipped}  total {job.total}  "
-        f"deleted {job.deleted}  updated {job.updated}{planning}{regrouped}{lag}{locked}  "
-        f"{job.images_per_s:.1f} img/s  ETA {eta}  {job.collection}"
+        f"{job.id}  {job.kind:<9} {job.state:<10} done {job.done}  failed {job.failed}  "
+        f"skipped {job.skipped}  total {job.total}  deleted {job.deleted}  "
+        f"{job.images_per_s:.1f} img/s{eta}  {job.collection}\n    {_progress(job)}"
         + (f"\n    {job.message}" if job.message else "")
     )
+
+
+_COLUMNS = ("JOB", "KIND", "STATE", "DONE", "TOTAL", "FAILED", "SKIPPED", "DELETED", "RATE")
+
+
+def _status_table(found: list[Any]) -> list[str]:
+    """`index status`'s jobs: a header row, a row a job, its progress and message beneath."""
+    header = [*_COLUMNS, "ETA", "COLLECTION"]
+    rows = [
+        [
+            *(job.id, job.kind, job.state, str(job.done), str(job.total), str(job.failed)),
+            *(str(job.skipped), str(job.deleted), f"{job.images_per_s:.1f} img/s"),
+            *(_eta(job), job.collection or "-"),
+        ]
+        for job in found
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            cell.ljust(width) for cell, width in zip(cells, widths, strict=True)
+        ).rstrip()
+
+    lines = [line(header)]
+    for job, row in zip(found, rows, strict=True):
+        lines += [line(row), f"    {_progress(job)}"]
+        if job.message:
+            lines.append(f"    {job.message}")
+    return lines
 
 
 def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
@@ -272,8 +336,9 @@ def _call(name: str, *args: Any) -> Any:
     """Run a task on the worker that owns the store and return its answer."""
     from celery.exceptions import TimeoutError as CeleryTimeout
 
+    publisher = _publisher()  # outside the try: its refusal is not the worker's
     try:
-        return _publisher().send_task(name, args=args).get(timeout=60)
+        return publisher.send_task(name, args=args).get(timeout=60)
     except CeleryTimeout:
         typer.echo("no worker answered within 60 s: is `photosearch worker` running?", err=True)
         raise typer.Exit(2) from None
@@ -322,18 +387,11 @@ def status_command(
 ) -> None:
     """Jobs with counts, rate and ETA; collections, their roles and aliases when a worker
     answers."""
-    from celery.exceptions import TimeoutError as CeleryTimeout
-
-    from core.taskqueue import COLLECTIONS
-
     jobs = _jobs()
     found = [jobs.get(job_id)] if job_id else jobs.recent(limit)
     if job_id and found[0] is None:
         raise typer.BadParameter(f"no job {job_id}")
-    try:
-        stores: list[dict[str, Any]] | None = _publisher().send_task(COLLECTIONS).get(timeout=5)
-    except CeleryTimeout:
-        stores = None
+    stores, why = _collections(jobs.redis, jobs.prefix)
     if as_json:
         out = {
             "jobs": [{**job.to_dict(), "problems": jobs.problems(job.id)[:100]} for job in found],
@@ -341,12 +399,39 @@ def status_command(
         }
         typer.echo(json.dumps(out, indent=2))
         return
-    for job in found:
-        typer.echo(_describe(job))
+    if found:
+        typer.echo("\n".join(_status_table(found)))
+    else:
+        typer.echo("no jobs")
     if stores is None:
-        typer.echo("collections: no worker answered within 5 s")
+        typer.echo(f"collections: {why}")
     for info in stores or []:
         typer.echo(_collection_line(info))
+
+
+def _collections(redis: Any, prefix: str, timeout_s: float = 5) -> tuple[Any, str]:
+    """The collections as a worker describes them, or None and why not.
+
+    Asked only of a running worker, and withdrawn unanswered: a status query leaves no task
+    in a queue that no one reads (a worker arriving later would answer no one).
+    """
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    from core.deployment import running_workers
+    from core.taskqueue import COLLECTIONS, control_queue
+
+    if not running_workers(redis, prefix):
+        return None, "no worker is running (is `photosearch worker` or `up` started?)"
+    sent = _publisher().send_task(COLLECTIONS, expires=timeout_s)
+    try:
+        return sent.get(timeout=timeout_s), ""
+    except CeleryTimeout:
+        sent.backend.remove_pending_result(sent)  # now, while its Redis is there to be told
+        queue = control_queue(get_settings())
+        for raw in redis.lrange(queue, 0, -1):
+            if json.loads(raw).get("headers", {}).get("id") == sent.id:
+                redis.lrem(queue, 1, raw)
+        return None, f"no worker answered within {timeout_s:.0f} s"
 
 
 def _age(seconds: float | None) -> str:

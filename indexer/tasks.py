@@ -23,6 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeout
 
 from core.collectionroles import collection_roles
+from core.deployment import Presence
 from core.embedding.errors import (
     InferenceFailed,
     ModelVersionUnavailable,
@@ -144,16 +145,25 @@ def nudge(app: Celery, rt: Runtime, recent: int = 100) -> None:
 
 
 def nudging(app: Celery, stop: threading.Event) -> threading.Thread:
-    """A worker's thread that nudges the jobs every min(30 s, visibility timeout) until stop."""
+    """A worker's thread that nudges the jobs every min(30 s, visibility timeout) until stop.
+
+    Every worker passes here as it starts: it marks the Redis as PhotoSearch's (before this
+    returns, so a command run once the worker has started finds the mark) and says, round
+    after round, that the worker runs (core/deployment.py).
+    """
     settings = settings_of(app)
+    interval = min(30.0, float(settings.indexer.visibility_timeout_s))
+    presence = Presence(settings.redis.url, settings.redis.prefix, ttl_s=3 * interval)
+    presence.renew()
 
     def run() -> None:
-        interval = min(30.0, float(settings.indexer.visibility_timeout_s))
         while not stop.wait(interval):
+            presence.renew()
             try:
                 nudge(app, get_runtime(settings))
             except Exception:  # Redis down, say: the next round of nudges tries again
                 log.exception("nudging the index jobs failed")
+        presence.close()
 
     thread = threading.Thread(target=run, name="nudge-jobs", daemon=True)
     thread.start()

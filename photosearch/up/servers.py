@@ -91,6 +91,23 @@ def cache_redis(
     )
 
 
+def mark_broker(url: str, prefix: str) -> None:
+    """Name `up`'s Redis PhotoSearch's (core/deployment.py) as soon as it answers, before the
+    worker's start does: a command run meanwhile finds it PhotoSearch's, not a stranger."""
+    from redis import Redis
+    from redis.exceptions import RedisError
+
+    from core.deployment import mark
+
+    client = Redis.from_url(url, socket_timeout=10)
+    try:
+        mark(client, prefix, "up")
+    except RedisError as exc:
+        raise ChildError(f"redis answered, then refused a write: {exc}") from None
+    finally:
+        client.close()
+
+
 class UpTriton(TritonServer):
     """A TritonServer named anew at each start (tritonserver's --id), ready only when the Triton
     on its HTTP port gives that name back (GET /v2)."""

@@ -43,6 +43,7 @@ from photosearch.up.servers import (
     UpTriton,
     broker_redis,
     cache_redis,
+    mark_broker,
 )
 
 # What a running `up` tells tools and tests: its pid, URL, children's pids and settings.
@@ -269,6 +270,7 @@ class Supervisor:
             binary = redis_binary(settings.up.redis_server)
             port = self.ports["Redis"]
             self._spawn(broker_redis(binary, port, folder, logs / "redis.log", self.say))
+            mark_broker(settings.redis.url, settings.redis.prefix)
         if "Redis cache" in self.ports:
             folder = settings.data_dir / "redis-cache"
             folder.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ import httpx
 from PIL import Image
 from redis import Redis
 
+from core.deployment import mark
 from core.jobs import FINISHED, Jobs, JobStatus
 from core.settings import Settings
 from core.taskqueue import TaskApp, create_celery
@@ -151,7 +152,17 @@ def env_of(settings: Settings, extra: Mapping[str, str] | None = None) -> dict[s
 
 
 def cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    """`photosearch ARGS` in a process of its own, with these settings."""
+    """`photosearch ARGS` in a process of its own, with these settings.
+
+    The test's Redis is marked PhotoSearch's first, as a deployment's is once its worker or
+    `up` has started: some tests ask before any worker runs (the refusal of a Redis without
+    the mark has tests of its own: tests/unit/indexer/test_cli.py, test_cli_redis.py).
+    """
+    redis = Redis.from_url(settings.redis.url)
+    try:
+        mark(redis, settings.redis.prefix, "tests")
+    finally:
+        redis.close()
     return subprocess.run(
         [sys.executable, "-m", "photosearch", *args],
         env=env_of(settings),

@@ -1,16 +1,42 @@
 """`photosearch index`: a followed job that has ended shows its counts and what it skipped;
-the status of a job that does not exist is refused."""
+the status of a job that does not exist is refused; status has a header row, shows a finished
+job as finished, and leaves nothing behind in Redis when no worker answers."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from redis import Redis
 from typer.testing import CliRunner
 
+from core.deployment import mark
 from core.jobs import JobKind, Jobs, JobState
+from core.settings import get_settings
+from core.taskqueue import control_queue
 from indexer.cli import follow, index_app
+
+
+@pytest.fixture
+def prefix(redis: Redis, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The commands' settings under a prefix of this test's, on the session's Redis, marked
+    PhotoSearch's as a worker's start marks it; its keys deleted afterwards."""
+    name = f"unit-{uuid.uuid4().hex}"
+    monkeypatch.setenv("PHOTOSEARCH_REDIS__PREFIX", name)
+    get_settings.cache_clear()
+    mark(redis, name, "worker")
+    yield name
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    keys = list(redis.scan_iter(f"{name}*"))
+    if keys:
+        redis.delete(*keys)
+
+
+def _lasting(redis: Redis) -> set[bytes]:
+    """The keys with no expiry: what would stay for good."""
+    return {key for key in redis.scan_iter() if redis.ttl(key) == -1}
 
 
 def test_a_followed_job_that_ended_shows_its_counts_and_problems(
@@ -29,7 +55,54 @@ def test_a_followed_job_that_ended_shows_its_counts_and_problems(
     assert "skipped/failed: day1/notes.txt: unsupported file type .txt" in shown
 
 
-def test_the_status_of_a_job_that_does_not_exist_is_refused() -> None:
+def test_the_status_of_a_job_that_does_not_exist_is_refused(prefix: str) -> None:
     answer = CliRunner().invoke(index_app, ["status", "no-such-job"])
     assert answer.exit_code == 2
     assert "no job no-such-job" in answer.output
+
+
+def test_status_has_a_header_and_shows_a_finished_job_as_finished(
+    redis: Redis, prefix: str
+) -> None:
+    jobs = Jobs(redis, prefix)
+    finished = jobs.create(JobKind.SYNC, source="file:///photos")
+    jobs.start(finished, state=JobState.RUNNING, collection="photos-m1-a", model_version=1)
+    jobs.add(finished, listed=3, total=3, done=3)
+    jobs.finish(finished, JobState.DONE)
+    lasting = _lasting(redis)
+
+    answer = CliRunner().invoke(index_app, ["status"])
+    assert answer.exit_code == 0, answer.output
+    header, row, progress, *rest = answer.output.splitlines()
+    assert header.split() == [
+        *("JOB", "KIND", "STATE", "DONE", "TOTAL", "FAILED", "SKIPPED", "DELETED", "RATE"),
+        *("ETA", "COLLECTION"),
+    ]
+    cells = row.split()
+    assert cells[:8] == [finished, "sync", "done", "3", "3", "0", "0", "0"]
+    assert cells[-2:] == ["-", "photos-m1-a"]  # finished: no ETA, never "0s"
+    assert "ETA" not in row and "listed 3" in progress
+    assert rest == ["collections: no worker is running (is `photosearch worker` or `up` started?)"]
+    assert _lasting(redis) == lasting  # no worker: nothing was sent, nothing stays
+
+
+def test_a_status_query_no_worker_answers_is_withdrawn(redis: Redis, prefix: str) -> None:
+    # A worker that said it runs, then died: the question goes, and comes back out unanswered.
+    redis.set(f"{prefix}:workers:gone-1", "1", ex=60)
+    answer = CliRunner().invoke(index_app, ["status"])
+    assert answer.exit_code == 0, answer.output
+    assert "no jobs" in answer.output
+    assert "collections: no worker answered within 5 s" in answer.output
+    assert redis.llen(control_queue(get_settings())) == 0
+
+
+def test_a_redis_that_is_not_photosearchs_is_refused_before_anything_is_written(
+    redis: Redis, prefix: str
+) -> None:
+    redis.delete(f"{prefix}:deployment")
+    before = (redis.dbsize(), set(redis.scan_iter()))
+    for command in (["status"], ["sync", "--source", "/tmp"], ["collections"], ["rollback"]):
+        answer = CliRunner().invoke(index_app, command)
+        assert answer.exit_code == 2, (command, answer.output)
+        assert f"is not PhotoSearch's: it holds no {prefix}:deployment key" in answer.output
+    assert (redis.dbsize(), set(redis.scan_iter())) == before
