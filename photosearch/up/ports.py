@@ -5,15 +5,22 @@ found free then could be another server's by the time the child binds it, and th
 probe would take that server's answers for its own (another Triton was once "back"). So each
 port is held here, bound and listening, from the choice until right before its child starts,
 and again whenever that child is down.
+
+The ports a data directory was given are kept in it (ports.json) and taken again at its next
+start where they are free: a shell's up.env, and what a command finds of a running `up`, stay
+right from one start to the next.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from core.atomicfile import write_atomic
 from photosearch.up.bootstrap import BootstrapError
 from photosearch.up.processes import ChildError
 
@@ -43,6 +50,20 @@ def held_by_another(port: int, what: str, child: str, detail: str = "") -> str:
     return f"port {port} ({what}) is held by another server{by}, not by this `up`'s {child}"
 
 
+PORTS_FILE = "ports.json"
+
+
+def kept_ports(data_dir: Path) -> dict[str, int]:
+    """The ports a data directory was given at its earlier starts, by what they are for."""
+    try:
+        kept = json.loads((data_dir / PORTS_FILE).read_text())
+    except (OSError, ValueError):  # a first start, or a file cut short: choose again
+        return {}
+    if not isinstance(kept, dict):
+        return {}
+    return {what: n for what, n in kept.items() if isinstance(n, int) and 0 < n < 65536}
+
+
 @dataclass
 class Port:
     number: int
@@ -59,6 +80,13 @@ class PortBook:
     def __init__(self, say: Callable[[str], None]) -> None:
         self.say = say
         self.ports: dict[str, Port] = {}
+        self.data_dir: Path | None = None
+        self.kept: dict[str, int] = {}
+
+    def keep_in(self, data_dir: Path) -> None:
+        """Take the ports `data_dir` kept where free (`take`), and keep the ones taken there."""
+        self.data_dir = data_dir
+        self.kept = kept_ports(data_dir)
 
     def take(
         self,
@@ -69,16 +97,37 @@ class PortBook:
         *,
         host: str = "127.0.0.1",
         firm: str | None = None,
+        chosen: bool = False,
     ) -> int:
-        """Hold `preferred`, else (unless `firm`) a port the kernel picks."""
-        sock = hold(preferred, host)
+        """Hold a port: `preferred` where the operator chose it (`chosen`: an option or a
+        setting given), else the one the data directory kept, else `preferred`; where that
+        one is taken, a port the kernel picks, unless `firm` (the option that moves it)."""
+        kept = None if chosen else self.kept.get(what)
+        wanted = preferred if kept is None else kept
+        sock = hold(wanted, host)
         if sock is None:
+            whose = "" if kept is None else ", this data directory's since an earlier start,"
             if firm is not None:
-                raise BootstrapError(f"port {preferred} is taken: pass {firm}")
+                raise BootstrapError(
+                    f"port {wanted} ({what}){whose} is taken by another server: pass {firm}"
+                )
             sock = self._any(host)
-            self.say(f"port {preferred} ({what}) is taken: using {sock.getsockname()[1]}")
+            later = ", kept for the next starts" if self.data_dir is not None else ""
+            self.say(
+                f"port {wanted} ({what}){whose} is taken by another server: using "
+                f"{sock.getsockname()[1]}{later}"
+            )
         self.ports[what] = Port(sock.getsockname()[1], host, child, env, firm, sock)
         return self[what]
+
+    def save(self) -> None:
+        """Keep the ports now held in the data directory, for its next start."""
+        if self.data_dir is None:
+            return
+        numbers = {what: port.number for what, port in self.ports.items()}
+        if numbers != self.kept:
+            write_atomic(self.data_dir / PORTS_FILE, json.dumps(numbers, indent=2) + "\n")
+            self.kept = numbers
 
     def __getitem__(self, what: str) -> int:
         return self.ports[what].number

@@ -161,20 +161,26 @@ class Supervisor:
         opts, book = self.options, self.ports
         given = self.settings()
         env = {"PHOTOSEARCH_DATA_DIR": str(given.data_dir)}
+        book.keep_in(given.data_dir)  # the ports of its earlier starts, where still free
+        named = bool(opts.redis_port)
         if "url" not in given.redis.model_fields_set:
             firm = "--redis-port" if opts.redis_port else None
             url = {"PHOTOSEARCH_REDIS__URL": "redis://127.0.0.1:{}/0"}
-            book.take("Redis", opts.redis_port or 6379, "redis", url, firm=firm)
+            book.take("Redis", opts.redis_port or 6379, "redis", url, firm=firm, chosen=named)
         if "cache_url" not in given.redis.model_fields_set:
             # The cache's own bounded Redis, on the port after the broker's where it is free.
             cache = {"PHOTOSEARCH_REDIS__CACHE_URL": "redis://127.0.0.1:{}/0"}
-            book.take("Redis cache", (opts.redis_port or 6379) + 1, "redis-cache", cache)
+            preferred = (opts.redis_port or 6379) + 1
+            book.take("Redis cache", preferred, "redis-cache", cache, chosen=named)
         if "url" not in given.triton.model_fields_set:
             t, var = given.triton, "PHOTOSEARCH_TRITON__"
+            given_t = t.model_fields_set
             grpc = {f"{var}GRPC_PORT": "{}", f"{var}URL": "127.0.0.1:{}"}
-            book.take("Triton gRPC", t.grpc_port, "triton", grpc)
-            book.take("Triton HTTP", t.http_port, "triton", {f"{var}HTTP_PORT": "{}"})
-            book.take("Triton metrics", t.metrics_port, "triton", {f"{var}METRICS_PORT": "{}"})
+            book.take("Triton gRPC", t.grpc_port, "triton", grpc, chosen="grpc_port" in given_t)
+            http = {f"{var}HTTP_PORT": "{}"}
+            book.take("Triton HTTP", t.http_port, "triton", http, chosen="http_port" in given_t)
+            metrics, chosen = {f"{var}METRICS_PORT": "{}"}, "metrics_port" in given_t
+            book.take("Triton metrics", t.metrics_port, "triton", metrics, chosen=chosen)
             if t.control_key is None:
                 # A key of this start's own for loading and unloading models: the children
                 # and up.env (which only this user reads) carry it, no other local process.
@@ -184,11 +190,19 @@ class Supervisor:
             env["PHOTOSEARCH_API__ANONYMOUS_SEARCH"] = "true"
         host = opts.host or given.api.host
         api = {"PHOTOSEARCH_API__PORT": "{}"}
-        port = book.take("API", opts.port or given.api.port, "api", api, host=host, firm="--port")
+        chosen = opts.port is not None or "port" in given.api.model_fields_set
+        port = book.take(
+            "API", opts.port or given.api.port, "api", api, host=host, firm="--port", chosen=chosen
+        )
         if given.api.metrics_port:  # 0: the API serves no metrics listener
             metrics = {"PHOTOSEARCH_API__METRICS_PORT": "{}"}
             book.take(
-                "API metrics", given.api.metrics_port, "api", metrics, host=given.api.metrics_host
+                "API metrics",
+                given.api.metrics_port,
+                "api",
+                metrics,
+                host=given.api.metrics_host,
+                chosen="metrics_port" in given.api.model_fields_set,
             )
         env["PHOTOSEARCH_API__HOST"] = host
         self.base_url = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}"
@@ -197,8 +211,10 @@ class Supervisor:
         return self.settings()
 
     def _publish_ports(self) -> None:
-        """The ports in the environment of the children started from now on, and in up.env."""
+        """The ports in the environment of the children started from now on, in up.env, and
+        in the data directory for its next start."""
         self.env.update(self.ports.environment())
+        self.ports.save()
         for child in self.children:
             if isinstance(child, RedisChild):
                 child.port = self.ports[child.what]
