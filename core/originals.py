@@ -218,7 +218,8 @@ def key_parts(key: str) -> list[str]:
     return parts
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words (from its lstat mode)."""
     for test, name in (
         (stat.S_ISLNK, "a symbolic link"),
         (stat.S_ISDIR, "a folder"),
@@ -249,7 +250,7 @@ def _open_below(root: str, parts: list[str]) -> int:
         # Refused before it is opened: opening a device can have effects of its own.
         mode = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False).st_mode
         if not stat.S_ISREG(mode):
-            raise SourceRefused(f"{_kind(mode)}, not a regular file")
+            raise SourceRefused(f"{file_kind(mode)}, not a regular file")
         try:
             return os.open(parts[-1], _FILE_FLAGS, dir_fd=folder)
         except OSError as exc:
@@ -277,7 +278,7 @@ def read_file(root: Path, key: str, limits: ReadLimits) -> bytes:
     try:
         found = os.fstat(fd)
         if not stat.S_ISREG(found.st_mode):  # swapped since the stat: a FIFO opens at once
-            raise SourceRefused(f"{_kind(found.st_mode)}, not a regular file")
+            raise SourceRefused(f"{file_kind(found.st_mode)}, not a regular file")
         if found.st_size > limits.max_bytes:
             raise PhotoTooLarge(too_large(found.st_size, limits))
         return read_bounded(lambda n: os.read(fd, n), limits, deadline)

@@ -130,6 +130,14 @@ class ApiSettings(BaseModel):
         description="Deadline of fetching an image by URL: resolving, connecting, every "
         "redirect and the whole body (504 past it).",
     )
+    # The fetches share one pool per replica: a caller pointing at a slow server would
+    # otherwise hold all of it for the deadline's length, and every other caller wait.
+    image_url_per_caller: int = Field(
+        4,
+        ge=1,
+        description="Fetches by URL one caller (an API key, or an address without one) may "
+        "have in flight on a replica; more get 429.",
+    )
 
     @field_validator("image_url_allow")
     @classmethod

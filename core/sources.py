@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat as stat_mode
 import time
+import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -27,6 +28,7 @@ from core.originals import (
     SourceRoot,
     SourceUnavailable,
     check_source,
+    file_kind,
     key_parts,
     parse_source,
     read_bounded,
@@ -54,6 +56,7 @@ __all__ = [
     "read_photo",
     "s3_client",
     "s3_errors",
+    "unservable",
 ]
 
 # What the indexer embeds; GIF is read at its first frame, TIFF at its first page.
@@ -62,11 +65,43 @@ PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".gif", ".tif", ".
 
 @dataclass(frozen=True)
 class SourceObject:
-    """One file of the source: its key (relative path) and its content version."""
+    """One file of the source: its key (relative path) and its content version; `refused`
+    says why it is listed but never read (a link, a FIFO, a name that is not UTF-8)."""
 
     key: str
     version: str
     size: int
+    refused: str = ""
+
+
+# The photo routes take an id as the path below /v1/photos/: these last segments name the
+# routes of a photo, so an id ending in one is read as another photo's sub-resource.
+_ROUTE_SUFFIXES = frozenset({"similar", "duplicates", "image", "thumbnail"})
+
+
+def unservable(key: str) -> str | None:
+    """Why the API could not serve a photo of this key (or id) at its routes, or None.
+
+    A route's path is one line of URL: a newline never matches it (a photo indexed with one
+    answered 404 at every route), and no control character survives proxies and pages alike;
+    "", "." and ".." segments are merged or resolved by clients and proxies before the API
+    sees them; a name that is not UTF-8 cannot be stored or sent at all."""
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return "its name is not valid UTF-8, so it cannot be stored or served"
+    for char in key:
+        if unicodedata.category(char) == "Cc":
+            return (
+                f"its name holds the control character U+{ord(char):04X}, which the API's "
+                "photo routes cannot serve: rename the file"
+            )
+    parts = key.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return "its name has an empty, '.' or '..' segment, which URLs do not keep"
+    if len(parts) > 1 and parts[-1] in _ROUTE_SUFFIXES:
+        return f"an id ending in '/{parts[-1]}' names a route of another photo"
+    return None
 
 
 class Source(Protocol):
@@ -107,6 +142,24 @@ def in_range(key: str, lo: str, hi: str | None) -> bool:
     return key >= lo and (hi is None or key < hi)
 
 
+def _listed_name(name: str) -> str:
+    """A file name as its key spells it: one that is not UTF-8 (os.scandir gives its bytes
+    as lone surrogates) escaped, so that its skip record can be stored and shown."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+    return name
+
+
+def _not_utf8(name: str, what: str) -> str:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"the name of {what} is not valid UTF-8: rename it to index the photo"
+    return ""
+
+
 class LocalSource:
     """A folder tree; a file's version is its size and modification time in nanoseconds."""
 
@@ -120,13 +173,17 @@ class LocalSource:
     def list_range(self, lo: str = "", hi: str | None = None) -> Iterator[SourceObject]:
         yield from self._walk(self.root, "", lo, hi)
 
-    def _walk(self, folder: Path, prefix: str, lo: str, hi: str | None) -> Iterator[SourceObject]:
+    def _walk(
+        self, folder: Path, prefix: str, lo: str, hi: str | None, refused: str = ""
+    ) -> Iterator[SourceObject]:
         # A folder's entries sorted as their keys sort: a sub-folder's keys all start with
         # "name/", so it sorts as "name/" among its siblings ("a.jpg" < "a/..." < "a0.jpg").
         # Only the folders on the way to [lo, hi) are read, and only files in it are stat'ed.
+        # Every entry but the hidden ones is listed, what cannot be read (a link, a FIFO, a
+        # device) with its reason: the sync records it as skipped, never leaves it silently.
         with os.scandir(folder) as scan:
             entries = sorted(
-                ((e.name + "/" if e.is_dir(follow_symlinks=False) else e.name), e)
+                (_listed_name(e.name) + ("/" if e.is_dir(follow_symlinks=False) else ""), e)
                 for e in scan
                 if not e.name.startswith(".")
             )
@@ -138,10 +195,30 @@ class LocalSource:
                 # Below this folder every key starts with `key`: skip it when lo is past them.
                 if key < lo and not lo.startswith(key):
                     continue
-                yield from self._walk(Path(entry.path), key, lo, hi)
-            elif key >= lo and entry.is_file(follow_symlinks=False):
-                stat = entry.stat()
-                yield SourceObject(key, f"{stat.st_size}-{stat.st_mtime_ns}", stat.st_size)
+                inner = refused or _not_utf8(entry.name, "a folder above it")
+                yield from self._walk(Path(entry.path), key, lo, hi, inner)
+            elif key >= lo:
+                found = entry.stat(follow_symlinks=False)  # never opened: a FIFO would block
+                why = refused or _not_utf8(entry.name, "the file") or self._refusal(entry, found)
+                version = f"{found.st_size}-{found.st_mtime_ns}"
+                yield SourceObject(key, version, found.st_size, why)
+
+    def _refusal(self, entry: os.DirEntry[str], found: os.stat_result) -> str:
+        """Why a listed entry is never read, or "" for a regular file."""
+        if stat_mode.S_ISREG(found.st_mode):
+            return ""
+        if not stat_mode.S_ISLNK(found.st_mode):
+            return f"{file_kind(found.st_mode)}, not a regular file: never opened"
+        # Links are never followed, wherever they lead: the API reads originals without
+        # following any (core/originals.py), so a photo indexed through one could not be
+        # served; one inside the source would index its file twice, under two keys; and a
+        # link can be pointed elsewhere between a check and the read.
+        if not Path(os.path.realpath(entry.path)).is_relative_to(self.root):
+            return "a symbolic link leading out of the source: links are never followed"
+        return (
+            "a symbolic link (to a file inside the source, indexed under its own name): "
+            "links are never followed"
+        )
 
     def stat(self, key: str) -> SourceObject | None:
         # Only a key as the listing spells it: no "..", no "./", no hidden part.

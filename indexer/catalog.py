@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from core.sources import Source, SourceObject, SourceRefused, is_photo
+from core.sources import Source, SourceObject, SourceRefused, is_photo, unservable
 from indexer.metadata import PhotoMetadata, parse_manifest
 from indexer.shards import ShardRange
 
@@ -81,6 +81,17 @@ def photo_of(obj: SourceObject, meta: PhotoMetadata | None) -> Photo:
         meta.digest() if meta else "",
         meta.payload() if meta else None,
     )
+
+
+def refusal(photo: Photo) -> str | None:
+    """Why a photo may not be indexed although its file reads: the API's photo routes could
+    not serve its key or its id (a newline in a file name once made a photo that every route
+    answered 404 for). None: it may."""
+    why = unservable(photo.key)
+    if why is None and photo.photo_id != photo.key:
+        id_why = unservable(photo.photo_id)
+        why = id_why and f"its id {photo.photo_id!r} from the manifest: {id_why}"
+    return why
 
 
 class Manifests:
@@ -178,7 +189,9 @@ def read_catalog(
         catalog.files += 1
         if limit is not None and catalog.files > limit:
             raise ShardTooBig(f"more than {limit} files from {shard.lo!r}")
-        if manifests.is_manifest(obj.key):
+        if obj.refused:  # a link, a FIFO, a device...: never read, its reason recorded
+            catalog.rejected[obj.key] = (obj.version, obj.refused)
+        elif manifests.is_manifest(obj.key):
             manifests.load(obj.key)
         else:
             objects.append(obj)
@@ -195,6 +208,10 @@ def read_catalog(
             catalog.rejected[obj.key] = (obj.version, f"unsupported file type {suffix}")
             continue
         photo = photo_of(obj, rows.pop(obj.key, None))
+        why = refusal(photo)
+        if why is not None:
+            catalog.rejected[obj.key] = (obj.version, why)
+            continue
         if photo.photo_id in catalog.photos:
             catalog.warnings.append(
                 f"{obj.key}: id {photo.photo_id!r} is already used by another photo"

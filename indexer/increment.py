@@ -19,7 +19,7 @@ from core.jobs import JobKind, JobStatus
 from core.settings import IndexerSettings
 from core.sources import Source, is_photo
 from core.vectorstore import VectorStore
-from indexer.catalog import Manifests, folder_of, photo_of
+from indexer.catalog import Manifests, folder_of, photo_of, refusal
 from indexer.deleteguard import DeletesRefused, reserve
 from indexer.diff import ShardPlan, classify
 from indexer.feed import Feed
@@ -128,6 +128,13 @@ def plan_keys(
                 plan.rejected[key] = (obj.version, f"unsupported file type {suffix}")
             continue
         photo = photo_of(obj, manifests.rows.get(key))
+        why = refusal(photo)
+        if why is not None:  # a point of it (an earlier id, say) goes as the listing's would
+            if point is not None:
+                gone[point.shard].append(point.photo_id)
+            if bad is None or bad[0] != obj.version:
+                plan.rejected[key] = (obj.version, why)
+            continue
         label = shards.label_of(key)
         labels[photo.photo_id] = label
         if point is not None and point.photo_id != photo.photo_id:

@@ -1,5 +1,6 @@
 """What a search by image sends: the image itself (a multipart `file`), or its address (`url`:
-a multipart or urlencoded form field, or a JSON body {"url": ...}); and how OpenAPI says so."""
+a multipart or urlencoded form field, or a JSON body {"url": ...}); how OpenAPI says so; and
+whom a fetch of that address counts against."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from fastapi import Request
 from starlette.datastructures import UploadFile
 
 from core.settings_api import ApiSettings
+from query_api.auth import ANONYMOUS
 from query_api.errors import ApiError
 from query_api.imagefetch import MAX_URL_LENGTH
+from query_api.ratelimit import address_bucket
 
 _FILE = {
     "type": "string",
@@ -82,6 +85,16 @@ async def read_image_query(request: Request, api: ApiSettings) -> bytes | str:
     if media == "application/json":
         return _url_of(_json_object(await _small_body(request, api.max_json_bytes)))
     raise ApiError(422, _NEITHER + (f"; Content-Type {media[:100]} is neither" if media else ""))
+
+
+def fetch_caller(request: Request) -> str:
+    """Whom a fetch by URL counts against (ImageFetcher's per-caller bound), as the rate
+    limits tell callers apart: the key, or without one the client's address (IPv6: its /64)."""
+    caller = getattr(request.state, "caller", None)
+    name = getattr(caller, "name", ANONYMOUS)
+    if name != ANONYMOUS:
+        return f"key:{name}"
+    return address_bucket(request.client.host if request.client else "unknown")
 
 
 async def _multipart(request: Request, max_bytes: int) -> bytes | str:

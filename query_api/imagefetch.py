@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import httpx
@@ -37,15 +38,29 @@ _NO_SUCH_NAME = frozenset(
 )
 _SHOWN = 200  # characters of a redirect's location quoted in a message
 
-__all__ = ["MAX_REDIRECTS", "MAX_URL_LENGTH", "FetchError", "ImageFetcher", "open_client"]
+__all__ = [
+    "MAX_REDIRECTS",
+    "MAX_URL_LENGTH",
+    "FetchError",
+    "FetchSlots",
+    "ImageFetcher",
+    "open_client",
+]
 
 
 class FetchError(ApiError):
     """An image not fetched: a refusal (4xx), or the server failed (502) or was too slow
     (504). `outcome` labels it in photosearch_image_url_fetches_total."""
 
-    def __init__(self, status: int, outcome: str, message: str, code: str) -> None:
-        super().__init__(status, message, code=code)
+    def __init__(
+        self,
+        status: int,
+        outcome: str,
+        message: str,
+        code: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(status, message, code=code, headers=headers)
         self.outcome = outcome
 
 
@@ -112,6 +127,43 @@ def open_client(timeout_s: float, verify: ssl.SSLContext | bool = True) -> httpx
     )
 
 
+class FetchSlots:
+    """The fetches each caller has in flight on this replica, at most `per_caller`.
+
+    The replica's connections are shared: a caller pointing at a server that trickles its
+    image once held them for the deadline's length, and every other caller's URL searches
+    waited (issue 33, F6). The count lives on the event loop, so no lock: nothing awaits
+    between the check and the count.
+    """
+
+    def __init__(self, per_caller: int) -> None:
+        self.per_caller = per_caller
+        self.in_flight: dict[str, int] = {}
+
+    @contextmanager
+    def held(self, caller: str) -> Iterator[None]:
+        """One of the caller's slots for the block; FetchError 429 when all are taken."""
+        held = self.in_flight.get(caller, 0)
+        if held >= self.per_caller:
+            raise FetchError(
+                429,
+                "caller_busy",
+                f"url: {held} images of your searches by URL are being fetched already, "
+                f"the most one caller may have at once; search again when one has answered",
+                "too_many_fetches",
+                headers={"Retry-After": "1"},
+            )
+        self.in_flight[caller] = held + 1
+        try:
+            yield
+        finally:
+            left = self.in_flight[caller] - 1
+            if left:
+                self.in_flight[caller] = left
+            else:
+                del self.in_flight[caller]
+
+
 class ImageFetcher:
     """Fetches the image of a search by URL, or raises FetchError saying why not."""
 
@@ -122,12 +174,14 @@ class ImageFetcher:
         *,
         max_bytes: int,
         timeout_s: float,
+        per_caller: int = 4,
         on_outcome: Callable[[str], None] = lambda outcome: None,
     ) -> None:
         self.client = client
         self.policy = policy
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
+        self.slots = FetchSlots(per_caller)
         self.on_outcome = on_outcome
 
     @classmethod
@@ -137,19 +191,26 @@ class ImageFetcher:
             AddressPolicy(api.image_url_allow),
             max_bytes=api.max_upload_bytes,
             timeout_s=api.image_url_timeout_s,
+            per_caller=api.image_url_per_caller,
             on_outcome=on_outcome,
         )
 
     async def aclose(self) -> None:
         await self.client.aclose()
 
-    async def fetch(self, url: str) -> bytes:
+    async def fetch(self, url: str, *, caller: str | None = None) -> bytes:
         """The body of the image at `url` (checked: an image/* or unnamed content type, at
-        most max_bytes); the caller decodes it as it decodes an upload."""
+        most max_bytes); the caller decodes it as it decodes an upload.
+
+        `caller` (who asks: query_api.imagebody.fetch_caller) may have `per_caller` fetches
+        in flight; None: no such bound (a tool's own fetch). The deadline covers the whole
+        fetch, every redirect and the body's last byte, not each read alone.
+        """
         try:
             try:
-                async with asyncio.timeout(self.timeout_s):
-                    data = await self._fetch(url)
+                with self.slots.held(caller) if caller is not None else nullcontext():
+                    async with asyncio.timeout(self.timeout_s):
+                        data = await self._fetch(url)
             except (TimeoutError, httpx.TimeoutException):
                 raise FetchError(
                     504,

@@ -77,7 +77,7 @@ class Metrics:
             "photosearch_image_url_fetches_total",
             "Images fetched for searches by URL, by outcome: fetched, invalid_url, "
             "refused_address, too_many_redirects, upstream_status, not_image, too_large, "
-            "upstream_error, timeout.",
+            "upstream_error, timeout, caller_busy (the caller's fetches in flight at the bound).",
             ["outcome"],
             registry=r,
         )

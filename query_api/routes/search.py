@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from query_api.auth import Caller
 from query_api.deps import RootPath, SearchCaller, ServicesDep, StagesDep, once_each
-from query_api.imagebody import OPENAPI, read_image_query
+from query_api.imagebody import OPENAPI, fetch_caller, read_image_query
 from query_api.schemas import ErrorResponse, Page, RecommendSearch, SearchResponse, TextSearch
 from query_api.search import image_search, recommend_search, text_search
 from query_api.services import Services
@@ -122,7 +122,7 @@ async def search_image(
     query = await read_image_query(request, services.settings.api)
     if isinstance(query, str):
         with stages.timed("fetch"):
-            query = await services.fetcher.fetch(query)
+            query = await services.fetcher.fetch(query, caller=fetch_caller(request))
     api = services.settings.api
     return await image_search(
         query,

@@ -9,6 +9,7 @@ in a network namespace with only loopback (`unshare -n`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 from harness.processes import free_ports
 from model.triton_server import TritonServer
 from tests.support.api import (
+    ADMIN_KEY,
     SEARCH_KEY,
     ApiServer,
     Indexed,
@@ -30,6 +32,7 @@ from tests.support.api import (
     serving,
 )
 from tests.support.imagehost import ImageHost
+from tests.support.waiting import wait_until
 
 SEARCH = {"X-API-Key": SEARCH_KEY}
 TIMEOUT = httpx.Timeout(30.0)  # a hang fails the test instead of blocking the suite
@@ -240,6 +243,42 @@ def test_a_server_slower_than_the_deadline_is_a_504(stack: Stack) -> None:
         answer = by_url(server, f"{stack.host.url}/slow")
         refused(answer, 504, "the image did not arrive within 0.5 s", "upstream_timeout")
         assert metric(server.metrics_url, FETCHES, outcome="timeout") == 1
+
+
+def test_one_caller_holds_at_most_its_bound_of_fetches_and_others_search_meanwhile(
+    stack: Stack,
+) -> None:
+    """Issue 33, F6: URL searches at a server that never finishes its answer held the
+    replica's fetch pool for the deadline, and everyone's URL searches slowed."""
+    with (
+        ImageHost(stack.image()) as hanging,  # /slow: headers, then nothing until released
+        stack.make(
+            image_url_allow=["127.0.0.1"], image_url_per_caller=2, image_url_timeout_s=120
+        ) as server,
+        ThreadPoolExecutor(2) as pool,
+    ):
+        held = [pool.submit(by_url, server, f"{hanging.url}/slow") for _ in range(2)]
+        wait_until(lambda: len(hanging.seen) == 2, 60, "both fetches reach the hanging server")
+        # The caller's third is refused at once, before any connection.
+        refused(
+            by_url(server, f"{hanging.url}/slow"),
+            429,
+            "being fetched already, the most one caller may have at once",
+            "too_many_fetches",
+        )
+        assert len(hanging.seen) == 2
+        # Another key's URL search is answered meanwhile, and so is an upload of the first.
+        other = search(
+            server, {"X-API-Key": ADMIN_KEY}, json={"url": f"{stack.host.url}/photo.jpg"}
+        )
+        assert ranking(other)
+        assert ranking(search(server, files={"file": ("a.jpg", stack.image(), "image/jpeg")}))
+        hanging.release.set()
+        for answer in held:  # an empty body once released: not an image
+            assert answer.result(timeout=60).status_code == 422
+        # Its slots were given back: the first caller fetches again.
+        assert ranking(by_url(server, f"{stack.host.url}/photo.jpg"))
+        assert metric(server.metrics_url, FETCHES, outcome="caller_busy") == 1
 
 
 def test_a_host_name_entry_allows_that_name_and_sends_it_as_the_host(stack: Stack) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,32 @@ def test_a_range_with_more_files_than_a_shard_may_hold_says_so(tmp_path: Path) -
     with pytest.raises(ShardTooBig):
         read_catalog(source, NAMES, limit=6)
     assert len(read_catalog(source, NAMES, ShardRange("p3.jpg"), limit=6).photos) == 4
+
+
+def test_links_fifos_and_ids_the_api_cannot_serve_are_rejected_with_their_reason(
+    tmp_path: Path,
+) -> None:
+    for i, key in enumerate(["a.jpg", "b.jpg", "c.jpg", "ok.jpg"]):
+        write_photo(tmp_path / key, i)
+    (tmp_path / "link.jpg").symlink_to(tmp_path / "a.jpg")
+    os.mkfifo(tmp_path / "pipe.png")
+    (tmp_path / "bad\x7fname.jpg").write_bytes(b"x")
+    (tmp_path / b"latin1-\xe9.jpg".decode("utf-8", "surrogateescape")).write_bytes(b"x")
+    write_manifest(
+        tmp_path,
+        [
+            {"path": "a.jpg", "id": "set/similar"},
+            {"path": "b.jpg", "id": "line\nbreak"},
+            {"path": "c.jpg", "id": "x/../c"},
+        ],
+    )
+    catalog = read_catalog(LocalSource(tmp_path), NAMES)
+    assert list(catalog.photos) == ["ok.jpg"]
+    reasons = {key: reason for key, (_, reason) in catalog.rejected.items()}
+    assert reasons["link.jpg"].startswith("a symbolic link (to a file inside the source")
+    assert reasons["pipe.png"] == "a FIFO, not a regular file: never opened"
+    assert "U+007F" in reasons["bad\x7fname.jpg"]
+    assert "not valid UTF-8" in reasons["latin1-\\xe9.jpg"]  # its key, escaped, is storable
+    assert "names a route of another photo" in reasons["a.jpg"]
+    assert "U+000A" in reasons["b.jpg"] and "from the manifest" in reasons["b.jpg"]
+    assert "'..' segment" in reasons["c.jpg"]
