@@ -29,9 +29,23 @@ def options(
         logging.basicConfig(level=logging.DEBUG, format="%(levelname)s %(name)s: %(message)s")
 
 
+def _find_running_up() -> None:
+    """`photosearch index ...` reaches the `up` running on its data directory by itself: no
+    up.env to source, and none gone stale (its ports are the data directory's)."""
+    import os
+
+    from core.settings import get_settings
+    from photosearch.up.running import adopt_running_up
+
+    line = adopt_running_up(os.environ)
+    if line is not None:  # None: the environment names the Redis itself
+        typer.echo(line, err=True)
+        get_settings.cache_clear()  # read again, with the `up`'s settings
+
+
 app.add_typer(model_app, name="model")
 app.add_typer(triton_app, name="triton")
-app.add_typer(index_app, name="index")
+app.add_typer(index_app, name="index", callback=_find_running_up)
 app.add_typer(api_app, name="api")
 app.command("up")(up_command)
 app.command("worker")(worker_command)
