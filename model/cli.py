@@ -219,7 +219,17 @@ def list_command(
 ) -> None:
     """The exported model versions and where their weights came from."""
     repo = repository or get_settings().repository
+    if not repo.is_dir():  # a mistyped path listed nothing and exited 0
+        typer.echo(f"no model repository at {repo}: no such folder", err=True)
+        raise typer.Exit(2)
     manifests = [load_manifest(repo, v) for v in list_versions(repo)]
+    if not manifests and not as_json:  # (JSON: the empty list says it)
+        typer.echo(
+            f"no model version in {repo}: export one (`photosearch model export`) or start "
+            "`photosearch up`",
+            err=True,
+        )
+        raise typer.Exit(1)
     if as_json:
         typer.echo(json.dumps([m.model_dump(mode="json") for m in manifests], indent=2))
         return
