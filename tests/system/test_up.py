@@ -1,11 +1,11 @@
 """`photosearch up` as a newcomer runs it: a subprocess, a fresh data directory, free ports.
 
-The first start exports ViT-B-32 (random weights here: no network to fetch the pretrained
-ones), starts its own Redis, the query cache's bounded Redis, Triton, the API with the embedded
-worker and beat, and indexes the demo photos. Another Triton holds the HTTP port `up` prefers
-all along. The tests in this module run in order against that one system: searches and the
-page, then the supervision (children killed and started again, a port taken by another server
-meanwhile), then SIGTERM, then a second start on the same data.
+The first start exports ViT-B-32 in int8 (no GPU here) with random weights (no network to
+fetch the pretrained ones), starts its own Redis, the query cache's bounded Redis, Triton, the
+API with the embedded worker and beat, and indexes the demo photos. Another Triton holds the
+HTTP port `up` prefers all along. The tests in this module run in order against that one
+system: searches and the page, then the supervision (children killed and started again, a port
+taken by another server meanwhile), then SIGTERM, then a second start on the same data.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from core.demo import DEMO_PHOTOS
+from core.embedding.manifest import load_manifest
 from harness.processes import alive, descendants, free_ports
 from harness.up import newcomer_env
 from model.triton_server import CONTROL_HEADER, Ports
@@ -99,6 +100,10 @@ TRITON_AND_METRICS = {
 def test_first_start_exports_the_model_and_indexes_every_demo_photo(up: Up) -> None:
     manifest = json.loads((up.data_dir / "models" / "manifest-1.json").read_text())
     assert manifest["arch"] == "ViT-B-32"
+    # No GPU here: int8 by default, each encoder that reaches the floor, said in the version line.
+    assert manifest["precision"] == "int8" and "no GPU (" in up.output()
+    served = load_manifest(up.data_dir / "models", 1).served_precision
+    assert f"model version 1: ViT-B-32, weights {manifest['weights']}, {served}" in up.output()
     if manifest["weights"] == "random":  # no network here: said plainly
         assert "RANDOM weights: text search returns meaningless results" in up.output()
     sync = next(line for line in up.lines if " sync " in line)
