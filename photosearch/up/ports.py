@@ -106,17 +106,18 @@ class PortBook:
         wanted = preferred if kept is None else kept
         sock = hold(wanted, host)
         if sock is None:
-            whose = "" if kept is None else ", this data directory's since an earlier start,"
-            if firm is not None:
-                raise BootstrapError(
-                    f"port {wanted} ({what}){whose} is taken by another server: pass {firm}"
+            taken = f"port {wanted} is taken"
+            if kept is not None:
+                taken = (
+                    f"port {wanted} ({what}), this data directory's since an earlier start, "
+                    "is taken by another server"
                 )
+            if firm is not None:
+                raise BootstrapError(f"{taken}: pass {firm}")
+            if kept is None:
+                taken = f"port {wanted} ({what}) is taken"
             sock = self._any(host)
-            later = ", kept for the next starts" if self.data_dir is not None else ""
-            self.say(
-                f"port {wanted} ({what}){whose} is taken by another server: using "
-                f"{sock.getsockname()[1]}{later}"
-            )
+            self.say(f"{taken}: using {sock.getsockname()[1]}")  # kept from now on: `save`
         self.ports[what] = Port(sock.getsockname()[1], host, child, env, firm, sock)
         return self[what]
 

@@ -49,9 +49,7 @@ def test_a_moved_port_is_kept_for_the_next_start_of_the_data_directory(
     said: list[str] = []
     first = _start(tmp_path, said, taken)
     assert first != taken
-    assert said == [
-        f"port {taken} (Redis) is taken by another server: using {first}, kept for the next starts"
-    ]
+    assert said == [f"port {taken} (Redis) is taken: using {first}"]
     assert json.loads((tmp_path / PORTS_FILE).read_text()) == {"Redis": first}
 
     said.clear()
@@ -72,7 +70,7 @@ def test_a_kept_port_another_server_took_is_said_and_replaced(tmp_path: Path) ->
     assert second != first
     assert said == [
         f"port {first} (Redis), this data directory's since an earlier start, is taken by "
-        f"another server: using {second}, kept for the next starts"
+        f"another server: using {second}"
     ]
     assert kept_ports(tmp_path) == {"Redis": second}
 
