@@ -49,7 +49,8 @@ class HybridPlan:
         return cls(store, collection, query, vector, keywords, unwanted, query.mode)
 
     def fetch(self, limit: int, offset: int, with_vectors: bool) -> Ranking:
-        """The best `limit` candidates of each ranking (`offset` is 0: a pool), fused."""
+        """The best `limit` candidates of each ranking (`offset` is 0: a pool), fused: the
+        engine's fusion keeps its best `limit`, the fusion here all of it."""
         if self.query.mode == "keyword":
             by_words, full = self._by_words(limit, with_vectors)
             assert by_words is not None
@@ -70,12 +71,15 @@ class HybridPlan:
                 rrf_k=RRF_K,
                 filter=self.query.to_store(),
                 with_vectors=with_vectors,
+                # The pool asked for is what arrange re-ranks (it reads deeper when a
+                # collapsed page needs more): the rest of the fusion would be read for nothing.
+                keep=limit,
             )
         except KeywordsUnavailable:
             self.mode_ran = "vector"
             hits = self._by_vector(limit, with_vectors)
             return Ranking(hits, more=len(hits) == limit)
-        # Each ranking holds `limit` at most: the fusion holds as many when either was full.
+        # Each ranking holds `limit` at most: the fusion kept as many when either was full.
         return Ranking(hits, more=len(hits) >= limit)
 
     def _fused_here(self, limit: int, with_vectors: bool) -> Ranking:

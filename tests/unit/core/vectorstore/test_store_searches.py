@@ -47,6 +47,18 @@ def test_a_hybrid_search_is_the_fusion_of_the_two_rankings(
         assert {h.payload["photographer"] for h in hits} == {"ann"}
 
 
+def test_a_kept_hybrid_search_is_the_head_of_the_whole_fusion_ties_included(
+    store: Searches,
+) -> None:
+    query, words = PHOTOS[7].vector, query_vector("cat moon")
+    whole = store.hybrid_search(COLL, query, words, limit=20, rrf_k=RRF_K)
+    ties = [k for k in range(1, len(whole)) if whole[k - 1].score == whole[k].score]
+    assert ties, "no cut falls between two photos of equal score: nothing tested"
+    for keep in range(1, len(whole) + 1):
+        kept = store.hybrid_search(COLL, query, words, limit=20, rrf_k=RRF_K, keep=keep)
+        assert [h.photo_id for h in kept] == [h.photo_id for h in whole[:keep]], keep
+
+
 def test_without_words_a_hybrid_search_is_the_vector_ranking(store: Searches) -> None:
     query = PHOTOS[3].vector
     by_vector = store.search(COLL, query, limit=10)
