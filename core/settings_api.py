@@ -192,6 +192,29 @@ class ApiSettings(BaseModel):
         description="Candidates read to collapse near-duplicates, diversify or sort by date "
         "(more when a collapsed page needs them; sort=newest orders exactly these).",
     )
+    # Re-ranking is CPU work in Python and numpy: more threads than the replica's cores only
+    # queue it, and it must never hold the event loop that answers every other caller.
+    rerank_threads: int = Field(
+        2,
+        ge=1,
+        description="Threads of this replica that re-rank pools (diversity, collapse and the "
+        "date order of large pools); searches past them wait, within RERANK_TIMEOUT_S.",
+    )
+    rerank_timeout_s: float = Field(
+        2.0,
+        gt=0,
+        description="Deadline of one search's re-ranking, waiting for a thread included; past "
+        "it 503 with Retry-After (the replica is busy re-ranking others).",
+    )
+    # Maximal marginal relevance picks one result at a time against every candidate: its cost
+    # grows with the square of offset + limit (7.5 s at 10,100 on a 2-core host).
+    diversity_window: int = Field(
+        1000,
+        ge=1,
+        le=10_100,
+        description="With diversity > 0, offset + limit may reach this at most (422 past "
+        "it): the results diversity re-ranks one by one.",
+    )
     # Little's law: at the ~150 text queries/s one CPU Triton serves, 16 in flight is ~100 ms
     # of work; a GPU Triton serves more, and a replica's share of it is what this bounds.
     max_embeds_in_flight: int = Field(

@@ -101,9 +101,13 @@ class AsyncClient:
         """A photo's metadata."""
         return calls.parse(Photo, await self._send(Call("GET", calls.photo_path(photo_id))))
 
-    async def duplicates(self, photo_id: str) -> DuplicatesPage:
-        """The other photos of the photo's near-duplicate group."""
-        call = Call("GET", calls.photo_path(photo_id, "duplicates"))
+    async def duplicates(
+        self, photo_id: str, *, limit: int = 20, offset: int = 0
+    ) -> DuplicatesPage:
+        """A page of the other photos of the photo's near-duplicate group (limit 1 to 100;
+        `next_offset` of the answer asks for the next)."""
+        params = (("limit", str(limit)), ("offset", str(offset)))
+        call = Call("GET", calls.photo_path(photo_id, "duplicates"), params)
         return calls.parse(DuplicatesPage, await self._send(call))
 
     async def original(self, photo_id: str) -> Image:

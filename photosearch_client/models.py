@@ -66,13 +66,17 @@ class SearchPage(BaseModel):
 
 
 class DuplicatesPage(BaseModel):
-    """A photo's near-duplicate group: the other photos in it."""
+    """A page of a photo's near-duplicate group: the other photos in it."""
 
     model_config = _ANSWER
 
     photo_id: str
     group: str
-    photos: list[Photo]
+    photos: list[Photo]  # a page of them, in id order
+    count: int = 0  # the other photos of the group (the first 1,000)
+    limit: int = 20
+    offset: int = 0
+    next_offset: int | None = None
 
 
 class ModelInfo(BaseModel):

@@ -14,13 +14,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeVar
 
 from core.vectorstore import Hit
 from query_api.ranking import collapse, diversify, group_of, newest_first
+from query_api.reranking import Reranking
 from query_api.schemas import MAX_DUPLICATE_IDS, MAX_LIMIT, MAX_OFFSET, Duplicates, Page
 from query_api.services import StoreCalls
 from query_api.timing import Stages
 
+T = TypeVar("T")
+
+# Collapsing or sorting this many candidates takes well under a millisecond: cheaper on the
+# event loop than the hop to a ranking thread and back. Diversity always hops.
+INLINE_MAX = 500
 # The most candidates a collapsed ranking reads to fill its deepest page: each doubling of
 # the pool costs one more store query, and past this a page may be short of groups.
 MAX_POOL = 4 * (MAX_OFFSET + MAX_LIMIT + 1)
@@ -53,7 +60,7 @@ class Arranged:
 
 async def arrange(
     calls: StoreCalls,
-    rerank_pool: int,
+    reranking: Reranking,
     kind: str,
     collection: str,
     page: Page,
@@ -73,27 +80,47 @@ async def arrange(
             )
         return Arranged(ranking.hits, {})
 
+    reranking.check(page)
     need = page.offset + page.limit + 1
     # Sorted by date: always the same pool, so its pages follow each other; past it, none.
-    least = rerank_pool
-    pool = least if page.sort == "newest" else max(need, least)
+    pool = reranking.candidates(page, pooled=True)
     vectors = page.diversity > 0
     while True:
         with stages.timed("search"):
             ranking = await calls.run(f"search:{kind}", partial(fetch, pool, 0, vectors))
         with stages.timed("rerank"):
-            hits = collapse(ranking.hits) if page.collapse else list(ranking.hits)
+            work = partial(_collapsed, ranking.hits, page)
+            hits = await _off_the_loop(reranking, page, len(ranking.hits), work)
         if len(hits) >= need or not ranking.more or pool >= MAX_POOL or page.sort == "newest":
             break
         pool = min(pool * 2, MAX_POOL)  # a page of collapsed bursts: read deeper
     with stages.timed("rerank"):
-        if page.diversity > 0:
-            hits = diversify(hits, page.diversity, need)
-        if page.sort == "newest":
-            hits = newest_first(hits)
-        hits = hits[page.offset : need]
+        # Diversity chooses among as many as the first read held, however deep collapse read.
+        candidates = hits[: max(need, reranking.pool)]
+        work = partial(_ordered, candidates, page, need)
+        hits = await _off_the_loop(reranking, page, len(candidates), work)
     duplicates = await _duplicates(calls, collection, page, stages, hits[: page.limit], exclude)
     return Arranged(hits, duplicates)
+
+
+async def _off_the_loop(reranking: Reranking, page: Page, size: int, work: Callable[[], T]) -> T:
+    """Re-rank `size` candidates on the ranking threads, unless it takes microseconds."""
+    if page.diversity > 0 or size > INLINE_MAX:
+        return await reranking.run(work)
+    return work()
+
+
+def _collapsed(hits: list[Hit], page: Page) -> list[Hit]:
+    return collapse(hits) if page.collapse else list(hits)
+
+
+def _ordered(hits: list[Hit], page: Page, need: int) -> list[Hit]:
+    """The page (and one more) of the pool: diversified, then sorted by date if asked."""
+    if page.diversity > 0:
+        hits = diversify(hits, page.diversity, need)
+    if page.sort == "newest":
+        hits = newest_first(hits)
+    return hits[page.offset : need]
 
 
 async def _duplicates(
@@ -108,19 +135,22 @@ async def _duplicates(
     if not page.collapse or not hits:
         return {}
     groups = sorted({group_of(h) for h in hits})
-    with stages.timed("search"):
-        members = await calls.run(
-            "duplicates",
-            lambda: calls.store.group_members(
-                collection, groups, filter=page.to_store(exclude), limit_each=MAX_GROUP_READ
-            ),
+
+    def read() -> dict[str, Duplicates]:
+        # On the store's thread with the read: a page of 100 results in groups of 1,000 is
+        # 100,000 ids to sort out, a few milliseconds the event loop need not hold.
+        members = calls.store.group_members(
+            collection, groups, filter=page.to_store(exclude), limit_each=MAX_GROUP_READ
         )
-    found: dict[str, Duplicates] = {}
-    for hit in hits:
-        group = group_of(hit)
-        others = [pid for pid in members.get(group, []) if pid != hit.photo_id]
-        if others:
-            found[hit.photo_id] = Duplicates(
-                group=group, count=len(others), ids=others[:MAX_DUPLICATE_IDS]
-            )
-    return found
+        found: dict[str, Duplicates] = {}
+        for hit in hits:
+            group = group_of(hit)
+            others = [pid for pid in members.get(group, []) if pid != hit.photo_id]
+            if others:
+                found[hit.photo_id] = Duplicates(
+                    group=group, count=len(others), ids=others[:MAX_DUPLICATE_IDS]
+                )
+        return found
+
+    with stages.timed("search"):
+        return await calls.run("duplicates", read)

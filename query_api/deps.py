@@ -1,5 +1,5 @@
 """The dependencies routes declare: the replica's services and the authenticated caller,
-within its rate limit for searches."""
+with the meter of its rate limit for searches."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from fastapi import Depends, Header, Request, Response
 
 from query_api.auth import Caller, presented_key
 from query_api.errors import ApiError
+from query_api.ratelimit import Meter
 from query_api.services import Services
 from query_api.timing import Stages
 
@@ -73,18 +74,18 @@ ReadCaller = Annotated[Caller, Depends(_require("search"))]
 AdminCaller = Annotated[Caller, Depends(_require("admin"))]
 
 
-async def _within_rate_limit(
+async def _meter(
     request: Request, response: Response, services: ServicesDep, caller: ReadCaller
-) -> Caller:
+) -> Meter:
     # After authentication: an unknown key is a 401, a key without the scope a 403, and
-    # neither spends from a bucket.
+    # neither spends from a bucket. The route spends, once it knows what the search costs.
     address = request.client.host if request.client else None
-    response.headers.update(await services.limits.admit(caller.name, address))
-    return caller
+    return Meter(services.limits, caller, address, response.headers)
 
 
-# A search (text, image, more like this): the search scope, within the caller's rate limit.
-SearchCaller = Annotated[Caller, Depends(_within_rate_limit)]
+# A search (text, image, more like this, a photo's duplicates): the search scope; the route
+# spends the search's price from the caller's rate limit (query_api.ratelimit.price).
+SearchMeter = Annotated[Meter, Depends(_meter)]
 
 
 async def root_path(request: Request) -> str:

@@ -5,16 +5,18 @@ from __future__ import annotations
 from core.vectorstore import GROUP_FIELD, CollectionNotFound
 from query_api.arrange import MAX_GROUP_READ
 from query_api.errors import ApiError
-from query_api.schemas import MAX_DUPLICATE_IDS, DuplicatesResponse
+from query_api.schemas import MAX_DUPLICATE_IDS, DuplicatesPage, DuplicatesResponse
 from query_api.schemas_admin import DuplicateGroup, DuplicateGroups
 from query_api.search import stored_photo
 from query_api.services import LiveCollection, StoreCalls
 
 
 async def photo_duplicates(
-    photo_id: str, *, calls: StoreCalls, live: LiveCollection, root: str
+    photo_id: str, page: DuplicatesPage, *, calls: StoreCalls, live: LiveCollection, root: str
 ) -> DuplicatesResponse:
-    """The other photos of a photo's group, in photo id order (the first MAX_GROUP_READ)."""
+    """A page of the other photos of a photo's group, in photo id order (of the first
+    MAX_GROUP_READ): only the page's photos are read, so a group of thousands answers a page
+    as small as any."""
     collection = await live.name()
     store = calls.store
     try:
@@ -27,11 +29,19 @@ async def photo_duplicates(
             lambda: store.group_members(collection, [group], limit_each=MAX_GROUP_READ),
         )
         others = [pid for pid in members.get(group, []) if pid != photo_id]
-        records = await calls.run("retrieve", lambda: store.retrieve(collection, others))
+        end = page.offset + page.limit
+        ids = others[page.offset : end]
+        records = await calls.run("retrieve", lambda: store.retrieve(collection, ids))
     except CollectionNotFound:
         raise ApiError(404, f"no photo {photo_id!r} in the index") from None
     return DuplicatesResponse(
-        photo_id=photo_id, group=group, photos=[stored_photo(root, r) for r in records]
+        photo_id=photo_id,
+        group=group,
+        photos=[stored_photo(root, r) for r in records],
+        count=len(others),
+        limit=page.limit,
+        offset=page.offset,
+        next_offset=end if end < len(others) else None,
     )
 
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from core.embedding.arrays import Embeddings
 from core.vectorstore import GROUP_FIELD, Hit
 
 # Reciprocal rank fusion's constant (Cormack et al. 2009): a photo at rank r of a ranking
@@ -50,12 +51,17 @@ def collapse(hits: Sequence[Hit]) -> list[Hit]:
     return kept
 
 
+# Pools up to this many candidates compute every pair's similarity at once (one matrix
+# product at BLAS's full speed, 16 MB of float32 at most); larger ones a row per pick.
+GRAM_MAX = 2048
+
+
 def diversify(hits: Sequence[Hit], diversity: float, count: int) -> list[Hit]:
     """The first `count` of the hits re-ranked by maximal marginal relevance (Carbonell and
     Goldstein 1998): each next photo maximizes (1 - diversity) x relevance - diversity x its
     highest cosine similarity to a photo already chosen. Relevance is the hit's score scaled
     to 0..1 over the pool, so a fused or BM25 ranking works as a cosine one does. Hits need
-    their vectors."""
+    their vectors. CPU work that grows with count x len(hits): run it off the event loop."""
     if diversity <= 0 or len(hits) < 2:
         return list(hits[:count])
     vectors = np.stack([np.asarray(h.vector, dtype=np.float32) for h in hits])
@@ -63,18 +69,28 @@ def diversify(hits: Sequence[Hit], diversity: float, count: int) -> list[Hit]:
     scores = np.array([h.score for h in hits], dtype=np.float64)
     spread = scores.max() - scores.min()
     relevance = (scores - scores.min()) / spread if spread > 0 else np.ones_like(scores)
-    chosen: list[int] = []
-    # The highest similarity of each candidate to the chosen ones; -inf before the first pick.
-    closest = np.full(len(hits), -np.inf)
-    available = np.ones(len(hits), dtype=bool)
-    for _ in range(min(count, len(hits))):
-        penalty = np.where(np.isfinite(closest), closest, 0.0)
-        value = (1 - diversity) * relevance - diversity * penalty
-        value[~available] = -np.inf
+    base = ((1 - diversity) * relevance).astype(np.float32)
+    gram = vectors @ vectors.T if len(hits) <= GRAM_MAX else None
+
+    def similarities(i: int) -> Embeddings:
+        row: Embeddings = gram[i] if gram is not None else vectors @ vectors[i]
+        return row
+
+    # Nothing is chosen yet: the first pick is the most relevant.
+    best = int(np.argmax(base))
+    chosen = [best]
+    # Each candidate's highest similarity to the chosen ones; +inf once chosen itself, so
+    # that its value is -inf (diversity > 0) and it is never picked twice.
+    closest = np.array(similarities(best), dtype=np.float32)
+    closest[best] = np.inf
+    value = np.empty_like(closest)
+    for _ in range(min(count, len(hits)) - 1):
+        np.multiply(closest, -diversity, out=value)
+        value += base
         best = int(np.argmax(value))
         chosen.append(best)
-        available[best] = False
-        closest = np.maximum(closest, vectors @ vectors[best])
+        np.maximum(closest, similarities(best), out=closest)
+        closest[best] = np.inf
     return [hits[i] for i in chosen]
 
 

@@ -1,21 +1,28 @@
 """Rate limits per caller: a token bucket per API key name, or per client address without a
-key, kept in Redis so that every replica spends from the same one; 429 past it."""
+key, kept in Redis so that every replica spends from the same one; 429 past it. A search
+spends a token per unit of work it costs (`price`), and gets them back when it is refused
+before any work was done."""
 
 from __future__ import annotations
 
 import ipaddress
 import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from redis.asyncio import Redis as AsyncRedis
+from starlette.datastructures import MutableHeaders
 
+from core.embedding.errors import TritonQueueFull, TritonQueueTimeout
 from core.redisguard import RedisGuard
 from core.settings_api import ApiSettings
-from query_api.auth import ANONYMOUS
+from query_api.auth import ANONYMOUS, Caller
 from query_api.errors import ApiError
 from query_api.metrics import Metrics
 
-# One atomic step of a bucket: refill for the time since the last step, then take `cost`.
+# One atomic step of a bucket: refill for the time since the last step, then take `cost`
+# (a negative cost gives tokens back, up to the bucket's size).
 # Redis's own clock (TIME), so replicas' clocks do not matter; the bucket expires once it
 # would be full again (an absent bucket is a full one), so idle callers leave nothing behind.
 # A refusal writes nothing: the stored state refills to the same value later.
@@ -34,7 +41,7 @@ if now > at then
 end
 local allowed = 0
 if tokens >= cost then
-  tokens = tokens - cost
+  tokens = math.min(burst, tokens - cost)
   allowed = 1
   redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(at))
   redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
@@ -43,6 +50,17 @@ return {allowed, tostring(tokens)}
 """
 # The policy's name in the RateLimit headers: the searches are what is limited.
 POLICY = "search"
+# Candidates re-ranked per token: the store's read of the pool, fusion, collapse and
+# diversity grow with it. Full thousands only, so the default pool (100) costs nothing more.
+RERANKED_PER_TOKEN = 1000
+
+
+def price(embeddings: int, reranked: int) -> int:
+    """Tokens one search spends: one per embedding it makes (the query text, each distinct
+    `not` text, an image; cached or not, so that the price never tells whether another caller
+    searched the phrase) and one per full thousand candidates it re-ranks; one at least (a
+    search by stored vectors or by words alone still costs the store a query)."""
+    return max(1, embeddings + reranked // RERANKED_PER_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -72,11 +90,12 @@ class Taken:
     allowed: bool
     tokens: float  # left after this request
     limit: Limit
+    cost: int = 1  # what the request asked for
 
     @property
     def until_token_s(self) -> float:
-        """Seconds until the bucket holds a whole request again (0: it does now)."""
-        return max(0.0, 1 - self.tokens) / self.limit.rate_per_s
+        """Seconds until the bucket holds this request's cost again (0: it does now)."""
+        return max(0.0, self.cost - self.tokens) / self.limit.rate_per_s
 
     @property
     def until_full_s(self) -> float:
@@ -106,7 +125,7 @@ class TokenBuckets:
         if not ok or not isinstance(answer, list):
             return None
         allowed, tokens = answer
-        return Taken(bool(allowed), float(tokens), limit)
+        return Taken(bool(allowed), float(tokens), limit, max(cost, 0))
 
 
 def address_bucket(host: str) -> str:
@@ -126,8 +145,8 @@ def address_bucket(host: str) -> str:
 def headers(taken: Taken) -> dict[str, str]:
     """The RateLimit header fields of draft-ietf-httpapi-ratelimit-headers (-10, -11): the
     policy (q requests per w seconds: the bucket's size and the time it takes to fill) and
-    what is left (r requests; t seconds until the next request is allowed when refused, until
-    the bucket is full otherwise)."""
+    what is left (r requests; t seconds until the refused request would be allowed, until the
+    bucket is full otherwise). A request is a token: a search spends its price in them."""
     limit = taken.limit
     wait = taken.until_full_s if taken.allowed else taken.until_token_s
     return {
@@ -146,15 +165,25 @@ class RateLimits:
         self.by_key = {k.name: Limit.of(k.rate_per_s, k.burst) for k in api.keys}
         self.anonymous = Limit.of(api.anonymous_rate_per_s, api.anonymous_burst)
 
-    async def admit(self, caller: str, address: str | None) -> dict[str, str]:
-        """The headers to answer with, or ApiError 429 past the limit. Redis failing lets the
-        request through (counted): losing the limits beats refusing everyone."""
+    def _bucket(self, caller: str, address: str | None) -> tuple[str, Limit] | None:
         anonymous = caller == ANONYMOUS
         limit = self.anonymous if anonymous else self.by_key.get(caller)
         if limit is None:
+            return None
+        return (address_bucket(address or "unknown") if anonymous else f"key:{caller}"), limit
+
+    async def admit(self, caller: str, address: str | None, cost: int = 1) -> dict[str, str]:
+        """Take `cost` tokens: the headers to answer with, or ApiError 429 past the limit.
+        A cost above the bucket's size takes the whole bucket (a caller whose burst is
+        smaller than a search's price may still make it, once the bucket is full). Redis
+        failing lets the request through (counted): losing the limits beats refusing
+        everyone."""
+        found = self._bucket(caller, address)
+        if found is None:
             return {}
-        bucket = address_bucket(address or "unknown") if anonymous else f"key:{caller}"
-        taken = await self.buckets.take(bucket, limit)
+        bucket, limit = found
+        cost = min(cost, limit.burst)
+        taken = await self.buckets.take(bucket, limit, cost)
         if taken is None:
             self.metrics.rate_limit_fail_open.inc()
             return {}
@@ -162,10 +191,57 @@ class RateLimits:
             return headers(taken)
         self.metrics.rate_limited.labels(caller).inc()
         retry_after = max(1, math.ceil(taken.until_token_s))
-        who = "this address" if anonymous else f"the key {caller!r}"
+        who = "this address" if caller == ANONYMOUS else f"the key {caller!r}"
+        priced = (
+            f"; this search costs {cost} (one per embedding, one per thousand candidates re-ranked)"
+            if cost > 1
+            else ""
+        )
         raise ApiError(
             429,
             f"too many searches from {who}: {limit.burst} at once and "
-            f"{limit.rate_per_s:g} a second at most",
+            f"{limit.rate_per_s:g} a second at most{priced}",
             headers={"Retry-After": str(retry_after), **headers(taken)},
         )
+
+    async def refund(self, caller: str, address: str | None, cost: int) -> None:
+        """Give back what `admit` took for a request refused before any work was done."""
+        found = self._bucket(caller, address)
+        if found is not None:
+            bucket, limit = found
+            await self.buckets.take(bucket, limit, -min(cost, limit.burst))
+
+
+# Answers that refuse a search before any work was done for it: it costs nothing.
+_REFUSED_BEFORE_WORK = (TritonQueueFull, TritonQueueTimeout)
+
+
+class Meter:
+    """One request's spending from its caller's bucket: `paying(cost)` around its work."""
+
+    def __init__(
+        self,
+        limits: RateLimits,
+        caller: Caller,
+        address: str | None,
+        answer_headers: MutableHeaders,
+    ) -> None:
+        self.limits = limits
+        self.caller = caller
+        self.address = address
+        self.answer_headers = answer_headers
+
+    @asynccontextmanager
+    async def paying(self, cost: int) -> AsyncIterator[None]:
+        """Take `cost` tokens (429 past the limit, taking none), run the work, and give them
+        back if it was refused for overload before any was done (admission's 503, Triton's
+        queue full): a refused search costs nothing."""
+        taken = await self.limits.admit(self.caller.name, self.address, cost)
+        self.answer_headers.update(taken)
+        try:
+            yield
+        except (ApiError, *_REFUSED_BEFORE_WORK) as exc:
+            refused = not isinstance(exc, ApiError) or exc.code == "overloaded"
+            if refused and taken:  # nothing to give back when nothing was counted
+                await self.limits.refund(self.caller.name, self.address, cost)
+            raise

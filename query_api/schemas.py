@@ -377,6 +377,20 @@ class SearchResponse(BaseModel):
     took_ms: float
 
 
+class DuplicatesPage(BaseModel):
+    """A page of a photo's near-duplicates."""
+
+    limit: int = Field(20, ge=1, le=MAX_LIMIT, description="Photos per page.")
+    offset: int = Field(0, ge=0, le=MAX_OFFSET, description="Photos to skip (pagination).")
+
+    @field_validator("limit", "offset", mode="before")
+    @classmethod
+    def _not_a_boolean(cls, value: object) -> object:
+        if isinstance(value, bool):
+            raise ValueError("a number is needed, not true or false")
+        return value
+
+
 class DuplicatesResponse(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
@@ -392,6 +406,10 @@ class DuplicatesResponse(BaseModel):
                             "thumbnail_url": "/v1/photos/2024/06/red-bicycle-crop.jpg/thumbnail",
                         }
                     ],
+                    "count": 1,
+                    "limit": 20,
+                    "offset": 0,
+                    "next_offset": None,
                 }
             ]
         }
@@ -399,7 +417,15 @@ class DuplicatesResponse(BaseModel):
 
     photo_id: str
     group: str
-    photos: list[Photo] = Field(description="The other photos of its near-duplicate group.")
+    photos: list[Photo] = Field(
+        description="A page of the other photos of its near-duplicate group, in id order."
+    )
+    count: int = Field(
+        0, description="How many other photos the group holds (the first 1,000 are listed)."
+    )
+    limit: int = 20
+    offset: int = 0
+    next_offset: int | None = Field(None, description="Offset of the next page; null on the last.")
 
 
 class ErrorResponse(BaseModel):

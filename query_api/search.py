@@ -28,6 +28,7 @@ from query_api.errors import ApiError, Unavailable
 from query_api.hybrid import HybridPlan, Mode
 from query_api.imagework import ImageWork
 from query_api.metrics import Metrics
+from query_api.reranking import Reranking
 from query_api.schemas import (
     MAX_OFFSET,
     Page,
@@ -157,7 +158,7 @@ async def text_search(
     queries: QueryEmbedder,
     calls: StoreCalls,
     live: LiveCollection,
-    rerank_pool: int,
+    reranking: Reranking,
     root: str,
     reveal_cache: bool,
     stages: Stages,
@@ -175,17 +176,27 @@ async def text_search(
         if query.mode == "vector":
             assert vector is not None
             fetch = _nearest(store, collection, vector, query, ())
-            arranged = await arrange(calls, rerank_pool, "text", collection, query, stages, fetch)
+            arranged = await arrange(calls, reranking, "text", collection, query, stages, fetch)
             return arranged, cached, "vector"
         plan = HybridPlan.of(store, collection, query, vector)
         arranged = await arrange(
-            calls, rerank_pool, "text", collection, query, stages, plan.fetch, pooled=True
+            calls, reranking, "text", collection, query, stages, plan.fetch, pooled=True
         )
         return arranged, cached, plan.mode_ran
 
     (arranged, cached, mode), collection = await _with_live_collection(live, stages, run)
     reveal = cached if reveal_cache and query.mode != "keyword" else None
     return _response(root, arranged, collection, reveal, query, start, mode)
+
+
+def text_embeddings(query: TextSearch) -> int:
+    """How many embeddings a text search makes: none by words alone; the query's, and each
+    distinct `not` text's when they move it (its price: query_api.ratelimit.price)."""
+    if query.mode == "keyword":
+        return 0
+    if not query.not_ or query.not_weight == 0:
+        return 1
+    return len(dict.fromkeys(normalize_query(t) for t in [query.q, *query.not_]))
 
 
 async def _query_vector(
@@ -221,7 +232,7 @@ async def image_search(
     timeout_s: float,
     calls: StoreCalls,
     live: LiveCollection,
-    rerank_pool: int,
+    reranking: Reranking,
     root: str,
     stages: Stages,
 ) -> SearchResponse:
@@ -247,7 +258,7 @@ async def image_search(
                     ),
                 )
         fetch = _nearest(calls.store, collection, vectors[0], page, ())
-        return await arrange(calls, rerank_pool, "image", collection, page, stages, fetch)
+        return await arrange(calls, reranking, "image", collection, page, stages, fetch)
 
     arranged, collection = await _with_live_collection(live, stages, run)
     return _response(root, arranged, collection, None, page, start)
@@ -275,7 +286,7 @@ async def similar_search(
     *,
     calls: StoreCalls,
     live: LiveCollection,
-    rerank_pool: int,
+    reranking: Reranking,
     root: str,
     stages: Stages,
 ) -> SearchResponse:
@@ -286,7 +297,7 @@ async def similar_search(
         (vector,) = await _stored_vectors(calls, collection, [photo_id], stages)
         fetch = _nearest(calls.store, collection, vector, page, (photo_id,))
         return await arrange(
-            calls, rerank_pool, "similar", collection, page, stages, fetch, exclude=(photo_id,)
+            calls, reranking, "similar", collection, page, stages, fetch, exclude=(photo_id,)
         )
 
     arranged, collection = await _with_live_collection(live, stages, run)
@@ -298,7 +309,7 @@ async def recommend_search(
     *,
     calls: StoreCalls,
     live: LiveCollection,
-    rerank_pool: int,
+    reranking: Reranking,
     root: str,
     stages: Stages,
 ) -> SearchResponse:
@@ -328,7 +339,7 @@ async def recommend_search(
             return Ranking(hits, more=len(hits) == limit)
 
         return await arrange(
-            calls, rerank_pool, "recommend", collection, query, stages, fetch, exclude=examples
+            calls, reranking, "recommend", collection, query, stages, fetch, exclude=examples
         )
 
     arranged, collection = await _with_live_collection(live, stages, run)

@@ -33,6 +33,7 @@ from query_api.imagefetch import ImageFetcher
 from query_api.imagework import ImageWork
 from query_api.metrics import Metrics
 from query_api.ratelimit import RateLimits, TokenBuckets
+from query_api.reranking import Reranking
 
 T = TypeVar("T")
 
@@ -55,6 +56,8 @@ class Services:
     store_pool: ThreadPoolExecutor
     images: ImageWork
     admission: Admission
+    # The threads that re-rank pools (diversity, large collapses) off the event loop.
+    reranking: Reranking
     # Fetches the images of searches by URL (an HTTP client, closed with the rest).
     fetcher: ImageFetcher
     own_store: bool
@@ -138,6 +141,7 @@ class Services:
                 api.overload_retry_after_s,
                 lambda kind: metrics.refused.labels(kind).inc(),
             ),
+            reranking=Reranking.of(api, lambda: metrics.refused.labels("rerank").inc()),
             fetcher=ImageFetcher.from_settings(
                 api, lambda outcome: metrics.image_url_fetches.labels(outcome).inc()
             ),
@@ -160,6 +164,7 @@ class Services:
         self.tasks.close()
         self.store_pool.shutdown(wait=True, cancel_futures=True)
         self.images.close()
+        self.reranking.close()
         if self.own_store:
             self.store.close()
 

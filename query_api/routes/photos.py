@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Response
 
 from core.embedding.images import ImageLimits
 from core.vectorstore import CollectionNotFound, StoredPhoto
-from query_api.deps import ReadCaller, RootPath, SearchCaller, ServicesDep, StagesDep, once_each
+from query_api.deps import ReadCaller, RootPath, SearchMeter, ServicesDep, StagesDep, once_each
 from query_api.duplicates import photo_duplicates
 from query_api.errors import ApiError
 from query_api.photos import (
@@ -18,7 +18,15 @@ from query_api.photos import (
     read_original,
     thumbnail_key,
 )
-from query_api.schemas import DuplicatesResponse, ErrorResponse, Page, Photo, SearchResponse
+from query_api.ratelimit import price
+from query_api.schemas import (
+    DuplicatesPage,
+    DuplicatesResponse,
+    ErrorResponse,
+    Page,
+    Photo,
+    SearchResponse,
+)
 from query_api.search import similar_search, stored_photo
 from query_api.services import Services
 
@@ -27,7 +35,8 @@ router = APIRouter(prefix="/v1/photos", tags=["photos"], dependencies=[Depends(o
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorResponse} for code in (401, 403, 404, 422, 503)
 }
-# More like this is rate limited, as the searches are (query_api.deps.SearchCaller).
+# More like this and a photo's duplicates are rate limited, as the searches are
+# (query_api.deps.SearchMeter).
 LIMITED: dict[int | str, dict[str, object]] = {**ERRORS, 429: {"model": ErrorResponse}}
 # Photos change only with their content version, which the ETag carries. Where a key is
 # needed to see them, no shared cache (a CDN, a proxy) may keep them for the next caller.
@@ -75,29 +84,39 @@ async def similar(
     photo_id: str,
     page: Annotated[Page, Query()],
     services: ServicesDep,
-    caller: SearchCaller,
+    meter: SearchMeter,
     root: RootPath,
     stages: StagesDep,
 ) -> SearchResponse:
     """More like this: neighbours of the photo's stored vector, never the photo itself."""
-    return await similar_search(
-        photo_id,
-        page,
-        calls=services.calls,
-        live=services.live,
-        rerank_pool=services.settings.api.rerank_pool,
-        root=root,
-        stages=stages,
-    )
+    reranking = services.reranking
+    reranking.check(page)
+    async with meter.paying(price(0, reranking.candidates(page, pooled=False))):
+        return await similar_search(
+            photo_id,
+            page,
+            calls=services.calls,
+            live=services.live,
+            reranking=reranking,
+            root=root,
+            stages=stages,
+        )
 
 
-@router.get("/{photo_id:path}/duplicates", response_model=DuplicatesResponse, responses=ERRORS)
+@router.get("/{photo_id:path}/duplicates", response_model=DuplicatesResponse, responses=LIMITED)
 async def duplicates(
-    photo_id: str, services: ServicesDep, caller: ReadCaller, root: RootPath
+    photo_id: str,
+    page: Annotated[DuplicatesPage, Query()],
+    services: ServicesDep,
+    meter: SearchMeter,
+    root: RootPath,
 ) -> DuplicatesResponse:
     """The photo's near-duplicates: the other photos of its group (crops, re-encodings,
-    resizes, bursts of one scene), as the indexer grouped them."""
-    return await photo_duplicates(photo_id, calls=services.calls, live=services.live, root=root)
+    resizes, bursts of one scene), as the indexer grouped them, a page at a time."""
+    async with meter.paying(price(0, 0)):
+        return await photo_duplicates(
+            photo_id, page, calls=services.calls, live=services.live, root=root
+        )
 
 
 @router.get(

@@ -6,15 +6,19 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from query_api.auth import Caller
-from query_api.deps import RootPath, SearchCaller, ServicesDep, StagesDep, once_each
+from query_api.deps import RootPath, SearchMeter, ServicesDep, StagesDep, once_each
 from query_api.imagebody import OPENAPI, fetch_caller, read_image_query
+from query_api.ratelimit import price
 from query_api.schemas import ErrorResponse, Page, RecommendSearch, SearchResponse, TextSearch
-from query_api.search import image_search, recommend_search, text_search
+from query_api.search import image_search, recommend_search, text_embeddings, text_search
 from query_api.services import Services
 from query_api.timing import Stages
 
 router = APIRouter(prefix="/v1/search", tags=["search"], dependencies=[Depends(once_each)])
+
+# Every search spends its price from the caller's rate limit before any work (a 422 for a
+# page past the diversity window spends nothing): one token per embedding, one per full
+# thousand candidates re-ranked (query_api.ratelimit.price).
 
 # 400: FastAPI refuses a body that is not UTF-8 JSON (or not multipart) before validating.
 ERRORS: dict[int | str, dict[str, object]] = {
@@ -23,55 +27,62 @@ ERRORS: dict[int | str, dict[str, object]] = {
 
 
 async def _text_search(
-    services: Services, root: str, query: TextSearch, caller: Caller, stages: Stages
+    services: Services, root: str, query: TextSearch, meter: SearchMeter, stages: Stages
 ) -> SearchResponse:
-    return await text_search(
-        query,
-        queries=services.queries,
-        calls=services.calls,
-        live=services.live,
-        rerank_pool=services.settings.api.rerank_pool,
-        root=root,
-        reveal_cache="admin" in caller.scopes,
-        stages=stages,
-    )
+    reranking = services.reranking
+    reranking.check(query)
+    reranked = reranking.candidates(query, pooled=query.mode != "vector")
+    async with meter.paying(price(text_embeddings(query), reranked)):
+        return await text_search(
+            query,
+            queries=services.queries,
+            calls=services.calls,
+            live=services.live,
+            reranking=reranking,
+            root=root,
+            reveal_cache="admin" in meter.caller.scopes,
+            stages=stages,
+        )
 
 
 @router.get("", response_model=SearchResponse, responses=ERRORS)
 async def search_get(
     query: Annotated[TextSearch, Query()],
     services: ServicesDep,
-    caller: SearchCaller,
+    meter: SearchMeter,
     root: RootPath,
     stages: StagesDep,
 ) -> SearchResponse:
     """Photos that match a description; repeat `tags_any` / `tags_all` for several tags."""
-    return await _text_search(services, root, query, caller, stages)
+    return await _text_search(services, root, query, meter, stages)
 
 
 @router.post("", response_model=SearchResponse, responses=ERRORS)
 async def search_post(
     query: TextSearch,
     services: ServicesDep,
-    caller: SearchCaller,
+    meter: SearchMeter,
     root: RootPath,
     stages: StagesDep,
 ) -> SearchResponse:
     """The same search with a JSON body (long filter lists)."""
-    return await _text_search(services, root, query, caller, stages)
+    return await _text_search(services, root, query, meter, stages)
 
 
 async def _recommend(
-    services: Services, root: str, query: RecommendSearch, stages: Stages
+    services: Services, root: str, query: RecommendSearch, meter: SearchMeter, stages: Stages
 ) -> SearchResponse:
-    return await recommend_search(
-        query,
-        calls=services.calls,
-        live=services.live,
-        rerank_pool=services.settings.api.rerank_pool,
-        root=root,
-        stages=stages,
-    )
+    reranking = services.reranking
+    reranking.check(query)
+    async with meter.paying(price(0, reranking.candidates(query, pooled=False))):
+        return await recommend_search(
+            query,
+            calls=services.calls,
+            live=services.live,
+            reranking=reranking,
+            root=root,
+            stages=stages,
+        )
 
 
 # 404: an example photo is not in the index.
@@ -82,24 +93,24 @@ RECOMMEND_ERRORS: dict[int | str, dict[str, object]] = {**ERRORS, 404: {"model":
 async def recommend_get(
     query: Annotated[RecommendSearch, Query()],
     services: ServicesDep,
-    caller: SearchCaller,
+    meter: SearchMeter,
     root: RootPath,
     stages: StagesDep,
 ) -> SearchResponse:
     """More like these photos and not like those: repeat `positive` and `negative`."""
-    return await _recommend(services, root, query, stages)
+    return await _recommend(services, root, query, meter, stages)
 
 
 @router.post("/recommend", response_model=SearchResponse, responses=RECOMMEND_ERRORS)
 async def recommend_post(
     query: RecommendSearch,
     services: ServicesDep,
-    caller: SearchCaller,
+    meter: SearchMeter,
     root: RootPath,
     stages: StagesDep,
 ) -> SearchResponse:
     """The same with a JSON body."""
-    return await _recommend(services, root, query, stages)
+    return await _recommend(services, root, query, meter, stages)
 
 
 # 502 / 504: the server of an image's URL failed or was too slow.
@@ -114,28 +125,32 @@ async def search_image(
     request: Request,
     page: Annotated[Page, Query()],
     services: ServicesDep,
-    caller: SearchCaller,
+    meter: SearchMeter,
     root: RootPath,
     stages: StagesDep,
 ) -> SearchResponse:
     """Photos that look like an image: uploaded as `file`, or fetched from its `url`."""
-    query = await read_image_query(request, services.settings.api)
-    if isinstance(query, str):
-        with stages.timed("fetch"):
-            query = await services.fetcher.fetch(query, caller=fetch_caller(request))
     api = services.settings.api
-    return await image_search(
-        query,
-        page,
-        encoder=services.embedder,
-        admission=services.admission,
-        images=services.images,
-        metrics=services.metrics,
-        # An image costs Triton several times a text query.
-        timeout_s=api.embed_timeout_s * 5,
-        calls=services.calls,
-        live=services.live,
-        rerank_pool=api.rerank_pool,
-        root=root,
-        stages=stages,
-    )
+    reranking = services.reranking
+    reranking.check(page)
+    # Paid before the body is read or the URL fetched; an image's embedding is never cached.
+    async with meter.paying(price(1, reranking.candidates(page, pooled=False))):
+        query = await read_image_query(request, api)
+        if isinstance(query, str):
+            with stages.timed("fetch"):
+                query = await services.fetcher.fetch(query, caller=fetch_caller(request))
+        return await image_search(
+            query,
+            page,
+            encoder=services.embedder,
+            admission=services.admission,
+            images=services.images,
+            metrics=services.metrics,
+            # An image costs Triton several times a text query.
+            timeout_s=api.embed_timeout_s * 5,
+            calls=services.calls,
+            live=services.live,
+            reranking=reranking,
+            root=root,
+            stages=stages,
+        )

@@ -245,7 +245,15 @@ def test_a_photos_near_duplicates_and_the_admin_list_of_groups(api: Api) -> None
     assert body["group"] == "burst/1.jpg"
     assert [p["id"] for p in body["photos"]] == ["burst/1.jpg", "burst/3.jpg", "burst/4.jpg"]
     alone = api.get("/v1/photos/photo003.jpg/duplicates").json()
-    assert alone == {"photo_id": "photo003.jpg", "group": "photo003.jpg", "photos": []}
+    assert alone == {
+        "photo_id": "photo003.jpg",
+        "group": "photo003.jpg",
+        "photos": [],
+        "count": 0,
+        "limit": 20,
+        "offset": 0,
+        "next_offset": None,
+    }
     assert api.get("/v1/photos/nope.jpg/duplicates").status_code == 404
 
     assert api.get("/v1/admin/duplicates").status_code == 403

@@ -30,6 +30,7 @@ from query_api.app import services_lifespan
 from query_api.embedquery import QueryEmbedder
 from query_api.errors import install_handlers
 from query_api.metrics import Metrics, MetricsMiddleware
+from query_api.reranking import Reranking
 from query_api.services import LiveCollection, StoreCalls
 from tests.support.models import stand_in_manifest
 from tests.support.stores import engine_store
@@ -158,6 +159,16 @@ def metrics() -> Metrics:
 def calls(store: VectorStore, metrics: Metrics) -> Iterator[StoreCalls]:
     with ThreadPoolExecutor(2, thread_name_prefix="store") as pool:
         yield StoreCalls(store, pool, timeout_s=DEADLINE_S, retry_after_s=7, metrics=metrics)
+
+
+@pytest.fixture
+def reranking() -> Iterator[Reranking]:
+    """Re-ranking on one thread, from a pool of 50 candidates at least."""
+    rerank = Reranking(1, pool=50, diversity_window=1000, timeout_s=DEADLINE_S, retry_after_s=7)
+    try:
+        yield rerank
+    finally:
+        rerank.close()
 
 
 class Clock:

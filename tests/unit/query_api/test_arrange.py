@@ -14,6 +14,7 @@ from core.vectorstore import GROUP_FIELD, PhotoPoint, VectorStore, collection_na
 from query_api.arrange import Fetch, Ranking, arrange
 from query_api.hybrid import HybridPlan
 from query_api.metrics import Metrics
+from query_api.reranking import Reranking
 from query_api.schemas import Page, TextSearch
 from query_api.services import StoreCalls
 from query_api.timing import Stages
@@ -43,6 +44,10 @@ PHOTOS = photos()
 QUERY = (np.ones(DIM) / np.sqrt(DIM)).astype(np.float32)
 
 
+# The re-ranking threads every arrangement here shares; deadline bounds a hang only.
+RERANK = Reranking(2, pool=POOL, diversity_window=40, timeout_s=DEADLINE_S, retry_after_s=1)
+
+
 @pytest.fixture(scope="module", params=ENGINES)
 def calls(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -65,7 +70,7 @@ def nearest(store: VectorStore) -> Fetch:
 
 async def page_of(calls: StoreCalls, fetch: Fetch, pooled: bool = False, **options: Any) -> Any:
     page = Page(**options)
-    return await arrange(calls, POOL, "test", COLL, page, Stages(), fetch, pooled=pooled)
+    return await arrange(calls, RERANK, "test", COLL, page, Stages(), fetch, pooled=pooled)
 
 
 async def test_a_plain_ranking_is_paged_by_the_store(calls: StoreCalls) -> None:
@@ -103,9 +108,9 @@ async def test_the_pages_of_a_fused_ranking_follow_each_other(calls: StoreCalls)
     pages: list[str] = []
     for offset in range(0, 40, 10):
         query, fetch = search(limit=10, offset=offset)
-        arranged = await arrange(calls, POOL, "text", COLL, query, Stages(), fetch, pooled=True)
+        arranged = await arrange(calls, RERANK, "text", COLL, query, Stages(), fetch, pooled=True)
         pages += [h.photo_id for h in arranged.hits[:10]]
     query, fetch = search(limit=40)
-    whole = await arrange(calls, POOL, "text", COLL, query, Stages(), fetch, pooled=True)
+    whole = await arrange(calls, RERANK, "text", COLL, query, Stages(), fetch, pooled=True)
     assert pages == [h.photo_id for h in whole.hits[:40]]
     assert len(set(pages)) == 40

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends
 from fastapi.testclient import TestClient
 
 from core.vectorstore import VectorStore
-from query_api.deps import AdminCaller, ReadCaller, RootPath, SearchCaller, once_each
+from query_api.deps import AdminCaller, ReadCaller, RootPath, SearchMeter, once_each
 from tests.unit.query_api.conftest import api_settings, key_of, router_app
 
 router = APIRouter(dependencies=[Depends(once_each)])
@@ -23,8 +23,9 @@ async def read(caller: ReadCaller, root: RootPath) -> dict[str, str]:
 
 
 @router.get("/search")
-async def search(caller: SearchCaller) -> dict[str, str]:
-    return {"caller": caller.name}
+async def search(meter: SearchMeter) -> dict[str, str]:
+    async with meter.paying(1):
+        return {"caller": meter.caller.name}
 
 
 @router.get("/admin")

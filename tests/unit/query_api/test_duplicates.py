@@ -8,6 +8,7 @@ import pytest
 from core.vectorstore import GROUP_FIELD, VectorStore
 from query_api.duplicates import largest_groups, photo_duplicates
 from query_api.errors import ApiError
+from query_api.schemas import DuplicatesPage
 from query_api.services import LiveCollection, StoreCalls
 from tests.unit.query_api.conftest import LIVE
 
@@ -21,18 +22,19 @@ def groups(shared_store: VectorStore) -> None:
 async def test_a_photos_duplicates_are_the_others_of_its_group(
     calls: StoreCalls, live: LiveCollection
 ) -> None:
-    found = await photo_duplicates("cat-2", calls=calls, live=live, root="/api")
+    found = await photo_duplicates("cat-2", DuplicatesPage(), calls=calls, live=live, root="/api")
     assert (found.group, [p.id for p in found.photos]) == ("cats", ["cat-1"])
+    assert (found.count, found.next_offset) == (1, None)
     assert found.photos[0].thumbnail_url == "/api/v1/photos/cat-1/thumbnail"
 
 
 async def test_a_photo_alone_has_no_duplicates_and_one_not_indexed_is_a_404(
     calls: StoreCalls, live: LiveCollection
 ) -> None:
-    alone = await photo_duplicates("dog-1", calls=calls, live=live, root="")
+    alone = await photo_duplicates("dog-1", DuplicatesPage(), calls=calls, live=live, root="")
     assert (alone.group, alone.photos) == ("dog-1", [])
     with pytest.raises(ApiError) as missing:
-        await photo_duplicates("unicorn-1", calls=calls, live=live, root="")
+        await photo_duplicates("unicorn-1", DuplicatesPage(), calls=calls, live=live, root="")
     assert missing.value.status == 404
 
 

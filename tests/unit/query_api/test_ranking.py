@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from core.vectorstore import GROUP_FIELD, Hit
+from query_api import ranking
 from query_api.ranking import collapse, diversify, fuse, newest_first
 
 
@@ -75,3 +76,18 @@ def test_newest_first_puts_undated_last_and_reads_zones() -> None:
         "none",
         "bad",
     ]
+
+
+def test_diversity_picks_alike_with_every_similarity_at_once_or_a_row_per_pick(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((300, 16)).astype(np.float32)
+    hits = [hit(f"p{i:03d}", 1 - i / 300, vectors[i]) for i in range(300)]
+    with_gram = [h.photo_id for h in diversify(hits, 0.5, 120)]
+    monkeypatch.setattr(ranking, "GRAM_MAX", 10)  # this pool is larger: a row per pick
+    by_rows = [h.photo_id for h in diversify(hits, 0.5, 120)]
+    assert with_gram == by_rows
+    assert len(set(with_gram)) == 120  # none picked twice
+    assert with_gram[0] == "p000"  # the most relevant first
+    assert with_gram[:10] != [h.photo_id for h in hits[:10]]  # and not the ranking itself

@@ -13,8 +13,9 @@ import pytest
 from core.vectorstore import LIVE_ALIAS, VectorStore, collection_name
 from query_api.embedquery import QueryEmbedder
 from query_api.errors import ApiError
+from query_api.reranking import Reranking
 from query_api.schemas import Page, RecommendSearch, SearchResponse, TextSearch
-from query_api.search import recommend_search, similar_search, text_search
+from query_api.search import recommend_search, similar_search, text_embeddings, text_search
 from query_api.services import LiveCollection, StoreCalls
 from query_api.timing import Stages
 from tests.unit.query_api.conftest import (
@@ -37,16 +38,20 @@ async def answer(
     *,
     reveal_cache: bool = True,
 ) -> SearchResponse:
-    return await text_search(
-        query,
-        queries=queries,
-        calls=calls,
-        live=live,
-        rerank_pool=50,
-        root=ROOT,
-        reveal_cache=reveal_cache,
-        stages=Stages(),
-    )
+    reranking = Reranking(1, pool=50, diversity_window=1000, timeout_s=30, retry_after_s=7)
+    try:
+        return await text_search(
+            query,
+            queries=queries,
+            calls=calls,
+            live=live,
+            reranking=reranking,
+            root=ROOT,
+            reveal_cache=reveal_cache,
+            stages=Stages(),
+        )
+    finally:
+        reranking.close()
 
 
 async def search(
@@ -131,14 +136,14 @@ async def test_a_search_whose_collection_was_dropped_reads_the_new_live_one(
 
 
 async def test_more_like_this_never_returns_the_photo_itself(
-    calls: StoreCalls, live: LiveCollection
+    calls: StoreCalls, live: LiveCollection, reranking: Reranking
 ) -> None:
     response = await similar_search(
         "cat-1",
         Page(limit=3),
         calls=calls,
         live=live,
-        rerank_pool=50,
+        reranking=reranking,
         root=ROOT,
         stages=Stages(),
     )
@@ -146,23 +151,39 @@ async def test_more_like_this_never_returns_the_photo_itself(
 
 
 async def test_more_like_a_photo_that_is_not_indexed_is_not_found(
-    calls: StoreCalls, live: LiveCollection
+    calls: StoreCalls, live: LiveCollection, reranking: Reranking
 ) -> None:
     with pytest.raises(ApiError) as missing:
         await similar_search(
-            "unicorn-1", Page(), calls=calls, live=live, rerank_pool=50, root="", stages=Stages()
+            "unicorn-1",
+            Page(),
+            calls=calls,
+            live=live,
+            reranking=reranking,
+            root="",
+            stages=Stages(),
         )
     assert (missing.value.status, str(missing.value)) == (404, "no photo 'unicorn-1' in the index")
 
 
 async def test_a_recommendation_leans_to_its_positives_and_excludes_its_examples(
-    calls: StoreCalls, live: LiveCollection
+    calls: StoreCalls, live: LiveCollection, reranking: Reranking
 ) -> None:
     query = RecommendSearch(positive=["cat-1"], negative=["boat-1"], limit=2)
     response = await recommend_search(
-        query, calls=calls, live=live, rerank_pool=50, root=ROOT, stages=Stages()
+        query, calls=calls, live=live, reranking=reranking, root=ROOT, stages=Stages()
     )
     ids = [r.id for r in response.results]
     assert ids[0] == "cat-2"
     assert not {"cat-1", "boat-1"} & set(ids)
     assert set(ids) <= set(PHOTOS)
+
+
+def test_a_text_search_makes_an_embedding_per_distinct_text_it_uses() -> None:
+    assert text_embeddings(TextSearch(q="a cat")) == 1
+    assert text_embeddings(TextSearch(q="a cat", mode="keyword", not_=["dogs"])) == 0
+    nots = [f"thing {n}" for n in range(5)]
+    assert text_embeddings(TextSearch(q="a cat", not_=nots)) == 6
+    # Texts alike once normalized are embedded once; with no weight `not` is not embedded.
+    assert text_embeddings(TextSearch(q="a cat", not_=["Dogs", "dogs ", "A cat"])) == 2
+    assert text_embeddings(TextSearch(q="a cat", not_=nots, not_weight=0)) == 1
