@@ -77,9 +77,28 @@ class RotatingLog(logging.handlers.RotatingFileHandler):
         self, filename: str, max_bytes: int, backups: int, follow_std: bool = False
     ) -> None:
         super().__init__(filename, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
+        # Never move aside what is not a regular file (/dev/stdout, a pipe), as logging's own
+        # check does (bpo-45401); a path's kind does not change under a running server.
+        self._regular = os.path.isfile(self.baseFilename)
         self.follow_std = follow_std
         if follow_std:
             self._point_std_here()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write the record, then move the file aside if it has passed the size.
+
+        The standard handler decides before each write, by two stats of the file's path and
+        a second formatting of the record to measure it: at the peak (an access line per
+        search) that was 3% of the API's CPU. Deciding after the write needs neither; a file
+        may pass the size by one record.
+        """
+        logging.FileHandler.emit(self, record)
+        try:
+            stream = self.stream if self.maxBytes and self._regular else None
+            if stream is not None and stream.tell() >= self.maxBytes:
+                self.doRollover()
+        except Exception:  # as logging does: a log that fails must not fail the request
+            self.handleError(record)
 
     def doRollover(self) -> None:
         super().doRollover()
