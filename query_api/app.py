@@ -51,6 +51,7 @@ UPLOAD_ROUTES = ("/v1/search/image",)
 _DOCS_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>PhotoSearch API</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/docs/static/swagger-ui.css"></head>
 <body><div id="swagger-ui"></div>
 <script src="/docs/static/swagger-ui-bundle.js"></script>
@@ -123,6 +124,11 @@ def create_app(
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    # Asked for by browsers, feed readers and tools that never read the page's <link rel=icon>.
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> FileResponse:
+        return FileResponse(STATIC / "favicon.ico", headers={"Cache-Control": "max-age=86400"})
 
     return app
 

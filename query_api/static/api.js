@@ -1,6 +1,8 @@
 // Talking to the query API: the caller's key, JSON calls with the API's error messages,
 // and thumbnails that need the key.
 
+import { invalidRequestMessage } from "./messages.js";
+
 const KEY_STORAGE = "photosearch.apiKey";
 const keyInput = document.getElementById("api-key");
 
@@ -49,7 +51,10 @@ export async function call(url, init = {}) {
     body = null;
   }
   if (!response.ok) {
-    let message = (body && body.message) || `The search failed (HTTP ${response.status}).`;
+    let message =
+      (response.status === 422 && invalidRequestMessage(body)) ||
+      (body && body.message) ||
+      `The search failed (HTTP ${response.status}).`;
     const retry = response.headers.get("Retry-After");
     // 503: the service is busy or a dependency is down; 429: this caller's rate limit.
     if ((response.status === 503 || response.status === 429) && retry) {
