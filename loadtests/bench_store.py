@@ -108,10 +108,17 @@ class InlineCalls:
         return call()
 
     def head(self) -> tuple[Any, ...]:
-        """arrange's leading arguments: (svc) in trees before it took its parts, else
-        (calls, rerank_pool)."""
-        first = next(iter(inspect.signature(arrange).parameters))
-        return (self,) if first == "svc" else (self, self.settings.api.rerank_pool)
+        """arrange's leading arguments: (svc) in trees before it took its parts, (calls,
+        rerank_pool) before re-ranking left the event loop, else (calls, reranking)."""
+        params = list(inspect.signature(arrange).parameters)
+        if params[0] == "svc":
+            return (self,)
+        if params[1] == "reranking":
+            # Imported here: the trees measured before it have no such module.
+            from query_api.reranking import Reranking
+
+            return (self, Reranking.of(self.settings.api))
+        return (self, self.settings.api.rerank_pool)
 
 
 def open_engine(engine: str, folder: Path) -> VectorStore:
