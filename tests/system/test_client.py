@@ -166,6 +166,10 @@ def test_a_photo_its_original_thumbnail_and_duplicates(api: Api, client: Client)
     group = client.duplicates(PHOTO)
     assert isinstance(group, DuplicatesPage) and group.photo_id == PHOTO
     assert PHOTO not in [p.id for p in group.photos]
+    assert (group.count, group.limit, group.next_offset) == (len(group.photos), 20, None)
+    # Paged: the client sends limit and offset (the answer says which page it is).
+    page = client.duplicates(PHOTO, limit=1, offset=5)
+    assert (page.limit, page.offset) == (1, 5)
 
 
 def test_the_model_and_health(api: Api, client: Client) -> None:
