@@ -65,7 +65,7 @@ def detect_host() -> Host:
         metadata.version("onnxruntime-gpu")
     except metadata.PackageNotFoundError:
         return Host(
-            False, "onnxruntime has no CUDA provider here (onnxruntime-gpu is not installed)"
+            False, "onnxruntime has no CUDA provider here: onnxruntime-gpu is not installed"
         )
     if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
         return Host(False, "CUDA_VISIBLE_DEVICES hides every GPU")
