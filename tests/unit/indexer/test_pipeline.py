@@ -97,9 +97,9 @@ def test_triton_gets_the_cpu_targets_chunks_and_a_gpus_whole_batches(
 def test_a_batch_decodes_within_the_workers_memory_budget(
     tmp_path: Path, store: VectorStore, readers: Executor
 ) -> None:
-    """Four large PNGs (the budget holds one decode at a time: the other reader thread waits for room) and one
-    larger than the whole budget, skipped with its reason; the ledger never held more than
-    the budget, and gives it all back."""
+    """Four large PNGs (the budget holds one decode at a time: the other reader thread waits
+    for room) and one larger than the whole budget, skipped with its reason; the ledger never
+    held more than the budget, and gives it all back."""
     root = tmp_path / "large"
     root.mkdir()
     for i in range(4):
