@@ -212,8 +212,10 @@ class RateLimits:
             await self.buckets.take(bucket, limit, -min(cost, limit.burst))
 
 
-# Answers that refuse a search before any work was done for it: it costs nothing.
+# Answers that refuse a search before any work was done for it: it costs nothing. By code:
+# the replica's overload (admission, shedding) and a caller's URL fetches at their bound.
 _REFUSED_BEFORE_WORK = (TritonQueueFull, TritonQueueTimeout)
+_REFUSED_CODES = frozenset({"overloaded", "too_many_fetches"})
 
 
 class Meter:
@@ -234,14 +236,14 @@ class Meter:
     @asynccontextmanager
     async def paying(self, cost: int) -> AsyncIterator[None]:
         """Take `cost` tokens (429 past the limit, taking none), run the work, and give them
-        back if it was refused for overload before any was done (admission's 503, Triton's
-        queue full): a refused search costs nothing."""
+        back if it was refused before any was done (admission's 503, Triton's queue full,
+        the caller's URL fetches at their bound): a refused search costs nothing."""
         taken = await self.limits.admit(self.caller.name, self.address, cost)
         self.answer_headers.update(taken)
         try:
             yield
         except (ApiError, *_REFUSED_BEFORE_WORK) as exc:
-            refused = not isinstance(exc, ApiError) or exc.code == "overloaded"
+            refused = not isinstance(exc, ApiError) or exc.code in _REFUSED_CODES
             if refused and taken:  # nothing to give back when nothing was counted
                 await self.limits.refund(self.caller.name, self.address, cost)
             raise

@@ -120,6 +120,10 @@ async def test_a_search_spends_its_price_and_a_refusal_costs_nothing(meter: Mete
     with pytest.raises(ApiError):
         async with meter.paying(3):
             raise ApiError(503, "busy", code="overloaded")
+    # So is a search by URL refused because the caller's fetches are at their bound.
+    with pytest.raises(ApiError):
+        async with meter.paying(2):
+            raise ApiError(429, "fetching 4 already", code="too_many_fetches")
     async with meter.paying(1):
         pass
     assert left(meter).startswith('"search";r=3;')
