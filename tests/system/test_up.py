@@ -333,6 +333,28 @@ def test_a_second_up_on_the_same_data_is_refused_and_harms_nothing(up: Up) -> No
     assert ready(up)
 
 
+def test_a_command_in_another_shell_finds_up_by_itself(up: Up) -> None:
+    """No up.env sourced: `index status` reads the running `up`'s settings from its data
+    directory, says so, and lists the jobs under a header and the embedded worker's
+    collections."""
+    status = subprocess.run(
+        [sys.executable, "-m", "photosearch", "index", "status"],
+        env=newcomer_env() | {"PHOTOSEARCH_DATA_DIR": str(up.data_dir)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert status.returncode == 0, status.stderr
+    redis_url = up.state()["env"]["PHOTOSEARCH_REDIS__URL"]
+    assert status.stderr.splitlines() == [
+        f"using the `photosearch up` running on {up.data_dir} (pid {up.state()['pid']}): "
+        f"Redis at {redis_url}"
+    ]
+    lines = status.stdout.splitlines()
+    assert lines[0].split()[:3] == ["JOB", "KIND", "STATE"], status.stdout
+    assert any(" live " in line and "aliases: photos" in line for line in lines), status.stdout
+
+
 def test_sigterm_stops_every_child_and_leaves_none(up: Up) -> None:
     assert up.process is not None
     below = descendants(up.process.pid)
