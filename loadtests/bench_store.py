@@ -42,7 +42,7 @@ from core.vectorstore import (
     open_store,
 )
 from loadtests.registry import Figure
-from query_api.arrange import Ranking, arrange
+from query_api.arrange import Fetch, Ranking, arrange
 from query_api.hybrid import HybridPlan
 from query_api.schemas import Page, TextSearch
 from query_api.timing import Stages
@@ -150,17 +150,18 @@ def searches(
     def page(query: str, **options: Any) -> TextSearch:
         return TextSearch(q=query, limit=LIMIT, **options)
 
-    def nearest(vector: Any, options: Page) -> Callable[[int, int, bool], Ranking]:
-        def fetch(limit: int, offset: int, with_vectors: bool) -> Ranking:
+    def nearest(vector: Any, options: Page) -> Fetch:
+        def fetch(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
+            count = limit if keep is None else keep
             hits = store.search(
                 COLLECTION,
                 vector,
-                limit=limit,
+                limit=count,
                 offset=offset,
                 filter=options.to_store(),
                 with_vectors=with_vectors,
             )
-            return Ranking(hits, more=len(hits) == limit)
+            return Ranking(hits, more=len(hits) == count)
 
         return fetch
 

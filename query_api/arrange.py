@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from core.vectorstore import Hit
 from query_api.ranking import collapse, diversify, group_of, newest_first
@@ -44,9 +44,20 @@ class Ranking:
     more: bool
 
 
-# A ranking of the live collection: (limit, offset, with_vectors) -> the hits; blocking, run
-# on the store's threads.
-Fetch = Callable[[int, int, bool], Ranking]
+class Fetch(Protocol):
+    """A ranking of the live collection, blocking (run on the store's threads): its best
+    `limit` from `offset`; `keep`, only the first that many of them (None: all). Only a fusion
+    tells the two apart: it ranks by both rankings' best `limit` however few it keeps, so
+    that a page needing a few results reads few hits yet ranks them as the whole pool would."""
+
+    def __call__(
+        self, limit: int, offset: int, with_vectors: bool, keep: int | None = None
+    ) -> Ranking: ...
+
+
+# A collapsed page first reads this many times what it needs (each hit read costs ~13 us
+# of CPU); twice that again whenever the photos read hold too few groups.
+KEEP_FACTOR = 2
 
 
 @dataclass(frozen=True)
@@ -85,15 +96,25 @@ async def arrange(
     # Sorted by date: always the same pool, so its pages follow each other; past it, none.
     pool = reranking.candidates(page, pooled=True)
     vectors = page.diversity > 0
+    # Diversity chooses among the whole pool and the date order sorts all of it; a page that
+    # is only collapsed (or fused) needs its first `need` results, which the first few photos
+    # of the ranking hold: collapsing keeps the ranking's order.
+    keep = pool if vectors or page.sort == "newest" else min(pool, KEEP_FACTOR * need)
     while True:
         with stages.timed("search"):
-            ranking = await calls.run(f"search:{kind}", partial(fetch, pool, 0, vectors))
+            ranking = await calls.run(f"search:{kind}", partial(fetch, pool, 0, vectors, keep))
         with stages.timed("rerank"):
             work = partial(_collapsed, ranking.hits, page)
             hits = await _off_the_loop(reranking, page, len(ranking.hits), work)
-        if len(hits) >= need or not ranking.more or pool >= MAX_POOL or page.sort == "newest":
+        if len(hits) >= need or not ranking.more or page.sort == "newest":
+            break
+        if keep < pool:  # too few groups among those read: more of the same ranking
+            keep = min(keep * 2, pool)
+            continue
+        if pool >= MAX_POOL:
             break
         pool = min(pool * 2, MAX_POOL)  # a page of collapsed bursts: read deeper
+        keep = pool
     with stages.timed("rerank"):
         # Diversity chooses among as many as the first read held, however deep collapse read.
         candidates = hits[: max(need, reranking.pool)]

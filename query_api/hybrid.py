@@ -48,19 +48,23 @@ class HybridPlan:
         unwanted = [frozenset(found) for t in query.not_ if (found := words(t))]
         return cls(store, collection, query, vector, keywords, unwanted, query.mode)
 
-    def fetch(self, limit: int, offset: int, with_vectors: bool) -> Ranking:
-        """The best `limit` candidates of each ranking (`offset` is 0: a pool), fused: the
-        engine's fusion keeps its best `limit`, the fusion here all of it."""
+    def fetch(
+        self, limit: int, offset: int, with_vectors: bool, keep: int | None = None
+    ) -> Ranking:
+        """The best `limit` candidates of each ranking (`offset` is 0: a pool), fused, and of
+        the fusion its first `keep` (None: `limit`)."""
+        keep = limit if keep is None else keep
         if self.query.mode == "keyword":
-            by_words, full = self._by_words(limit, with_vectors)
+            by_words, full = self._by_words(keep, with_vectors)
             assert by_words is not None
             return Ranking(by_words, more=full)
         if self.query.score_threshold is None and not self.unwanted:
-            return self._fused_by_the_store(limit, with_vectors)
-        return self._fused_here(limit, with_vectors)
+            return self._fused_by_the_store(limit, with_vectors, keep)
+        return self._fused_here(limit, with_vectors, keep)
 
-    def _fused_by_the_store(self, limit: int, with_vectors: bool) -> Ranking:
-        """Both rankings fused by the engine, in one query."""
+    def _fused_by_the_store(self, limit: int, with_vectors: bool, keep: int) -> Ranking:
+        """Both rankings fused by the engine, in one query; only the first `keep` of the
+        fusion are read (each costs CPU to hand over), ranked as the whole fusion ranks."""
         assert self.vector is not None
         try:
             hits = self.store.hybrid_search(
@@ -71,18 +75,16 @@ class HybridPlan:
                 rrf_k=RRF_K,
                 filter=self.query.to_store(),
                 with_vectors=with_vectors,
-                # The pool asked for is what arrange re-ranks (it reads deeper when a
-                # collapsed page needs more): the rest of the fusion would be read for nothing.
-                keep=limit,
+                keep=keep,
             )
         except KeywordsUnavailable:
             self.mode_ran = "vector"
-            hits = self._by_vector(limit, with_vectors)
-            return Ranking(hits, more=len(hits) == limit)
-        # Each ranking holds `limit` at most: the fusion kept as many when either was full.
-        return Ranking(hits, more=len(hits) >= limit)
+            hits = self._by_vector(keep, with_vectors)
+            return Ranking(hits, more=len(hits) == keep)
+        # The fusion holds up to twice `limit`: all `keep` read means more may follow.
+        return Ranking(hits, more=len(hits) >= keep)
 
-    def _fused_here(self, limit: int, with_vectors: bool) -> Ranking:
+    def _fused_here(self, limit: int, with_vectors: bool, keep: int) -> Ranking:
         """Both rankings read, then fused here. The engine's fusion cannot serve these two
         cases with the same results: the threshold is a cosine similarity that a keyword
         match must reach too (a prefetch's threshold would cut the keyword ranking by its
@@ -95,12 +97,13 @@ class HybridPlan:
         by_vector = self._by_vector(limit, with_vectors)
         if by_words is None:
             self.mode_ran = "vector"
-            return Ranking(by_vector, more=len(by_vector) == limit)
+            return Ranking(by_vector[:keep], more=len(by_vector) == limit or len(by_vector) > keep)
         if threshold is not None:  # the threshold is a cosine similarity: the words' too
             query = np.asarray(self.vector, dtype=np.float32)
             by_words = [h for h in by_words if _cosine(h.vector, query) >= threshold]
         fused = fuse([by_vector, by_words])
-        return Ranking(fused, more=full or len(by_vector) == limit)
+        more = full or len(by_vector) == limit or len(fused) > keep
+        return Ranking(fused[:keep], more=more)
 
     def _by_vector(self, limit: int, with_vectors: bool) -> list[Hit]:
         assert self.vector is not None

@@ -86,17 +86,18 @@ def stored_photo(root: str, record: StoredPhoto) -> Photo:
 def _nearest(
     store: VectorStore, collection: str, vector: Embeddings, page: Page, exclude: tuple[str, ...]
 ) -> Fetch:
-    def fetch(limit: int, offset: int, with_vectors: bool) -> Ranking:
+    def fetch(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
+        count = limit if keep is None else keep  # one ranking: its first `keep` are all it needs
         hits = store.search(
             collection,
             vector,
-            limit=limit,
+            limit=count,
             offset=offset,
             filter=page.to_store(exclude),
             score_threshold=page.score_threshold,
             with_vectors=with_vectors,
         )
-        return Ranking(hits, more=len(hits) == limit)
+        return Ranking(hits, more=len(hits) == count)
 
     return fetch
 
@@ -325,18 +326,19 @@ async def recommend_search(
         positive = [by_id[p] for p in dict.fromkeys(query.positive)]
         negative = [by_id[n] for n in dict.fromkeys(query.negative) if n not in query.positive]
 
-        def fetch(limit: int, offset: int, with_vectors: bool) -> Ranking:
+        def fetch(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
+            count = limit if keep is None else keep
             hits = store.recommend(
                 collection,
                 positive,
                 negative,
-                limit=limit,
+                limit=count,
                 offset=offset,
                 filter=query.to_store(examples),
                 score_threshold=query.score_threshold,
                 with_vectors=with_vectors,
             )
-            return Ranking(hits, more=len(hits) == limit)
+            return Ranking(hits, more=len(hits) == count)
 
         return await arrange(
             calls, reranking, "recommend", collection, query, stages, fetch, exclude=examples

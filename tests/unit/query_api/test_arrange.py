@@ -61,9 +61,10 @@ def calls(
 
 
 def nearest(store: VectorStore) -> Fetch:
-    def fetch(limit: int, offset: int, with_vectors: bool) -> Ranking:
-        hits = store.search(COLL, QUERY, limit=limit, offset=offset, with_vectors=with_vectors)
-        return Ranking(hits, more=len(hits) == limit)
+    def fetch(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
+        count = limit if keep is None else keep
+        hits = store.search(COLL, QUERY, limit=count, offset=offset, with_vectors=with_vectors)
+        return Ranking(hits, more=len(hits) == count)
 
     return fetch
 
@@ -98,6 +99,34 @@ async def test_diversity_follows_the_most_relevant_by_an_unlike_photo(calls: Sto
     diverse = await page_of(calls, nearest(calls.store), limit=3, collapse=False, diversity=0.7)
     assert diverse.hits[0].photo_id == plain.hits[0].photo_id
     assert diverse.hits[1].photo_id not in {"p00", "p01", "p02", "p03"}
+
+
+async def test_a_collapsed_page_reads_a_few_of_the_fusion_and_is_the_whole_pools_page(
+    calls: StoreCalls,
+) -> None:
+    read: list[int] = []
+
+    def fetches(query: TextSearch) -> tuple[Fetch, Fetch]:
+        fused = HybridPlan.of(calls.store, COLL, query, QUERY).fetch
+
+        def kept(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
+            ranking = fused(limit, offset, with_vectors, keep)
+            read.append(len(ranking.hits))
+            return ranking
+
+        def whole(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
+            return fused(limit, offset, with_vectors)  # the whole pool, whatever is kept
+
+        return kept, whole
+
+    for offset in (0, 5, 30):
+        query = TextSearch(q="sea sky", limit=5, offset=offset)  # collapsed, the default
+        kept, whole = fetches(query)
+        few = await arrange(calls, RERANK, "text", COLL, query, Stages(), kept, pooled=True)
+        pool = await arrange(calls, RERANK, "text", COLL, query, Stages(), whole, pooled=True)
+        assert [h.photo_id for h in few.hits] == [h.photo_id for h in pool.hits], offset
+        assert few.duplicates == pool.duplicates
+    assert read[0] < RERANK.pool  # the first page read 2 x 6 photos of the pool's 100
 
 
 async def test_the_pages_of_a_fused_ranking_follow_each_other(calls: StoreCalls) -> None:
