@@ -126,6 +126,14 @@ class Filters(BaseModel):
         )
 
 
+def _not_a_boolean(value: object) -> object:
+    """A page's limit and offset: JSON's true is not 1 (pydantic's lax mode would take it);
+    a query string is text."""
+    if isinstance(value, bool):
+        raise ValueError("a number is needed, not true or false")
+    return value
+
+
 class Page(Filters):
     """How many results, from where, the filters, and how the results are arranged."""
 
@@ -162,13 +170,7 @@ class Page(Filters):
         """Whether the results are more than the store's own ranking, paged."""
         return self.collapse or self.diversity > 0 or self.sort != "relevance"
 
-    @field_validator("limit", "offset", mode="before")
-    @classmethod
-    def _not_a_boolean(cls, value: object) -> object:
-        # JSON's true is not 1 (pydantic's lax mode would take it); a query string is text.
-        if isinstance(value, bool):
-            raise ValueError("a number is needed, not true or false")
-        return value
+    _limit_and_offset = field_validator("limit", "offset", mode="before")(_not_a_boolean)
 
 
 def _query_text(q: str) -> str:
@@ -383,12 +385,7 @@ class DuplicatesPage(BaseModel):
     limit: int = Field(20, ge=1, le=MAX_LIMIT, description="Photos per page.")
     offset: int = Field(0, ge=0, le=MAX_OFFSET, description="Photos to skip (pagination).")
 
-    @field_validator("limit", "offset", mode="before")
-    @classmethod
-    def _not_a_boolean(cls, value: object) -> object:
-        if isinstance(value, bool):
-            raise ValueError("a number is needed, not true or false")
-        return value
+    _limit_and_offset = field_validator("limit", "offset", mode="before")(_not_a_boolean)
 
 
 class DuplicatesResponse(BaseModel):
