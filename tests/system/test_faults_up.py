@@ -61,6 +61,10 @@ def system(tmp_path_factory: pytest.TempPathFactory, repository: Path) -> Iterat
         "PHOTOSEARCH_UP__PROBE_INTERVAL_S": "1",
         # Batches of 8, so a sync of 120 photos is many tasks and a kill lands between them.
         "PHOTOSEARCH_INDEXER__BATCH_SIZE": "8",
+        # A task the worker had fetched when the queue's Redis died is redelivered after the
+        # visibility timeout (kombu's ack emulation), and the token it held is swept after as
+        # long: an hour by default, a minute here, within the sync's wait below.
+        "PHOTOSEARCH_INDEXER__VISIBILITY_TIMEOUT_S": "60",
     }
     up = Up(root / "data", api, redis, env, args=("--photos", str(photos)))
     up.start()
