@@ -338,7 +338,9 @@ def _call(name: str, *args: Any) -> Any:
 
     publisher = _publisher()  # outside the try: its refusal is not the worker's
     try:
-        return publisher.send_task(name, args=args).get(timeout=60)
+        # A command is never a task: Celery's guard against waiting inside one does not apply
+        # (and trips where a task ran in this process before, as in the test suite).
+        return publisher.send_task(name, args=args).get(timeout=60, disable_sync_subtasks=False)
     except CeleryTimeout:
         typer.echo("no worker answered within 60 s: is `photosearch worker` running?", err=True)
         raise typer.Exit(2) from None
@@ -424,7 +426,7 @@ def _collections(redis: Any, prefix: str, timeout_s: float = 5) -> tuple[Any, st
         return None, "no worker is running (is `photosearch worker` or `up` started?)"
     sent = _publisher().send_task(COLLECTIONS, expires=timeout_s)
     try:
-        return sent.get(timeout=timeout_s), ""
+        return sent.get(timeout=timeout_s, disable_sync_subtasks=False), ""  # as in _call
     except CeleryTimeout:
         sent.backend.remove_pending_result(sent)  # now, while its Redis is there to be told
         queue = control_queue(get_settings())
