@@ -10,27 +10,23 @@ replay the log (indexer/catchup.py), at the cost of the changes, while the night
 Once at most `switch_lag` changes wait, the new collection is compared with the live one
 (indexer/verify.py) and its size with the delete guard's (indexer/deleteguard.py), the popular
 queries are embedded with the new model, and the reindex takes the live lock for the drain
-alone: a last replay of what waits, and the aliases' move. After the switch the previous collection
-follows the live one for rollback_days, and a rollback replays its log before it is live again.
+alone: a last replay of what waits, and the aliases' move (indexer/switch.py). After the switch
+the previous collection follows the live one for rollback_days, and a rollback
+(indexer/rollback.py) replays its log before it is live again.
 """
 
 from __future__ import annotations
 
-import random
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from typing import TypedDict
 
-from redis import Redis
 from redis.lock import Lock
 
 from core.collectionroles import job_of
-from core.embedding.arrays import Embeddings
 from core.embedding.manifest import ModelManifest
-from core.jobs import FINISHED, LIVE_LOCK, JobKind, Jobs, JobState, JobStatus
-from core.querycache import prewarm
+from core.jobs import FINISHED, LIVE_LOCK, JobKind, JobState, JobStatus
 from core.settings import IndexerSettings, QdrantSettings
-from core.settings_api import ApiSettings
 from core.sources import Source
 from core.vectorstore import (
     LIVE_ALIAS,
@@ -40,15 +36,15 @@ from core.vectorstore import (
     collection_name,
     model_version_of,
 )
-from indexer.capture import ChangeLog
 from indexer.catchup import end_replay, record_lag, start_replay
 from indexer.deleteguard import refuse, switch_refusal
 from indexer.preflight import check_reindex
 from indexer.records import JobRecords
 from indexer.regroup import group_units
 from indexer.shards import ShardMap, load_map
+from indexer.switch import switch
 from indexer.sync import IndexerError, start_round
-from indexer.verify import compare, refusal
+from indexer.verify import check, refusal
 
 # Round 0 is the load; the grouping pass is round 1, the catch-up rounds follow.
 GROUPING_ROUND = 1
@@ -264,238 +260,6 @@ def resume(
     state = JobState.RUNNING if job.phase == "load" else JobState.FINALIZING
     jobs.update(job_id, state=state, **fields)
     return True
-
-
-def check(
-    job: JobStatus, *, store: VectorStore, source: Source, records: JobRecords, samples: int
-) -> list[str]:
-    """The new collection against the live one (indexer/verify.py, `samples` photos) and a
-    sample search."""
-    try:
-        live = store.resolve(LIVE_ALIAS)
-    except CollectionNotFound:
-        return []
-    problems = compare(
-        store,
-        source,
-        live,
-        job.collection,
-        pending=records.capture.pending(job.collection),
-        skipped=lambda keys: records.skips.get(job.collection, keys),
-        samples=samples,
-    )
-    sizes = store.shard_labels(job.collection)
-    if sizes:
-        first = next(iter(store.points(job.collection, shard=random.choice(sizes))))
-        [stored] = store.retrieve(job.collection, [first.photo_id], with_vectors=True)
-        assert stored.vector is not None
-        hits = store.search(job.collection, stored.vector, limit=1)
-        # A duplicate photo may rank first instead: the score, not the id, shows it answered.
-        if not hits or hits[0].score < 0.99:
-            problems.append(f"a sample search for {first.photo_id} in {job.collection} failed")
-    return problems
-
-
-def switch(
-    job_id: str,
-    *,
-    store: VectorStore,
-    records: JobRecords,
-    lock: Lock,
-    rollback_days: int,
-    now: Callable[[], float] = time.time,
-) -> None:
-    """With the live lock held and the last changes replayed: move the aliases (under the
-    alias `lock`), make the old live collection follow the new; the job ends (its locks
-    released)."""
-    jobs = records.jobs
-    job = jobs.get(job_id)
-    assert job is not None
-    collection = job.collection
-    with lock:
-        aliases = store.aliases()
-        if aliases.get(LIVE_ALIAS) == collection:  # a run of this step that died after it
-            previous = aliases.get(PREVIOUS_ALIAS)
-        else:
-            previous = aliases.get(LIVE_ALIAS)
-            store.set_aliases({LIVE_ALIAS: collection, PREVIOUS_ALIAS: previous})
-        hand_over(records.capture, collection, previous, rollback_days=rollback_days, now=now)
-    locked = now() - job.locked_at
-    jobs.update(job_id, lock_s=round(locked, 3))
-    jobs.finish(
-        job_id,
-        JobState.DONE,
-        f"{LIVE_ALIAS} switched from {previous or 'nothing'} to {collection}; "
-        f"{job.warmed} popular queries pre-warmed; the live lock held {locked:.1f} s",
-    )
-    records.work.drop(job_id, jobs.ttl_s)
-
-
-def hand_over(
-    capture: ChangeLog,
-    live: str,
-    previous: str | None,
-    *,
-    rollback_days: int,
-    now: Callable[[], float] = time.time,
-) -> None:
-    """The new live collection follows nothing; the previous one follows it for
-    rollback_days (the live side's changes are logged for it)."""
-    capture.unfollow(live)
-    if previous is not None:
-        capture.unfollow(previous)  # a log of changes from before it was live is moot
-        if rollback_days:
-            capture.follow(previous, until=now() + rollback_days * 86400)
-
-
-def warm_cache(
-    job_id: str,
-    model_version: int,
-    *,
-    redis: Redis,
-    prefix: str,
-    jobs: Jobs,
-    embed: Callable[[Sequence[str], int], Embeddings],
-    api: ApiSettings,
-) -> int:
-    """Embed the popular recent queries with the new version (`embed(texts, version)`), so
-    the switch is no miss storm; the cache's `redis`. How many were warmed.
-
-    A failure here costs latency after the switch, not correctness: it is noted, not fatal.
-    """
-    try:
-        return prewarm(
-            redis,
-            prefix,
-            model_version,
-            lambda texts: embed(texts, model_version),
-            days=api.popular_days,
-            n=api.prewarm_queries,
-            ttl_s=api.cache_ttl_s,
-        )
-    except Exception as exc:  # Redis or Triton: the switch goes on with a cold cache
-        jobs.note_problems(job_id, [f"cache pre-warm skipped: {type(exc).__name__}: {exc}"])
-        return 0
-
-
-def stale(
-    capture: ChangeLog,
-    previous: str,
-    *,
-    rollback_days: int,
-    now: Callable[[], float] = time.time,
-) -> str | None:
-    """Why the previous collection may not become live again (it no longer follows the live
-    one's changes), or None."""
-    until = capture.followers().get(previous)
-    days = rollback_days
-    if until is None or not until:
-        return (
-            f"{previous} has received no change since the switch (rollback_days={days}): it "
-            f"would serve deleted photos and miss new ones"
-        )
-    if until < now():
-        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(until))
-        return (
-            f"{previous} stopped receiving changes at {when}, rollback_days={days} after the "
-            f"switch: it would serve deleted photos and miss new ones"
-        )
-    return None
-
-
-def start_rollback(
-    job_id: str,
-    *,
-    store: VectorStore,
-    records: JobRecords,
-    lock: Lock,
-    settings: IndexerSettings,
-    now: Callable[[], float] = time.time,
-) -> None:
-    """Take the live lock, then replay the previous collection's log into it (the round
-    that ends in `advance_rollback`). `lock` (the alias lock) is the swap's, not taken here."""
-    jobs = records.jobs
-    job = jobs.get(job_id)
-    if job is None or job.state in FINISHED:
-        return
-    aliases = store.aliases()
-    previous, live = aliases.get(PREVIOUS_ALIAS), aliases.get(LIVE_ALIAS)
-    if previous is None or live is None:
-        raise IndexerError("nothing to roll back to: there is no previous collection")
-    why = stale(records.capture, previous, rollback_days=settings.rollback_days, now=now)
-    if why is not None:
-        raise IndexerError(
-            f"rollback refused: {why}. Reindex with its model version instead "
-            f"(`photosearch index reindex --model-version {model_version_of(previous)}`)"
-        )
-    holder = jobs.claim_lock(LIVE_LOCK, job_id)
-    if holder is not None:
-        jobs.update(
-            job_id,
-            state=JobState.RUNNING,
-            message=f"waiting for job {holder} on the live collection",
-        )
-        return
-    jobs.start(
-        job_id,
-        state=JobState.RUNNING,
-        phase="replay",
-        collection=previous,
-        model_version=model_version_of(previous),
-        source=jobs.recall("source") or settings.source or "",
-        locked_at=now(),
-        message=f"replaying the changes since the switch into {previous}",
-    )
-    replay(job_id, 0, previous, store=store, records=records, settings=settings)
-
-
-def advance_rollback(
-    job_id: str,
-    *,
-    store: VectorStore,
-    records: JobRecords,
-    lock: Lock,
-    settings: IndexerSettings,
-    now: Callable[[], float] = time.time,
-) -> None:
-    """A rollback's next step: take the lock (it waited), or swap once the replay ended."""
-    jobs = records.jobs
-    job = jobs.get(job_id)
-    if job is None or job.state in (*FINISHED, JobState.PAUSED):
-        return
-    parts = ReindexParts(store=store, records=records, lock=lock, settings=settings, now=now)
-    if job.phase != "replay":
-        start_rollback(job_id, **parts)
-        return
-    if not records.work.round_done(job_id, 0):
-        record_lag(records, job_id, job.collection)
-        return
-    end_replay(records, job_id, job.collection, job.capture_cut)
-    jobs.finish(job_id, JobState.DONE, rollback(**parts))
-    records.work.drop(job_id, jobs.ttl_s)
-
-
-def rollback(
-    *,
-    store: VectorStore,
-    records: JobRecords,
-    lock: Lock,
-    settings: IndexerSettings,
-    now: Callable[[], float] = time.time,
-) -> str:
-    """Swap the live and previous collections (under the alias `lock`): searches go back to
-    the model before. The collection left follows the live one in turn, for rollback_days."""
-    with lock:
-        aliases = store.aliases()
-        previous, live = aliases.get(PREVIOUS_ALIAS), aliases.get(LIVE_ALIAS)
-        if previous is None:
-            raise IndexerError("nothing to roll back to: there is no previous collection")
-        store.set_aliases({LIVE_ALIAS: previous, PREVIOUS_ALIAS: live})
-        hand_over(records.capture, previous, live, rollback_days=settings.rollback_days, now=now)
-    return (
-        f"{LIVE_ALIAS} -> {previous} (model version {model_version_of(previous)}); "
-        f"{PREVIOUS_ALIAS} -> {live}"
-    )
 
 
 def drop(collection: str, *, store: VectorStore, records: JobRecords, lock: Lock) -> str:

@@ -38,6 +38,7 @@ from core.taskqueue import EMBED_BATCH, FINALIZE, OPTIMIZE, PLAN, REINDEX, setti
 from core.vectorstore import StoreError
 from indexer import pause as pausing
 from indexer import reindex as reindexing
+from indexer import rollback as rollingback
 from indexer import sync as syncing
 from indexer import units
 from indexer.catalog import Photo
@@ -294,7 +295,7 @@ def finalize(self: Task[Any, Any], job_id: str) -> None:
         if job is None or job.state in FINISHED:
             return
         if job.kind == JobKind.ROLLBACK:
-            reindexing.advance_rollback(job_id, **units.reindex_parts(rt))
+            rollingback.advance_rollback(job_id, **units.reindex_parts(rt))
         elif job.kind != JobKind.REINDEX:
             if rt.work.round_done(job_id, job.round):
                 # Ends the job, or opens the round of the shards held back.
@@ -453,7 +454,7 @@ def rollback_job(self: Task[Any, Any], job_id: str) -> None:
     rt = runtime(self)
     rt.jobs.start(job_id, state=JobState.RUNNING)
     try:
-        reindexing.start_rollback(job_id, **units.reindex_parts(rt))
+        rollingback.start_rollback(job_id, **units.reindex_parts(rt))
     except IndexerError as exc:
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
         return

@@ -13,7 +13,7 @@ from typing import Any
 from core.embedding.arrays import Embeddings
 from core.jobs import JobStatus
 from core.sources import Source
-from indexer import increment, planner, regroup, reindex
+from indexer import increment, planner, regroup, reindex, switch
 from indexer.feed import Feed, open_feed
 from indexer.planner import Planned, PlanParts
 from indexer.reindex import ReindexParts
@@ -109,9 +109,9 @@ def query_embeddings(rt: Runtime) -> Callable[[Sequence[str], int], Embeddings]:
 
 
 def warmer(rt: Runtime) -> Callable[[str, int], int]:
-    """reindex.warm_cache with the worker's cache Redis, Triton and API settings."""
+    """switch.warm_cache with the worker's cache Redis, Triton and API settings."""
     return partial(
-        reindex.warm_cache,
+        switch.warm_cache,
         redis=rt.cache_redis,
         prefix=rt.settings.redis.prefix,
         jobs=rt.jobs,

@@ -23,8 +23,10 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
 
+from core.jobs import JobStatus
 from core.sources import Source
-from core.vectorstore import VectorStore
+from core.vectorstore import LIVE_ALIAS, CollectionNotFound, VectorStore
+from indexer.records import JobRecords
 
 SHOWN = 10  # problems named in the refusal
 
@@ -107,3 +109,33 @@ def refusal(new: str, problems: list[str]) -> str:
     shown = "; ".join(problems[:SHOWN])
     more = f" and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
     return f"{new} does not match the live collection and the source: {shown}{more}"
+
+
+def check(
+    job: JobStatus, *, store: VectorStore, source: Source, records: JobRecords, samples: int
+) -> list[str]:
+    """The new collection against the live one (indexer/verify.py, `samples` photos) and a
+    sample search."""
+    try:
+        live = store.resolve(LIVE_ALIAS)
+    except CollectionNotFound:
+        return []
+    problems = compare(
+        store,
+        source,
+        live,
+        job.collection,
+        pending=records.capture.pending(job.collection),
+        skipped=lambda keys: records.skips.get(job.collection, keys),
+        samples=samples,
+    )
+    sizes = store.shard_labels(job.collection)
+    if sizes:
+        first = next(iter(store.points(job.collection, shard=random.choice(sizes))))
+        [stored] = store.retrieve(job.collection, [first.photo_id], with_vectors=True)
+        assert stored.vector is not None
+        hits = store.search(job.collection, stored.vector, limit=1)
+        # A duplicate photo may rank first instead: the score, not the id, shows it answered.
+        if not hits or hits[0].score < 0.99:
+            problems.append(f"a sample search for {first.photo_id} in {job.collection} failed")
+    return problems

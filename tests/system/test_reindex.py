@@ -23,7 +23,7 @@ from core.vectorstore import (
     model_version_of,
     open_store,
 )
-from indexer import reindex as reindexing
+from indexer import rollback as rollingback
 from indexer import units
 from indexer.app import create_app
 from indexer.host import worker_thread
@@ -144,7 +144,7 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
             assert store.aliases()[LIVE_ALIAS] == v2
 
         # The aliases' swap alone: see test_indexer for `photosearch index rollback` itself.
-        message = reindexing.rollback(**units.reindex_parts(runtime))
+        message = rollingback.rollback(**units.reindex_parts(runtime))
         assert f"{LIVE_ALIAS} -> {v1}" in message
         assert store.aliases() == {LIVE_ALIAS: v1, PREVIOUS_ALIAS: v2}
     finally:

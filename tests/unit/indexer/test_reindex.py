@@ -23,22 +23,12 @@ from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, PREVIOUS_ALIAS, VectorStore, collection_name
 from indexer.catalog import read_catalog
 from indexer.records import JobRecords
-from indexer.reindex import (
-    GROUPING_ROUND,
-    ReindexParts,
-    advance,
-    advance_rollback,
-    check,
-    drop,
-    open_load,
-    resume,
-    stale,
-    start_rollback,
-    switch,
-    warm_cache,
-)
+from indexer.reindex import GROUPING_ROUND, ReindexParts, advance, drop, open_load, resume
+from indexer.rollback import advance_rollback, stale, start_rollback
+from indexer.switch import switch, warm_cache
 from indexer.sync import IndexerError, alias_lock
 from indexer.units import unit_id_of
+from indexer.verify import check
 from tests.unit.indexer.conftest import COLLECTION, DIM, PHOTOS, EmbedBatch
 
 NEW = collection_name(2, "next")
