@@ -18,16 +18,20 @@ from core.vectorstore import GROUP_FIELD, Hit
 RRF_K = 60
 
 
-def fuse(rankings: Sequence[Sequence[Hit]], k: int = RRF_K) -> list[Hit]:
-    """Reciprocal rank fusion: each photo's score is the sum of 1/(k + rank) over the rankings
-    that hold it (rank from 1), best first; ties by photo id, as the store's own fusion
-    orders them (so pages follow each other whichever fused). A hit keeps the first vector
-    and payload seen."""
+def fuse(
+    rankings: Sequence[Sequence[Hit]], k: int = RRF_K, weights: Sequence[float] | None = None
+) -> list[Hit]:
+    """Reciprocal rank fusion: each photo's score is the sum of 1/(k + rank/weight) over the
+    rankings that hold it (rank from 1; each ranking's weight 1 unless `weights` says: the
+    engines' weighted RRF, which shortens a weighted ranking's ranks), best first; ties by
+    photo id, as the store's own fusion orders them (so pages follow each other whichever
+    fused). A hit keeps the first vector and payload seen."""
     fused: dict[str, float] = {}
     first: dict[str, Hit] = {}
-    for ranking in rankings:
+    for i, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[i]
         for rank, hit in enumerate(ranking, start=1):
-            fused[hit.photo_id] = fused.get(hit.photo_id, 0.0) + 1.0 / (k + rank)
+            fused[hit.photo_id] = fused.get(hit.photo_id, 0.0) + 1.0 / (k + rank / weight)
             if hit.photo_id not in first or (first[hit.photo_id].vector is None):
                 first[hit.photo_id] = hit
     order = sorted(fused, key=lambda pid: (-fused[pid], pid))

@@ -87,9 +87,10 @@ def query(q: Nearest | Recommend | Rrf) -> qe.ScoringQueryType:
         case Recommend(positive, negative, using):
             examples = qe.RecommendQuery(list(positive), list(negative))
             return qe.Query.RecommendBestScore(examples, using=using)
-        case Rrf(k):
+        case Rrf(k, weights):
             # The stub's union names Fusion, whose Rrf is what the engine takes.
-            return cast(qe.Fusion, qe.Fusion.Rrf(k=k))
+            given = None if weights is None else list(weights)
+            return cast(qe.Fusion, qe.Fusion.Rrf(k=k, weights=given))
 
 
 def payload(fields: Sequence[str] | None) -> qe.PayloadSelector | bool:

@@ -92,9 +92,11 @@ class Recommend:
 @dataclass(frozen=True)
 class Rrf:
     """Reciprocal rank fusion of the prefetches, as Qdrant counts it: a point at rank r (from
-    1) of a prefetch adds 1 / (k + r - 1)."""
+    1) of a prefetch adds 1 / (k - 1 + r / w), where w is its weight: 1 unless `weights`
+    gives them in the prefetches' order (both engines shorten a weighted ranking's ranks)."""
 
     k: int
+    weights: tuple[float, ...] | None = None
 
 
 Query = Nearest | Recommend | Rrf

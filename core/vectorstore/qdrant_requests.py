@@ -84,8 +84,9 @@ def query(q: Nearest | Recommend | Rrf) -> tuple[Any, str | None]:
                 strategy=qm.RecommendStrategy.BEST_SCORE,
             )
             return qm.RecommendQuery(recommend=examples), using
-        case Rrf(k):
-            return qm.RrfQuery(rrf=qm.Rrf(k=k)), None
+        case Rrf(k, weights):
+            given = None if weights is None else list(weights)
+            return qm.RrfQuery(rrf=qm.Rrf(k=k, weights=given)), None
 
 
 def payload(fields: Sequence[str] | None) -> qm.PayloadSelectorInclude | bool:

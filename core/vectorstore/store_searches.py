@@ -94,14 +94,18 @@ class Searches:
         *,
         limit: int,
         rrf_k: int,
+        keyword_weight: float = 1.0,
         filter: SearchFilter | None = None,
         with_vectors: bool = False,
         keep: int | None = None,
     ) -> list[Hit]:
         """The `limit` nearest photos and the `limit` best by keywords, fused by reciprocal
         rank fusion in one query: a photo at rank r (from 1) of a ranking adds
-        1 / (rrf_k + r). Best first; photos of equal score by photo id (Qdrant Edge returns
-        ties in no fixed order, and the pages of a fused ranking need one). `keep`: only the
+        1 / (rrf_k + r), and 1 / (rrf_k + r / keyword_weight) for the keyword ranking (the
+        engines' weighted RRF; a model version's calibration,
+        core.embedding.manifest.SearchCalibration). Best first; photos of equal score by
+        photo id (Qdrant Edge returns ties in no fixed order, and the pages of a fused
+        ranking need one). `keep`: only the
         best that many of the fusion (None: all of it, up to twice `limit`). Without words
         to match, the vector ranking alone; KeywordsUnavailable on a collection without
         keyword vectors."""
@@ -117,8 +121,10 @@ class Searches:
             # the cut (two rankings tie in pairs: rank r in one only, rank r in the other only)
             # are still chosen by photo id, as the whole fusion would order them.
             fused_limit = min(fused_limit, keep + _TIE_MARGIN)
+        # Equal weights are left to the engine's default: the same fusion as before them.
+        weights = None if keyword_weight == 1.0 else (1.0, keyword_weight)[: len(rankings)]
         fused = Search(
-            Rrf(k=rrf_k + 1),  # Qdrant's k counts ranks from 0
+            Rrf(k=rrf_k + 1, weights=weights),  # Qdrant's k counts ranks from 0
             fused_limit,
             prefetches=tuple(rankings),
             with_vector=with_vectors,

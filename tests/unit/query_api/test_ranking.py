@@ -28,6 +28,16 @@ def test_reciprocal_rank_fusion_sums_one_over_k_plus_rank() -> None:
     assert fuse([[], []]) == []
 
 
+def test_a_weighted_fusion_shortens_the_weighted_rankings_ranks() -> None:
+    by_vector = [hit("a"), hit("b"), hit("c")]
+    by_words = [hit("c"), hit("d")]
+    fused = fuse([by_vector, by_words], k=60, weights=[1.0, 2.0])
+    scores = {h.photo_id: h.score for h in fused}
+    # The engines' weighted RRF: 1 / (k + rank / weight).
+    assert scores == pytest.approx({"a": 1 / 61, "b": 1 / 62, "c": 1 / 63 + 1 / 60.5, "d": 1 / 61})
+    assert [h.photo_id for h in fused] == ["c", "a", "d", "b"]
+
+
 def test_fusion_keeps_a_vector_from_either_ranking() -> None:
     fused = fuse([[hit("a")], [hit("a", vector=[1, 0])]])
     assert fused[0].vector is not None

@@ -19,12 +19,15 @@ from tests.unit.core.vectorstore.conftest import COLL, DIM, PHOTOS
 RRF_K = 60
 
 
-def by_hand(rankings: list[list[Hit]]) -> list[tuple[str, float]]:
-    """Reciprocal rank fusion: 1 / (k + rank) a ranking, rank from 1; ties by photo id."""
+def by_hand(
+    rankings: list[list[Hit]], weights: tuple[float, ...] = (1.0, 1.0)
+) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion: 1 / (k + rank / weight) a ranking, rank from 1; ties by
+    photo id."""
     fused: dict[str, float] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights, strict=False):
         for rank, hit in enumerate(ranking, start=1):
-            fused[hit.photo_id] = fused.get(hit.photo_id, 0.0) + 1 / (RRF_K + rank)
+            fused[hit.photo_id] = fused.get(hit.photo_id, 0.0) + 1 / (RRF_K + rank / weight)
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
 
 
@@ -45,6 +48,23 @@ def test_a_hybrid_search_is_the_fusion_of_the_two_rankings(
     assert all(h.vector is None and h.payload["photo_id"] == h.photo_id for h in hits)
     if only_ann:
         assert {h.payload["photographer"] for h in hits} == {"ann"}
+
+
+@pytest.mark.parametrize("keyword_weight", [0.25, 3.0])
+def test_a_weighted_hybrid_search_weighs_the_keyword_ranking(
+    store: Searches, keyword_weight: float
+) -> None:
+    query, words = PHOTOS[7].vector, query_vector("cat moon")
+    by_vector = store.search(COLL, query, limit=20)
+    by_words = store.keyword_search(COLL, words, limit=20)
+    hits = store.hybrid_search(
+        COLL, query, words, limit=20, rrf_k=RRF_K, keyword_weight=keyword_weight
+    )
+    expected = by_hand([by_vector, by_words], (1.0, keyword_weight))
+    assert [h.photo_id for h in hits] == [pid for pid, _ in expected]
+    assert [h.score for h in hits] == pytest.approx([score for _, score in expected], rel=1e-6)
+    # The weight moves the order: not the unweighted fusion's.
+    assert [h.photo_id for h in hits] != [pid for pid, _ in by_hand([by_vector, by_words])]
 
 
 def test_a_kept_hybrid_search_is_the_head_of_the_whole_fusion_ties_included(
