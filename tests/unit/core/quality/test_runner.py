@@ -1,0 +1,162 @@
+"""A judgement set evaluated on the in-process Qdrant Edge store with fixed vectors: the
+rankings the API's text search gives, their metrics by hand, two collections compared."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.embedding.arrays import Embeddings
+from core.quality.judgements import JudgementSet, Query
+from core.quality.runner import (
+    RRF_K,
+    collection_ranker,
+    compare,
+    evaluate,
+    from_dict,
+    score,
+    to_dict,
+)
+from core.vectorstore import GROUP_FIELD, LIVE_ALIAS, PhotoPoint, VectorStore, collection_name
+from tests.support.stores import engine_store
+
+GOOD = collection_name(1, "good")
+BAD = collection_name(2, "bad")
+
+
+def _unit(*parts: float) -> Embeddings:
+    v = np.asarray(parts, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+# cat2 is cat1's near-duplicate (one group); the rest lean a little towards the cat, and all
+# a little towards the cup, so that a search for either ranks every photo in a fixed order:
+# cat1, cat2, dog, moon, cup for the cat; cup, moon, cat1, cat2, dog for the cup.
+PHOTOS = [
+    PhotoPoint("cat1", _unit(1, 0, 0, 0.04), {"title": "cat on a sofa", GROUP_FIELD: "cat1"}),
+    PhotoPoint("cat2", _unit(0.99, 0.14, 0, 0.03), {"title": "cat asleep", GROUP_FIELD: "cat1"}),
+    PhotoPoint("dog", _unit(0.3, 1, 0, 0.02), {"title": "dog in the park"}),
+    PhotoPoint("moon", _unit(0.1, 0, 1, 0.05), {"title": "moon at night"}),
+    PhotoPoint("cup", _unit(0.05, 0, 0.2, 1), {"title": "coffee cup"}),
+]
+TEXTS = {"a cat": _unit(1, 0, 0, 0), "the moon": _unit(0, 0, 1, 0), "coffee": _unit(0, 0, 0, 1)}
+SET = JudgementSet(
+    "fixture",
+    (
+        Query("q1", "A  Cat", ("animal",)),  # embedded as the API would: "a cat"
+        Query("q2", "the moon", ("space",)),
+        Query("q3", "coffee", ("object",)),  # nothing judged relevant: left out
+    ),
+    {"q1": {"cat1": 1, "cat2": 1}, "q2": {"moon": 2, "cup": 0}, "q3": {"cup": 0}},
+)
+
+
+class Embedder:
+    """Texts to fixed vectors; version 2 is a broken model that sees a cup in everything."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple[str, ...], int]] = []
+
+    def __call__(self, texts: Sequence[str], version: int) -> Embeddings:
+        self.calls.append((tuple(texts), version))
+        if version == 2:
+            return np.stack([TEXTS["coffee"] for _ in texts])
+        return np.stack([TEXTS[t] for t in texts])
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[VectorStore]:
+    s = engine_store("edge", tmp_path, (GOOD, BAD), 4)
+    s.upsert(GOOD, PHOTOS)
+    s.upsert(BAD, PHOTOS)
+    s.set_aliases({LIVE_ALIAS: GOOD})
+    yield s
+    s.close()
+
+
+def test_vector_ranking_collapses_near_duplicates(store: VectorStore) -> None:
+    embed = Embedder()
+    rank = collection_ranker(store, LIVE_ALIAS, embed=embed, mode="vector", k=3)
+    assert list(rank(SET.queries[0])) == ["cat1", "dog", "moon"]
+    # The live alias's collection is model version 1: the query is embedded with it.
+    assert embed.calls == [(("a cat",), 1)]
+    every = collection_ranker(store, GOOD, embed=embed, mode="vector", k=3, collapse=False)
+    assert list(every(SET.queries[0])) == ["cat1", "cat2", "dog"]
+
+
+def test_keyword_ranking_embeds_nothing(store: VectorStore) -> None:
+    embed = Embedder()
+    rank = collection_ranker(store, GOOD, embed=embed, mode="keyword")
+    assert list(rank(Query("k", "coffee cup"))) == ["cup"]
+    assert list(rank(Query("k", "cat"))) in (["cat1"], ["cat2"])  # one of the group
+    assert list(rank(Query("k", "the of"))) == []
+    assert embed.calls == []
+
+
+def test_hybrid_ranking_is_the_stores_fusion_collapsed(store: VectorStore) -> None:
+    rank = collection_ranker(store, GOOD, embed=Embedder(), mode="hybrid", k=10)
+    from core.keywords import query_vector
+
+    fused = store.hybrid_search(
+        GOOD, TEXTS["the moon"], query_vector("the moon"), limit=100, rrf_k=RRF_K
+    )
+    assert [h.photo_id for h in fused][:2] == ["moon", "cup"]
+    expected = [h.photo_id for h in fused if h.photo_id != "cat2"]  # cat1 ranks above it
+    assert list(rank(SET.queries[1])) == expected
+
+
+def test_evaluation_by_hand(store: VectorStore) -> None:
+    rank = collection_ranker(store, GOOD, embed=Embedder(), mode="vector")
+    found = evaluate(SET, rank, collection=GOOD, mode="vector", samples=200)
+    assert [s.query.id for s in found.per_query] == ["q1", "q2"]
+    q1, q2 = found.per_query
+    # q1: cat1 and cat2 relevant; collapsed, only cat1 is shown, at rank 1.
+    assert q1.ranked == ("cat1", "dog", "moon", "cup")
+    assert q1.ndcg == pytest.approx(1 / (1 + 1 / math.log2(3)))
+    assert (q1.recall, q1.mrr) == (0.5, 1.0)
+    # q2: the moon (grade 2) first.
+    assert (q2.ndcg, q2.recall, q2.mrr) == (1.0, 1.0, 1.0)
+    assert found.ndcg.mean == pytest.approx((q1.ndcg + 1) / 2)
+    assert found.recall.mean == 0.75
+    assert found.ndcg.low <= found.ndcg.mean <= found.ndcg.high
+    animal, _, _ = found.by_tag["animal"]
+    assert (animal.mean, animal.low, animal.high) == pytest.approx((q1.ndcg,) * 3)
+    assert set(found.by_tag) == {"animal", "space"}
+    assert from_dict(to_dict(found)) == found
+
+
+def test_compare_gives_the_paired_difference(store: VectorStore) -> None:
+    embed = Embedder()
+    good = evaluate(
+        SET,
+        collection_ranker(store, GOOD, embed=embed, mode="vector"),
+        collection=GOOD,
+        mode="vector",
+    )
+    bad = evaluate(
+        SET,
+        collection_ranker(store, BAD, embed=embed, mode="vector"),
+        collection=BAD,
+        mode="vector",
+    )
+    # The broken model ranks the cup first for both: the cat at 3, the moon at 2.
+    assert [s.ranked[:3] for s in bad.per_query] == [("cup", "moon", "cat1")] * 2
+    assert [s.mrr for s in bad.per_query] == [1 / 3, 1 / 2]
+    assert [s.mrr for s in good.per_query] == [1, 1]
+    difference = compare(good, bad)
+    assert difference["mrr"].mean == pytest.approx((-2 / 3 - 1 / 2) / 2)
+    # Every resample's mean lies between the two queries' losses.
+    assert difference["mrr"].low >= -2 / 3 - 1e-9
+    assert difference["mrr"].high <= -1 / 2 + 1e-9
+    assert difference["ndcg"].mean == pytest.approx(bad.ndcg.mean - good.ndcg.mean)
+    assert difference["ndcg"].high < 0
+
+
+def test_score_ranks_with_any_callable() -> None:
+    found = score(SET, lambda q: ["moon", "moon", "cat2"], k=2)
+    assert [s.ranked for s in found] == [("moon", "cat2"), ("moon", "cat2")]
+    assert [s.recall for s in found] == [0.5, 1.0]
