@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from core.embedding.arrays import Embeddings
 from core.embedding.errors import EmbeddingError
+from core.embedding.manifest import ModelManifest, SearchCalibration
 from core.querycache import QueryCache
 from query_api.admission import Admission
 from query_api.metrics import Metrics
@@ -22,6 +23,8 @@ class Tokenizer(Protocol):
 
 class TextEncoder(Protocol):
     """What embedding a text query takes of the embedding client."""
+
+    def manifest(self, version: int) -> ModelManifest: ...
 
     async def load_tokenizer(self, version: int) -> Tokenizer: ...
 
@@ -63,6 +66,11 @@ class QueryEmbedder:
     inflight: dict[tuple[int, str], asyncio.Future[Embeddings]] = field(
         default_factory=dict, init=False
     )
+
+    def calibration(self, version: int) -> SearchCalibration | None:
+        """The search's calibration for this model version's embeddings (its manifest's,
+        `photosearch model calibrate`); none: the defaults."""
+        return self.encoder.manifest(version).calibration
 
     async def embed(self, normalized: str, version: int, stages: Stages) -> tuple[Embeddings, bool]:
         """The query's embedding at this model version and whether it came from the cache.

@@ -10,6 +10,7 @@ from typing import Literal
 import numpy as np
 
 from core.embedding.arrays import Embeddings
+from core.embedding.manifest import SearchCalibration
 from core.keywords import photo_words, query_vector, words
 from core.vectorstore import Hit, KeywordsUnavailable, SparseVector, VectorStore
 from query_api.arrange import Ranking
@@ -33,10 +34,18 @@ class HybridPlan:
     # The words of each `not` description: a photo holding all of one leaves the ranking.
     unwanted: list[frozenset[str]] = field(default_factory=list)
     mode_ran: Mode = "hybrid"
+    # The fusion: the collection's model version's calibration, else plain RRF.
+    rrf_k: int = RRF_K
+    keyword_weight: float = 1.0
 
     @classmethod
     def of(
-        cls, store: VectorStore, collection: str, query: TextSearch, vector: Embeddings | None
+        cls,
+        store: VectorStore,
+        collection: str,
+        query: TextSearch,
+        vector: Embeddings | None,
+        calibration: SearchCalibration | None = None,
     ) -> HybridPlan:
         keywords = query_vector(query.q)
         if query.mode == "keyword" and not keywords.indices:
@@ -46,7 +55,10 @@ class HybridPlan:
                 "'a', 'the' and 'of'",
             )
         unwanted = [frozenset(found) for t in query.not_ if (found := words(t))]
-        return cls(store, collection, query, vector, keywords, unwanted, query.mode)
+        plan = cls(store, collection, query, vector, keywords, unwanted, query.mode)
+        if calibration is not None:
+            plan.rrf_k, plan.keyword_weight = calibration.rrf_k, calibration.keyword_weight
+        return plan
 
     def fetch(
         self, limit: int, offset: int, with_vectors: bool, keep: int | None = None
@@ -72,7 +84,8 @@ class HybridPlan:
                 self.vector,
                 self.keywords,
                 limit=limit,
-                rrf_k=RRF_K,
+                rrf_k=self.rrf_k,
+                keyword_weight=self.keyword_weight,
                 filter=self.query.to_store(),
                 with_vectors=with_vectors,
                 keep=keep,
@@ -101,7 +114,7 @@ class HybridPlan:
         if threshold is not None:  # the threshold is a cosine similarity: the words' too
             query = np.asarray(self.vector, dtype=np.float32)
             by_words = [h for h in by_words if _cosine(h.vector, query) >= threshold]
-        fused = fuse([by_vector, by_words])
+        fused = fuse([by_vector, by_words], self.rrf_k, [1.0, self.keyword_weight])
         more = full or len(by_vector) == limit or len(fused) > keep
         return Ranking(fused[:keep], more=more)
 

@@ -115,6 +115,30 @@ class EncoderFallback(BaseModel):
         )
 
 
+class SearchCalibration(BaseModel):
+    """What `photosearch model calibrate` measured for one model version on a judgement set
+    with photos: the hybrid fusion and the near-duplicate threshold that suit its embeddings.
+    A version without one searches and groups with the defaults (RRF k 60, equal weights,
+    PHOTOSEARCH_INDEXER__DUPLICATE_THRESHOLD)."""
+
+    rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion's k.")
+    keyword_weight: float = Field(
+        1.0, gt=0, description="The keyword ranking's weight against the vector ranking's 1."
+    )
+    duplicate_threshold: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Cosine at or above which a photo joins its nearest neighbour's "
+        "near-duplicate group; none: the indexer's setting.",
+    )
+    judgements: str = Field("", description="The judgement set and photos it was measured on.")
+    figures: dict[str, float] = Field(
+        default_factory=dict, description="nDCG@10 and the threshold's figures behind it."
+    )
+    calibrated_at: str = ""
+
+
 class ModelManifest(BaseModel):
     """One model version: both encoders, the tokenizer and where they came from."""
 
@@ -141,6 +165,9 @@ class ModelManifest(BaseModel):
     )
     quality: VariantQuality | None = Field(
         default=None, description="Against fp32 of the same weights; none for fp32 itself."
+    )
+    calibration: SearchCalibration | None = Field(
+        default=None, description="The search's calibration for these embeddings, if run."
     )
     files: dict[str, str] = Field(description="Path in the repository -> sha256.")
     exported_at: str

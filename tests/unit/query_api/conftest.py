@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from redis.asyncio import Redis as AsyncRedis
 
 from core.embedding.arrays import Embeddings
-from core.embedding.manifest import write_manifest
+from core.embedding.manifest import ModelManifest, SearchCalibration, write_manifest
 from core.querycache import QueryCache
 from core.settings import RedisSettings, Settings
 from core.settings_api import ApiKey, ApiSettings
@@ -82,6 +82,13 @@ class FixedEncoder:
     calls: list[list[str]] = field(default_factory=list)
     entered: asyncio.Event = field(default_factory=asyncio.Event)
     gate: asyncio.Event | None = None
+
+    calibrations: dict[int, SearchCalibration] = field(default_factory=dict)
+
+    def manifest(self, version: int) -> ModelManifest:
+        manifest = stand_in_manifest(version, DIM)
+        manifest.calibration = self.calibrations.get(version)
+        return manifest
 
     async def load_tokenizer(self, version: int) -> WordIds:
         return WordIds(list(self.vectors))

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.embedding.manifest import SearchCalibration
 from core.keywords import query_vector
 from core.vectorstore import Hit, PhotoPoint, VectorStore, collection_name
 from query_api.errors import ApiError
@@ -50,11 +51,11 @@ def plan(store: VectorStore, q: str, **options: Any) -> HybridPlan:
     return HybridPlan.of(store, COLL, TextSearch(q=q, **options), vector)
 
 
-def rrf(*rankings: list[Hit]) -> list[str]:
+def rrf(*rankings: list[Hit], k: int = RRF_K, weights: tuple[float, ...] = (1, 1)) -> list[str]:
     fused: dict[str, float] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights, strict=True):
         for rank, hit in enumerate(ranking, start=1):
-            fused[hit.photo_id] = fused.get(hit.photo_id, 0.0) + 1 / (RRF_K + rank)
+            fused[hit.photo_id] = fused.get(hit.photo_id, 0.0) + 1 / (k + rank / weight)
     return sorted(fused, key=lambda pid: (-fused[pid], pid))
 
 
@@ -72,6 +73,21 @@ def test_a_hybrid_search_fuses_the_vector_and_keyword_rankings(store: VectorStor
     assert ranking.more and hybrid.mode_ran == "hybrid"
     assert all(h.vector is None for h in ranking.hits)
     assert all(h.vector is not None for h in hybrid.fetch(10, 0, True).hits)
+
+
+@pytest.mark.parametrize("threshold", [None, -1.0])
+def test_a_model_versions_calibration_sets_the_fusion(
+    store: VectorStore, threshold: float | None
+) -> None:
+    """By the engine, and here (a threshold every photo passes): the same calibrated fusion."""
+    calibration = SearchCalibration(rrf_k=10, keyword_weight=4.0)
+    query = TextSearch(q="harbour at dusk", score_threshold=threshold)
+    hybrid = HybridPlan.of(store, COLL, query, QUERY, calibration)
+    by_vector = store.search(COLL, QUERY, limit=10)
+    by_words = store.keyword_search(COLL, query_vector("harbour dusk"), limit=10)
+    expected = rrf(by_vector, by_words, k=10, weights=(1, 4))[:10]
+    assert ids(hybrid.fetch(10, 0, False).hits) == expected
+    assert expected != rrf(by_vector, by_words)[:10]  # the calibration moved the ranking
 
 
 def test_a_threshold_keeps_only_keyword_matches_as_close_as_it_asks(store: VectorStore) -> None:
