@@ -116,6 +116,14 @@ class Runtime:
                 self._store = open_store(self.settings)
             return self._store
 
+    def duplicate_threshold(self, model_version: int) -> float:
+        """The near-duplicate threshold of a model version's embeddings: its calibration's
+        (`photosearch model calibrate`), else PHOTOSEARCH_INDEXER__DUPLICATE_THRESHOLD."""
+        calibration = self.images.manifest(model_version).calibration
+        if calibration is not None and calibration.duplicate_threshold is not None:
+            return calibration.duplicate_threshold
+        return self.settings.indexer.duplicate_threshold
+
     def source(self, uri: str) -> Source:
         with self._lock:
             if uri not in self._sources:
