@@ -280,3 +280,20 @@ class ApiSettings(BaseModel):
     max_connections: int = Field(
         1000, ge=1, description="Connections and requests served at once; past it 503."
     )
+    feedback_retention_days: int = Field(
+        30,
+        ge=1,
+        le=365,
+        description="Days the search log and the events on its results are kept (in "
+        "PHOTOSEARCH_REDIS__URL's Redis, which persists them); older ones are trimmed.",
+    )
+    events_per_minute: int = Field(
+        600,
+        ge=1,
+        description="Events one caller (an API key, or an address without one) may post a "
+        "minute, all at once at most; past it POST /v1/events is a 429. Never charged to the "
+        "caller's search rate limit.",
+    )
+    events_batch_max: int = Field(
+        50, ge=1, le=1000, description="Events one POST /v1/events may carry."
+    )

@@ -355,6 +355,7 @@ class SearchResponse(BaseModel):
                     "offset": 0,
                     "next_offset": 20,
                     "took_ms": 18.4,
+                    "search_id": "Jq3vX0b2kS9yQm1Zt8wR4A",
                 }
             ]
         }
@@ -377,6 +378,9 @@ class SearchResponse(BaseModel):
     offset: int
     next_offset: int | None = Field(description="Offset of the next page; null on the last.")
     took_ms: float
+    search_id: str = Field(
+        description="This answer's random id: events on its results name it (POST /v1/events)."
+    )
 
 
 class DuplicatesPage(BaseModel):

@@ -19,6 +19,7 @@ import numpy as np
 from core.embedding.arrays import Embeddings, Pixels
 from core.embedding.images import ImageLimits, prepare_image
 from core.embedding.manifest import ModelManifest
+from core.feedback.searchlog import new_search_id
 from core.querycache import normalize_query
 from core.vectorstore import CollectionNotFound, StoredPhoto, VectorStore, model_version_of
 from query_api.admission import Admission
@@ -130,6 +131,7 @@ def _response(
         offset=page.offset,
         next_offset=page.offset + page.limit if more else None,
         took_ms=round((time.perf_counter() - start) * 1000, 2),
+        search_id=new_search_id(),
     )
 
 

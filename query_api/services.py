@@ -14,8 +14,11 @@ from redis.asyncio import Redis as AsyncRedis
 from core.embedding.client import EmbeddingClient
 from core.embedding.images import ImageLimits
 from core.embedding.manifest import Priority
+from core.feedback.events import Credit, no_credit
+from core.feedback.searchlog import SearchLog
 from core.jobs import Jobs
 from core.querycache import QueryCache
+from core.redisguard import RedisGuard
 from core.settings import Settings
 from core.taskqueue import TaskApp, create_celery
 from core.vectorstore import (
@@ -60,14 +63,19 @@ class Services:
     reranking: Reranking
     # Fetches the images of searches by URL (an HTTP client, closed with the rest).
     fetcher: ImageFetcher
+    # The persistent Redis (PHOTOSEARCH_REDIS__URL) of the search log and the events on it.
+    feedback: AsyncRedis
     own_store: bool
     # Query counts, written after the answer leaves; held here so none is garbage-collected.
     background: set[asyncio.Task[None]] = field(default_factory=set)
+    # Runs on each search's accepted events: an interleaved experiment credits its sides.
+    credit: Credit = no_credit
     # The parts a search takes, made of the clients above in __post_init__: the store's calls
     # on store_pool, the live collection's name, and text queries' embeddings.
     calls: StoreCalls = field(init=False)
     live: LiveCollection = field(init=False)
     queries: QueryEmbedder = field(init=False)
+    searchlog: SearchLog = field(init=False)
 
     def __post_init__(self) -> None:
         api = self.settings.api
@@ -86,6 +94,17 @@ class Services:
             self.metrics,
             timeout_s=api.embed_timeout_s,
             later=self.later,
+        )
+        metrics = self.metrics
+        self.searchlog = SearchLog(
+            self.feedback,
+            self.settings.redis.prefix,
+            retention_s=api.feedback_retention_days * 86400,
+            guard=RedisGuard(
+                api.redis_timeout_s,
+                api.redis_retry_s,
+                lambda op: metrics.cache_errors.labels(op).inc(),
+            ),
         )
 
     @classmethod
@@ -145,6 +164,11 @@ class Services:
             fetcher=ImageFetcher.from_settings(
                 api, lambda outcome: metrics.image_url_fetches.labels(outcome).inc()
             ),
+            feedback=AsyncRedis.from_url(
+                settings.redis.url,
+                socket_timeout=api.redis_timeout_s,
+                socket_connect_timeout=api.redis_timeout_s,
+            ),
             own_store=store is None,
         )
 
@@ -160,6 +184,7 @@ class Services:
         await self.embedder.close()
         await self.fetcher.aclose()
         await self.redis.aclose()
+        await self.feedback.aclose()
         self.jobs.redis.close()
         self.tasks.close()
         self.store_pool.shutdown(wait=True, cancel_futures=True)

@@ -11,6 +11,7 @@ from core.vectorstore import CollectionNotFound, StoredPhoto
 from query_api.deps import ReadCaller, RootPath, SearchMeter, ServicesDep, StagesDep, once_each
 from query_api.duplicates import photo_duplicates
 from query_api.errors import ApiError
+from query_api.feedback import SearchRecorder
 from query_api.photos import (
     etag_of,
     make_thumbnail,
@@ -87,12 +88,13 @@ async def similar(
     meter: SearchMeter,
     root: RootPath,
     stages: StagesDep,
+    log: SearchRecorder,
 ) -> SearchResponse:
     """More like this: neighbours of the photo's stored vector, never the photo itself."""
     reranking = services.reranking
     reranking.check(page)
     async with meter.paying(price(0, reranking.candidates(page, pooled=False))):
-        return await similar_search(
+        answer = await similar_search(
             photo_id,
             page,
             calls=services.calls,
@@ -101,6 +103,7 @@ async def similar(
             root=root,
             stages=stages,
         )
+    return await log.record(answer, "similar")
 
 
 @router.get("/{photo_id:path}/duplicates", response_model=DuplicatesResponse, responses=LIMITED)

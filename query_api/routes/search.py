@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 
 from query_api.deps import RootPath, SearchMeter, ServicesDep, StagesDep, once_each
+from query_api.feedback import Recorder, SearchRecorder
 from query_api.imagebody import OPENAPI, fetch_caller, read_image_query
 from query_api.ratelimit import price
 from query_api.schemas import ErrorResponse, Page, RecommendSearch, SearchResponse, TextSearch
@@ -27,13 +28,18 @@ ERRORS: dict[int | str, dict[str, object]] = {
 
 
 async def _text_search(
-    services: Services, root: str, query: TextSearch, meter: SearchMeter, stages: Stages
+    services: Services,
+    root: str,
+    query: TextSearch,
+    meter: SearchMeter,
+    stages: Stages,
+    log: Recorder,
 ) -> SearchResponse:
     reranking = services.reranking
     reranking.check(query)
     reranked = reranking.candidates(query, pooled=query.mode != "vector")
     async with meter.paying(price(text_embeddings(query), reranked)):
-        return await text_search(
+        answer = await text_search(
             query,
             queries=services.queries,
             calls=services.calls,
@@ -43,6 +49,7 @@ async def _text_search(
             reveal_cache="admin" in meter.caller.scopes,
             stages=stages,
         )
+    return await log.record(answer, "text", query.q)
 
 
 @router.get("", response_model=SearchResponse, responses=ERRORS)
@@ -52,9 +59,10 @@ async def search_get(
     meter: SearchMeter,
     root: RootPath,
     stages: StagesDep,
+    log: SearchRecorder,
 ) -> SearchResponse:
     """Photos that match a description; repeat `tags_any` / `tags_all` for several tags."""
-    return await _text_search(services, root, query, meter, stages)
+    return await _text_search(services, root, query, meter, stages, log)
 
 
 @router.post("", response_model=SearchResponse, responses=ERRORS)
@@ -64,18 +72,24 @@ async def search_post(
     meter: SearchMeter,
     root: RootPath,
     stages: StagesDep,
+    log: SearchRecorder,
 ) -> SearchResponse:
     """The same search with a JSON body (long filter lists)."""
-    return await _text_search(services, root, query, meter, stages)
+    return await _text_search(services, root, query, meter, stages, log)
 
 
 async def _recommend(
-    services: Services, root: str, query: RecommendSearch, meter: SearchMeter, stages: Stages
+    services: Services,
+    root: str,
+    query: RecommendSearch,
+    meter: SearchMeter,
+    stages: Stages,
+    log: Recorder,
 ) -> SearchResponse:
     reranking = services.reranking
     reranking.check(query)
     async with meter.paying(price(0, reranking.candidates(query, pooled=False))):
-        return await recommend_search(
+        answer = await recommend_search(
             query,
             calls=services.calls,
             live=services.live,
@@ -83,6 +97,7 @@ async def _recommend(
             root=root,
             stages=stages,
         )
+    return await log.record(answer, "recommend")
 
 
 # 404: an example photo is not in the index.
@@ -96,9 +111,10 @@ async def recommend_get(
     meter: SearchMeter,
     root: RootPath,
     stages: StagesDep,
+    log: SearchRecorder,
 ) -> SearchResponse:
     """More like these photos and not like those: repeat `positive` and `negative`."""
-    return await _recommend(services, root, query, meter, stages)
+    return await _recommend(services, root, query, meter, stages, log)
 
 
 @router.post("/recommend", response_model=SearchResponse, responses=RECOMMEND_ERRORS)
@@ -108,9 +124,10 @@ async def recommend_post(
     meter: SearchMeter,
     root: RootPath,
     stages: StagesDep,
+    log: SearchRecorder,
 ) -> SearchResponse:
     """The same with a JSON body."""
-    return await _recommend(services, root, query, meter, stages)
+    return await _recommend(services, root, query, meter, stages, log)
 
 
 # 502 / 504: the server of an image's URL failed or was too slow.
@@ -128,6 +145,7 @@ async def search_image(
     meter: SearchMeter,
     root: RootPath,
     stages: StagesDep,
+    log: SearchRecorder,
 ) -> SearchResponse:
     """Photos that look like an image: uploaded as `file`, or fetched from its `url`."""
     api = services.settings.api
@@ -139,7 +157,7 @@ async def search_image(
         if isinstance(query, str):
             with stages.timed("fetch"):
                 query = await services.fetcher.fetch(query, caller=fetch_caller(request))
-        return await image_search(
+        answer = await image_search(
             query,
             page,
             encoder=services.embedder,
@@ -154,3 +172,4 @@ async def search_image(
             root=root,
             stages=stages,
         )
+    return await log.record(answer, "image")
