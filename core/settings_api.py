@@ -297,3 +297,30 @@ class ApiSettings(BaseModel):
     events_batch_max: int = Field(
         50, ge=1, le=1000, description="Events one POST /v1/events may carry."
     )
+    experiment_share: float = Field(
+        0.05,
+        gt=0,
+        le=1,
+        description="The share of text searches an interleaved experiment answers with both "
+        "the live and the candidate rankings, when its start names none (each costs a second "
+        "query embedding).",
+    )
+    experiment_alpha: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="The significance level of an experiment's sign test (wins against "
+        "losses): `photosearch experiment status` and the automatic switch read it.",
+    )
+    experiment_auto_switch: bool = Field(
+        False,
+        description="An experiment whose candidate wins significantly (at experiment_alpha, "
+        "over experiment_min_impressions at least) decides to switch by itself; the reindex's "
+        "quality gate still applies at the switch.",
+    )
+    experiment_min_impressions: int = Field(
+        200,
+        ge=1,
+        description="Impressions (interleaved searches with a click) an experiment needs "
+        "before it may switch by itself.",
+    )
