@@ -31,6 +31,7 @@ FINALIZE = "indexer.finalize"
 OPTIMIZE = "indexer.optimize"
 DROP = "indexer.drop"
 COLLECTIONS = "indexer.collections"
+EVALUATE = "indexer.evaluate"
 SCHEDULED_SYNC = "indexer.scheduled_sync"
 SCHEDULED_RECONCILE = "indexer.scheduled_reconcile"
 

@@ -268,7 +268,7 @@ def embed_batch(self: Task[Any, Any], job_id: str) -> None:
             limits=ImageLimits.of_stored(rt.settings.images),
             reserve=rt.decode_budget.reserve,
             cpu_chunk=rt.settings.indexer.cpu_chunk,
-            duplicate_threshold=rt.settings.indexer.duplicate_threshold,
+            duplicate_threshold=rt.duplicate_threshold(job.model_version),
             group_with_stored=not reindexing.loading(job),
             on_grouped=rt.metrics.duplicate_searches.labels("write").inc,
         )
@@ -502,3 +502,12 @@ def collections(self: Task[Any, Any]) -> list[dict[str, Any]]:
     """The collections, their aliases and roles, as the store owner sees them."""
     rt = runtime(self)
     return [asdict(c) for c in collection_roles(rt.store.collections(), rt.jobs.get)]
+
+
+@shared_task(name="indexer.evaluate", bind=True)
+def evaluate(self: Task[Any, Any], request: dict[str, Any]) -> dict[str, Any]:
+    """Judgement sets evaluated on the store this worker owns (`photosearch eval`)."""
+    from core.quality.request import answer
+
+    rt = runtime(self)
+    return answer(request, store=rt.store, embed=units.query_embeddings(rt))
