@@ -296,3 +296,13 @@ def auto_decision(experiment: Experiment, *, alpha: float, min_impressions: int)
     if not experiment.running or experiment.impressions < min_impressions:
         return None
     return "switch" if verdict(experiment, alpha) == "candidate" else None
+
+
+def switch_refusal(experiment: Experiment, alpha: float) -> str | None:
+    """Why switching to the candidate needs forcing: the live collection wins significantly."""
+    if verdict(experiment, alpha) != "live":
+        return None
+    return (
+        f"the live collection wins significantly ({experiment.losses} to {experiment.wins}, "
+        f"p = {experiment.p_value:.3g} < {alpha}): switch with force, or drop"
+    )

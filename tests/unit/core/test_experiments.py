@@ -22,6 +22,7 @@ from core.experiments import (
     running,
     sign_test,
     start,
+    switch_refusal,
     verdict,
 )
 
@@ -138,3 +139,10 @@ def test_it_switches_itself_only_on_a_significant_win_past_the_minimum() -> None
     assert auto_decision(_with(20, 2), alpha=0.05, min_impressions=100) is None
     assert auto_decision(_with(2, 20), alpha=0.05, min_impressions=20) is None
     assert auto_decision(_with(6, 4, ties=30), alpha=0.05, min_impressions=20) is None
+
+
+def test_switching_needs_force_only_when_the_live_side_wins_significantly() -> None:
+    refusal = switch_refusal(_with(2, 20), 0.05)
+    assert refusal is not None and "live collection wins significantly (20 to 2" in refusal
+    assert switch_refusal(_with(20, 2), 0.05) is None
+    assert switch_refusal(_with(5, 6), 0.05) is None
