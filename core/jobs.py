@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -160,6 +161,10 @@ class JobStatus:
     # the live lock and how long it held it.
     verified_cut: int = 0
     warmed: int = 0
+    # The quality gate (indexer/quality_gate.py) at the verified cut: the live and the new
+    # collection's figures on each judgement set and its decision, as JSON (a few hundred
+    # bytes a set); "" before it ran.
+    quality: str = ""
     locked_at: float = 0.0
     lock_s: float = 0.0
     # A paused job: since when, and the state it goes back to.
@@ -214,6 +219,7 @@ class JobStatus:
         data["images_per_s"] = round(self.images_per_s, 2)
         data["eta_s"] = None if self.eta_s is None else round(self.eta_s, 1)
         data["estimated_total"] = self.estimated_total
+        data["quality"] = json.loads(self.quality) if self.quality else None
         return data
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import (
@@ -320,6 +321,26 @@ class IndexerSettings(BaseModel):
         description="A sync, increment or reindex that would delete more than this share of "
         "the live index is refused (nothing past the share is deleted) unless forced "
         "(`--force`, `force: true`).",
+    )
+    judgements: tuple[str, ...] = Field(
+        (),
+        description="Reindex: judgement set folders (queries.tsv and qrels.txt) on which the "
+        "quality gate compares the new collection with the live one before the switch "
+        "(a JSON list in the environment: '[\"/srv/judgements/curated\"]'); none: the switch "
+        "goes on counts alone.",
+    )
+    max_quality_drop: float = Field(
+        0.01,
+        ge=0,
+        le=1,
+        description="Reindex: the quality gate refuses the switch when the new collection's "
+        "nDCG@10 is lower than the live one's by more than this (absolute) on any judgement "
+        "set, unless forced (`--force`, `force: true`).",
+    )
+    quality_mode: Literal["hybrid", "vector", "keyword"] = Field(
+        "hybrid",
+        description="Reindex: the search mode the quality gate ranks with (hybrid: the "
+        "default search's).",
     )
     # loadtests/bench_duplicates.py: the lowest threshold at which the indexer's grouping of
     # the demo photos and their altered copies put no two different photos in one group

@@ -25,6 +25,7 @@ from redis.lock import Lock
 
 from core.collectionroles import job_of
 from core.embedding.manifest import ModelManifest
+from core.experiments import State as ExperimentState
 from core.jobs import FINISHED, LIVE_LOCK, JobKind, JobState, JobStatus
 from core.settings import IndexerSettings, QdrantSettings
 from core.sources import Source
@@ -39,6 +40,7 @@ from core.vectorstore import (
 from indexer.catchup import end_replay, record_lag, start_replay
 from indexer.deleteguard import refuse, switch_refusal
 from indexer.preflight import check_reindex
+from indexer.quality_gate import Verdict
 from indexer.records import JobRecords
 from indexer.regroup import group_units
 from indexer.shards import ShardMap, load_map
@@ -48,6 +50,11 @@ from indexer.verify import check, refusal
 
 # Round 0 is the load; the grouping pass is round 1, the catch-up rounds follow.
 GROUPING_ROUND = 1
+HELD = (
+    "held for an experiment of its collection against the live one: replaying the live "
+    "side's changes meanwhile; it switches once `photosearch experiment end --decision "
+    "switch` (and the quality gate) say so, or is dropped on `--decision drop`"
+)
 
 
 class ReindexParts(TypedDict):
@@ -147,11 +154,15 @@ def advance(
     now: Callable[[], float] = time.time,
     source: Callable[[str], Source],
     warm: Callable[[str, int], int],
+    gate: Callable[[JobStatus], Verdict],
+    experiment: Callable[[str], ExperimentState | None],
 ) -> None:
     """The next step of a reindex whose round ended, or which waits; nothing while its round
     runs. Run again and again (the workers' nudges), it does each step once. `source(uri)`
     opens the job's source; `warm(job_id, version)` pre-warms the query cache (`warm_cache`)
-    and says how many queries it warmed."""
+    and says how many queries it warmed; `gate(job)` is the quality gate's verdict on the
+    job's collection (indexer/quality_gate.py `judge`); `experiment(collection)` what an
+    interleaved experiment of the collection says (core/experiments.py `decision_for`)."""
     jobs, work = records.jobs, records.work
     job = jobs.get(job_id)
     if job is None or job.state in (*FINISHED, JobState.PAUSED):
@@ -200,8 +211,19 @@ def advance(
         )
         return
     # Catch-up: replay again until little waits, then check, warm, and take the live lock.
-    if lag.waiting > settings.switch_lag:
+    # While an experiment compares the collection with the live one, it waits here, kept
+    # current; it is verified and gated once the experiment ended with "switch".
+    decision = experiment(job.collection)
+    if decision == "drop":
+        drop_for_experiment(job, store=store, records=records, lock=lock)
+        return
+    held = decision == "running"
+    if held:
+        jobs.update(job_id, message=HELD)
+    if lag.waiting > (0 if held else settings.switch_lag):
         replay_next(job.round + 1)
+        return
+    if held:
         return
     if job.capture_cut != job.verified_cut:
         problems = check(
@@ -219,6 +241,11 @@ def advance(
         too_few = switch_refusal(store, jobs, job, settings.max_delete_share)
         if too_few is not None:
             refuse(jobs, work, job_id, too_few)
+            return
+        verdict = gate(job)
+        jobs.update(job_id, quality=verdict.to_json())
+        if verdict.refusal is not None:
+            refuse(jobs, work, job_id, verdict.refusal)
             return
         warmed = warm(job_id, model_version_of(job.collection))
         jobs.update(job_id, verified_cut=job.capture_cut, warmed=warmed)
@@ -279,3 +306,20 @@ def drop(collection: str, *, store: VectorStore, records: JobRecords, lock: Lock
     if job is not None:  # a failed reindex's holds no room now, and resumes no more
         records.jobs.update(job.id, dropped=1)
     return f"dropped {collection}"
+
+
+def drop_for_experiment(
+    job: JobStatus, *, store: VectorStore, records: JobRecords, lock: Lock
+) -> None:
+    """An experiment ended with "drop": the reindex is cancelled and its collection dropped
+    (its work with it). Run again after a crash between the two, it finds nothing to drop."""
+    if store.has_collection(job.collection):
+        drop(job.collection, store=store, records=records, lock=lock)
+    records.jobs.update(job.id, dropped=1)
+    records.jobs.finish(
+        job.id,
+        JobState.CANCELLED,
+        f"dropped: the experiment of {job.collection} against the live collection ended with "
+        f"the decision to drop it",
+    )
+    records.work.drop(job.id, records.jobs.ttl_s)

@@ -4,6 +4,7 @@ it (so the switch is no miss storm)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 
@@ -45,11 +46,13 @@ def switch(
         hand_over(records.capture, collection, previous, rollback_days=rollback_days, now=now)
     locked = now() - job.locked_at
     jobs.update(job_id, lock_s=round(locked, 3))
+    # What the quality gate said (passed, overridden, or that it had no judgement set).
+    gate = f"; {json.loads(job.quality)['message']}" if job.quality else ""
     jobs.finish(
         job_id,
         JobState.DONE,
         f"{LIVE_ALIAS} switched from {previous or 'nothing'} to {collection}; "
-        f"{job.warmed} popular queries pre-warmed; the live lock held {locked:.1f} s",
+        f"{job.warmed} popular queries pre-warmed; the live lock held {locked:.1f} s{gate}",
     )
     records.work.drop(job_id, jobs.ttl_s)
 

@@ -11,11 +11,13 @@ from functools import partial
 from typing import Any
 
 from core.embedding.arrays import Embeddings
+from core.experiments import decision_for
 from core.jobs import JobStatus
 from core.sources import Source
-from indexer import increment, planner, regroup, reindex, switch
+from indexer import increment, planner, quality_gate, regroup, reindex, switch
 from indexer.feed import Feed, open_feed
 from indexer.planner import Planned, PlanParts
+from indexer.quality_gate import Verdict
 from indexer.reindex import ReindexParts
 from indexer.runtime import Runtime
 from indexer.shards import ShardRange
@@ -49,7 +51,7 @@ def plan_unit(rt: Runtime, job: JobStatus, unit: dict[str, Any], worker: str) ->
             job,
             shard,
             store=rt.store,
-            duplicate_threshold=rt.settings.indexer.duplicate_threshold,
+            duplicate_threshold=rt.duplicate_threshold(job.model_version),
             worker=worker,
             on_search=rt.metrics.duplicate_searches.labels("pass").inc,
         )
@@ -120,9 +122,30 @@ def warmer(rt: Runtime) -> Callable[[str, int], int]:
     )
 
 
+def gate(rt: Runtime) -> Callable[[JobStatus], Verdict]:
+    """quality_gate.judge with the worker's store, Triton and the indexer's settings."""
+    settings = rt.settings.indexer
+    return partial(
+        quality_gate.judge,
+        store=rt.store,
+        paths=settings.judgements,
+        embed=query_embeddings(rt),
+        mode=settings.quality_mode,
+        max_drop=settings.max_quality_drop,
+    )
+
+
 def advance(rt: Runtime, job_id: str) -> None:
-    """reindex.advance with the worker's parts, sources and the query cache's pre-warm."""
-    reindex.advance(job_id, **reindex_parts(rt), source=rt.source, warm=warmer(rt))
+    """reindex.advance with the worker's parts, sources, the query cache's pre-warm, the
+    quality gate and the experiments' decisions (in PhotoSearch's Redis)."""
+    reindex.advance(
+        job_id,
+        **reindex_parts(rt),
+        source=rt.source,
+        warm=warmer(rt),
+        gate=gate(rt),
+        experiment=partial(decision_for, rt.redis, rt.settings.redis.prefix),
+    )
 
 
 def commit(rt: Runtime, job_id: str, token: str, unit_id: str, planned: Planned) -> bool:

@@ -15,6 +15,7 @@ from redis import Redis
 
 from core.embedding.arrays import Embeddings
 from core.embedding.errors import TritonUnavailable
+from core.experiments import State
 from core.jobs import LIVE_LOCK, JobKind, JobState, JobStatus
 from core.querycache import cache_key, popular_key
 from core.settings import IndexerSettings
@@ -22,9 +23,19 @@ from core.settings_api import ApiSettings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, PREVIOUS_ALIAS, VectorStore, collection_name
 from indexer.catalog import read_catalog
+from indexer.quality_gate import NOT_CONFIGURED, Verdict
 from indexer.records import JobRecords
-from indexer.reindex import GROUPING_ROUND, ReindexParts, advance, drop, open_load, resume
+from indexer.reindex import (
+    GROUPING_ROUND,
+    HELD,
+    ReindexParts,
+    advance,
+    drop,
+    open_load,
+    resume,
+)
 from indexer.rollback import advance_rollback, stale, start_rollback
+from indexer.shards import ShardRange
 from indexer.switch import switch, warm_cache
 from indexer.sync import IndexerError, alias_lock
 from indexer.units import unit_id_of
@@ -200,6 +211,8 @@ def test_a_reindex_steps_from_its_load_to_the_switch_by_the_tests_clock(
             now=clock,
             source=lambda uri: source,
             warm=warm,
+            gate=lambda job: Verdict({"status": "unconfigured", "message": NOT_CONFIGURED}),
+            experiment=lambda collection: None,
         )
         job = records.jobs.get(job_id)
         assert job is not None
@@ -222,6 +235,8 @@ def test_a_reindex_steps_from_its_load_to_the_switch_by_the_tests_clock(
     assert store.aliases() == {LIVE_ALIAS: NEW, PREVIOUS_ALIAS: COLLECTION}
     assert records.capture.followers() == {COLLECTION: 1001.5 + 7 * DAY}
     assert warmed == [(job_id, 2)]  # warmed once
+    assert job.message.endswith(f"; {NOT_CONFIGURED}")  # the gate said it had no set
+    assert job.to_dict()["quality"] == {"status": "unconfigured", "message": NOT_CONFIGURED}
 
 
 def test_a_stopped_reindex_resumes_in_its_phase_and_verifies_again_after_the_live_lock(
@@ -285,3 +300,93 @@ def test_a_rollback_replays_under_the_live_lock_then_swaps_and_a_stale_one_is_re
     )
     assert store.aliases() == {LIVE_ALIAS: COLLECTION, PREVIOUS_ALIAS: NEW}
     assert records.capture.followers() == {NEW: 9 * DAY + 7 * DAY}
+
+
+class Catchup:
+    """A reindex into NEW brought to its catch-up (its load and grouping rounds ended as
+    end_round ends them), stepped with an experiment's decision and a gate the test sets;
+    the gate's calls are recorded."""
+
+    def __init__(
+        self, source: LocalSource, store: VectorStore, records: JobRecords, redis: Redis
+    ) -> None:
+        self.source, self.store, self.records, self.redis = source, store, records, redis
+        self.decision: State | None = None
+        self.verdict = Verdict({"status": "passed", "message": "quality gate passed"})
+        self.gated: list[str] = []
+        store.set_aliases({LIVE_ALIAS: COLLECTION})
+        self.job_id = records.jobs.create(JobKind.REINDEX, source=source.uri)
+        open_load(self.job_id, NEW, DIM, source.uri, store=store, records=records)
+        for _ in range(3):  # the load, the grouping pass, the first replay
+            self.step()
+            end_round(records, self.job_id)
+
+    def gate(self, job: JobStatus) -> Verdict:
+        self.gated.append(job.collection)
+        return self.verdict
+
+    def step(self) -> JobStatus:
+        advance(
+            self.job_id,
+            store=self.store,
+            records=self.records,
+            lock=alias_lock(self.redis, self.records.jobs.prefix),
+            settings=IndexerSettings(switch_lag=0),
+            source=lambda uri: self.source,
+            warm=lambda job, version: 0,
+            gate=self.gate,
+            experiment=lambda collection: self.decision,
+        )
+        job = self.records.jobs.get(self.job_id)
+        assert job is not None
+        return job
+
+
+def test_a_reindex_held_by_an_experiment_stays_current_and_switches_when_told(
+    source: LocalSource, store: VectorStore, records: JobRecords, redis: Redis
+) -> None:
+    reindex = Catchup(source, store, records, redis)
+    reindex.decision = "running"
+    job = reindex.step()
+    assert (job.phase, job.message) == ("catch-up", HELD)
+    assert records.jobs.lock_holder(LIVE_LOCK) is None and reindex.gated == []
+    # A change of the live side while it is held is replayed at once (switch_lag aside).
+    records.capture.capture(ShardRange(""), ["day1/photo001.png"])
+    job = reindex.step()
+    assert (job.phase, job.round, job.replayed) == ("catch-up", GROUPING_ROUND + 2, 1)
+    end_round(records, reindex.job_id)
+    assert reindex.step().message == HELD
+
+    reindex.decision = "switch"
+    job = reindex.step()
+    assert (job.phase, reindex.gated) == ("switch", [NEW])  # verified and gated once
+    assert records.jobs.lock_holder(LIVE_LOCK) == reindex.job_id
+
+
+def test_a_reindex_whose_experiment_ended_with_drop_is_cancelled_and_dropped(
+    source: LocalSource, store: VectorStore, records: JobRecords, redis: Redis
+) -> None:
+    reindex = Catchup(source, store, records, redis)
+    reindex.decision = "drop"
+    job = reindex.step()
+    assert (job.state, job.dropped) == (JobState.CANCELLED, True)
+    assert "ended with the decision to drop it" in job.message
+    assert not store.has_collection(NEW) and NEW not in records.capture.followers()
+    assert reindex.gated == [] and store.aliases() == {LIVE_ALIAS: COLLECTION}
+
+
+def test_a_reindex_the_quality_gate_refuses_fails_refused_with_the_figures(
+    source: LocalSource, store: VectorStore, records: JobRecords, redis: Redis
+) -> None:
+    reindex = Catchup(source, store, records, redis)
+    figures = {"status": "refused", "message": "refused by the quality gate: on shapes"}
+    reindex.verdict = Verdict(figures, "refused by the quality gate: on shapes ...")
+    job = reindex.step()
+    assert (job.state, job.refused, job.message) == (
+        JobState.FAILED,
+        True,
+        "refused by the quality gate: on shapes ...",
+    )
+    assert job.to_dict()["quality"] == figures
+    assert records.jobs.lock_holder(LIVE_LOCK) is None
+    assert store.aliases() == {LIVE_ALIAS: COLLECTION}

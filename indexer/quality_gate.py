@@ -1,0 +1,220 @@
+"""The quality gate at a reindex's switch: is the new model at least as good for people's
+queries as the live one?
+
+The reindex's verification shows that the new collection holds what the live one holds; it
+says nothing of how well it ranks. So, once per verified cut, each configured judgement set
+(core/quality/judgements.py) is run against both collections, each query embedded with its
+own collection's model version and ranked as the API's default search ranks it
+(core/quality/runner.py). The switch is refused when the new collection's mean nDCG@10 is
+lower than the live one's by more than `max_quality_drop` on any set, unless the job is
+forced; a forced job records that it overrode the gate, with the figures. With no set
+configured the gate says so and the switch goes on counts, as before the gate.
+
+The figures go into the job record as a small JSON document (`quality`): per set, both
+collections' nDCG@10, recall@10 and MRR@10 (mean and bootstrap interval) and the paired
+difference new - live with its interval.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from core.embedding.arrays import Embeddings
+from core.jobs import JobStatus
+from core.quality.judgements import JudgementError, JudgementSet, Query, load_judgements
+from core.quality.metrics import Interval
+from core.quality.runner import METRICS, Evaluation, collection_ranker, compare, evaluate
+from core.vectorstore import LIVE_ALIAS, CollectionNotFound, VectorStore, model_version_of
+
+Mode = Literal["hybrid", "vector", "keyword"]
+Status = Literal["passed", "refused", "overridden", "unconfigured", "no live collection"]
+NOT_CONFIGURED = "no judgement sets configured: switched on counts"
+NO_LIVE = "no live collection to compare with: switched on counts"
+K = 10  # the cut-off of every figure (nDCG@10, recall@10, MRR@10)
+
+
+@dataclass(frozen=True)
+class SetFigures:
+    """One judgement set run against both collections: their evaluations and the paired
+    difference new - live of each metric."""
+
+    name: str
+    live: Evaluation
+    new: Evaluation
+    difference: dict[str, Interval]
+
+    def drop(self) -> float:
+        """How far the new collection's mean nDCG@10 falls below the live one's (< 0: rises)."""
+        return self.live.ndcg.mean - self.new.ndcg.mean
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the gate found: the job record's `quality` document, and why the switch is
+    refused (None: it may go on)."""
+
+    record: dict[str, Any]
+    refusal: str | None = None
+
+    @property
+    def status(self) -> Status:
+        found: Status = self.record["status"]
+        return found
+
+    def to_json(self) -> str:
+        return json.dumps(self.record, separators=(",", ":"))
+
+
+def _interval(interval: Interval) -> dict[str, float]:
+    return {
+        "mean": round(interval.mean, 4),
+        "low": round(interval.low, 4),
+        "high": round(interval.high, 4),
+    }
+
+
+def _figures(evaluation: Evaluation) -> dict[str, dict[str, float]]:
+    return {metric: _interval(evaluation.metric(metric)) for metric in METRICS}
+
+
+def measure(
+    judgements: JudgementSet,
+    *,
+    live: str,
+    new: str,
+    rank: Callable[[str], Callable[[Query], Sequence[str]]],
+    mode: Mode,
+    samples: int = 1000,
+    seed: int = 0,
+) -> SetFigures:
+    """Run one set against the live and the new collection (`rank(collection)`: its ranking
+    of a query), with the same bootstrap draws for both (seeded)."""
+
+    def run(collection: str) -> Evaluation:
+        return evaluate(
+            judgements,
+            rank(collection),
+            collection=collection,
+            mode=mode,
+            samples=samples,
+            seed=seed,
+        )
+
+    before, after = run(live), run(new)
+    return SetFigures(judgements.name, before, after, compare(before, after))
+
+
+def decide(
+    found: Sequence[SetFigures],
+    *,
+    live: str,
+    new: str,
+    mode: Mode,
+    max_drop: float,
+    force: bool,
+) -> Verdict:
+    """The gate's decision on the sets' figures: refused when nDCG@10 falls by more than
+    max_drop on any set, unless forced (then "overridden", the figures kept)."""
+    # The epsilon: a drop of exactly max_drop, computed in floats, is within it.
+    failing = [s for s in found if s.drop() > max_drop + 1e-9]
+    sets = [
+        {
+            "name": s.name,
+            "queries": len(s.new.per_query),
+            "live": _figures(s.live),
+            "new": _figures(s.new),
+            "difference": {metric: _interval(s.difference[metric]) for metric in METRICS},
+            "failed": s in failing,
+        }
+        for s in found
+    ]
+    why = "; ".join(
+        f"on {s.name} nDCG@{K} {s.live.ndcg.mean:.3f} -> {s.new.ndcg.mean:.3f} "
+        f"(paired difference {s.difference['ndcg']})"
+        for s in failing
+    )
+    limit = f"by more than max_quality_drop={max_drop:g}"
+    if not failing:
+        status: Status = "passed"
+        message = f"quality gate passed: nDCG@{K} falls {limit} on none of {len(found)} sets"
+    elif force:
+        status, message = "overridden", f"quality gate overridden (forced): {why}"
+    else:
+        status, message = "refused", f"refused by the quality gate: {why}"
+    record = {
+        "status": status,
+        "message": message,
+        "mode": mode,
+        "max_drop": max_drop,
+        "live": {"collection": live, "model_version": model_version_of(live)},
+        "new": {"collection": new, "model_version": model_version_of(new)},
+        "sets": sets,
+    }
+    if status != "refused":
+        return Verdict(record)
+    return Verdict(
+        record,
+        f"refused by the quality gate: nDCG@{K} of {new} falls {limit} below the live "
+        f"{live}'s: {why}. {LIVE_ALIAS} still points at {live}. If the new model is right "
+        f"(a judgement set out of date, say), run the reindex again forced: `photosearch index "
+        f"reindex --model-version {model_version_of(new)} --force`, or `force: true` in POST "
+        f"/v1/admin/reindex (`photosearch index drop {new}` frees this one).",
+    )
+
+
+def load_sets(paths: Sequence[str]) -> list[JudgementSet]:
+    """The judgement sets of the settings' folders; JudgementError names the bad file."""
+    return [load_judgements(Path(path)) for path in paths]
+
+
+def judge(
+    job: JobStatus,
+    *,
+    store: VectorStore,
+    paths: Sequence[str],
+    embed: Callable[[Sequence[str], int], Embeddings],
+    mode: Mode,
+    max_drop: float,
+    samples: int = 1000,
+    seed: int = 0,
+) -> Verdict:
+    """The gate for a reindex's collection against the live one, on the judgement sets in
+    `paths`; `embed(texts, version)` embeds queries at a model version (Triton's)."""
+
+    def unchecked(status: Status, message: str) -> Verdict:
+        return Verdict({"status": status, "message": message, "mode": mode, "sets": []})
+
+    if not paths:
+        return unchecked("unconfigured", NOT_CONFIGURED)
+    try:
+        live = store.resolve(LIVE_ALIAS)
+    except CollectionNotFound:
+        return unchecked("no live collection", NO_LIVE)
+    try:
+        sets = load_sets(paths)
+    except JudgementError as exc:
+        # A gate that cannot read its sets cannot say the new model is as good: closed,
+        # unless forced.
+        message = f"quality gate: a judgement set cannot be read: {exc}"
+        if job.force:
+            return unchecked("overridden", f"{message} (forced: switched on counts)")
+        return Verdict(
+            {"status": "refused", "message": message, "mode": mode, "sets": []},
+            f"refused: {message}. Fix PHOTOSEARCH_INDEXER__JUDGEMENTS, or run the reindex "
+            "again forced (`photosearch index reindex --force`).",
+        )
+
+    def rank(collection: str) -> Callable[[Any], Sequence[str]]:
+        return collection_ranker(store, collection, embed=embed, mode=mode, k=K)
+
+    found = [
+        measure(s, live=live, new=job.collection, rank=rank, mode=mode, samples=samples, seed=seed)
+        for s in sets
+    ]
+    return decide(
+        found, live=live, new=job.collection, mode=mode, max_drop=max_drop, force=job.force
+    )
