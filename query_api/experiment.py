@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 from core.experiments import Experiment, ExperimentError, Side, auto_decision, credit, end, running
 from core.feedback.events import CLICKS, Event
 from core.feedback.searchlog import SearchRecord, new_search_id
+from core.feedback.searchlog import Side as ShownSide
 from query_api.interleave import assigned, clicked_sides, team_draft
 from query_api.schemas import SearchResponse, TextSearch
 from query_api.timing import Stages
@@ -162,7 +163,7 @@ class Experiments:
 
 async def interleaved_search(
     draw: Draw, limit: int, search: SearchIn, stages: Stages, metrics: ExperimentMetrics
-) -> tuple[SearchResponse, list[Side] | None]:
+) -> tuple[SearchResponse, list[ShownSide] | None]:
     """The live and the candidate searches at once, and their team-draft page with the side
     of each result; the live answer alone (no sides) when the candidate's search failed."""
     each = [Stages(), Stages()]
@@ -194,4 +195,5 @@ async def interleaved_search(
             "search_id": draw.search_id,
         }
     )
-    return answer, [side for _, side in page]
+    sides: list[ShownSide] = [side for _, side in page]
+    return answer, sides

@@ -32,6 +32,7 @@ from query_api.admission import Admission
 from query_api.auth import KeyRing
 from query_api.embedquery import QueryEmbedder
 from query_api.errors import Unavailable
+from query_api.experiment import AutoSwitch, ExperimentMetrics, Experiments
 from query_api.imagefetch import ImageFetcher
 from query_api.imagework import ImageWork
 from query_api.metrics import Metrics
@@ -76,6 +77,8 @@ class Services:
     live: LiveCollection = field(init=False)
     queries: QueryEmbedder = field(init=False)
     searchlog: SearchLog = field(init=False)
+    # The running interleaved experiment, which credits the clicks on its searches.
+    experiments: Experiments = field(init=False)
 
     def __post_init__(self) -> None:
         api = self.settings.api
@@ -106,6 +109,16 @@ class Services:
                 lambda op: metrics.cache_errors.labels(op).inc(),
             ),
         )
+        self.experiments = Experiments(
+            self.jobs.redis,
+            self.settings.redis.prefix,
+            ExperimentMetrics(metrics.registry),
+            cache_s=api.alias_cache_s,
+            auto=AutoSwitch(
+                api.experiment_auto_switch, api.experiment_alpha, api.experiment_min_impressions
+            ),
+        )
+        self.credit = self.experiments.credit
 
     @classmethod
     def open(cls, settings: Settings, store: VectorStore | None, metrics: Metrics) -> Services:

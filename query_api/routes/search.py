@@ -6,7 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
+from query_api.candidate import NamedCollection
 from query_api.deps import RootPath, SearchMeter, ServicesDep, StagesDep, once_each
+from query_api.experiment import interleaved_search
 from query_api.feedback import Recorder, SearchRecorder
 from query_api.imagebody import OPENAPI, fetch_caller, read_image_query
 from query_api.ratelimit import price
@@ -38,18 +40,32 @@ async def _text_search(
     reranking = services.reranking
     reranking.check(query)
     reranked = reranking.candidates(query, pooled=query.mode != "vector")
-    async with meter.paying(price(text_embeddings(query), reranked)):
-        answer = await text_search(
+
+    async def search_in(collection: str | None, at: Stages) -> SearchResponse:
+        """The search of the live collection (None), or of an experiment's candidate."""
+        live = services.live if collection is None else NamedCollection(services.calls, collection)
+        return await text_search(
             query,
             queries=services.queries,
             calls=services.calls,
-            live=services.live,
+            live=live,
             reranking=reranking,
             root=root,
             reveal_cache="admin" in meter.caller.scopes,
-            stages=stages,
+            stages=at,
         )
-    return await log.record(answer, "text", query.q)
+
+    # The price is the live search's: an experiment's candidate search is never charged.
+    async with meter.paying(price(text_embeddings(query), reranked)):
+        draw = await services.experiments.draw(query, log.session)
+        if draw is None:
+            answer, sides = await search_in(None, stages), None
+        else:
+            experiments = services.experiments
+            answer, sides = await interleaved_search(
+                draw, query.limit, search_in, stages, experiments.metrics
+            )
+    return await log.record(answer, "text", query.q, sides)
 
 
 @router.get("", response_model=SearchResponse, responses=ERRORS)
