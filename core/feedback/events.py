@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 
@@ -39,6 +39,24 @@ class Event(BaseModel):
 
 class EventBatch(BaseModel):
     """What `POST /v1/events` takes: the caller's session and its events, in order."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "session": "0f8e6c1a-5b2d-4c3e-9a7f-1d2e3f4a5b6c",
+                    "events": [
+                        {
+                            "search_id": "Jq3vX0b2kS9yQm1Zt8wR4A",
+                            "photo_id": "2024/06/red-bicycle.jpg",
+                            "rank": 3,
+                            "action": "opened",
+                        }
+                    ],
+                }
+            ]
+        }
+    )
 
     session: str | None = Field(
         None,

@@ -13,6 +13,8 @@ from redis import Redis
 from core.feedback.searchlog import SearchRecord, record_key
 from core.settings import Settings
 from core.vectorstore import VectorStore
+from query_api.auth import Caller
+from query_api.feedback import SESSION_HEADER, EventBound
 from query_api.routes import photos, search
 from query_api.services import Services
 from tests.unit.query_api.conftest import LIVE, api_settings, result_ids, router_app
@@ -49,7 +51,7 @@ def test_a_text_search_is_logged_with_its_normalized_query_ranks_and_session(
     answer = client.get(
         "/v1/search",
         params={"q": "  Cat ", "mode": "keyword", "offset": 0},
-        headers={"X-Session-Id": SESSION, "User-Agent": "an agent", "X-API-Key": ""},
+        headers={SESSION_HEADER: SESSION, "User-Agent": "an agent", "X-API-Key": ""},
     )
     assert answer.status_code == 200
     body = answer.json()
@@ -112,3 +114,18 @@ def test_a_search_goes_on_when_the_log_cannot_be_written(client: TestClient) -> 
 
 async def _failing() -> None:
     raise OSError("Redis is gone")
+
+
+def test_an_event_bucket_is_the_keys_or_a_hash_that_never_holds_the_address(
+    client: TestClient,
+) -> None:
+    services: Services = client.app.state.services  # type: ignore[attr-defined]
+    bound = EventBound(services.limits.buckets, 60, "salt")
+    anonymous = services.keys.identify(None)
+    assert anonymous is not None
+    first = bound.bucket(anonymous, "203.0.113.7")
+    assert "203.0.113" not in first and first.startswith("events:addr:")
+    assert bound.bucket(anonymous, "203.0.113.7") == first != bound.bucket(anonymous, "203.0.113.8")
+    assert (
+        bound.bucket(Caller("photostock", frozenset({"search"})), None) == "events:key:photostock"
+    )
