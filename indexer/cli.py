@@ -98,6 +98,7 @@ def _progress(job: Any) -> str:
 def _describe(job: Any) -> str:
     """One job on a line of its own (what a followed job ends with)."""
     from core.jobs import FINISHED
+    from indexer.gate_status import gate_lines
 
     eta = "" if job.state in FINISHED else f"  ETA {_eta(job)}"
     return (
@@ -105,6 +106,7 @@ def _describe(job: Any) -> str:
         f"skipped {job.skipped}  total {job.total}  deleted {job.deleted}  "
         f"{job.images_per_s:.1f} img/s{eta}  {job.collection}\n    {_progress(job)}"
         + (f"\n    {job.message}" if job.message else "")
+        + "".join(f"\n{line}" for line in gate_lines(job.quality))
     )
 
 
@@ -129,11 +131,14 @@ def _status_table(found: list[Any]) -> list[str]:
             cell.ljust(width) for cell, width in zip(cells, widths, strict=True)
         ).rstrip()
 
+    from indexer.gate_status import gate_lines
+
     lines = [line(header)]
     for job, row in zip(found, rows, strict=True):
         lines += [line(row), f"    {_progress(job)}"]
         if job.message:
             lines.append(f"    {job.message}")
+        lines += gate_lines(job.quality)  # a reindex's quality gate: live and new side by side
     return lines
 
 
@@ -284,7 +289,10 @@ def reindex_command(
         typer.Option(
             "--force",
             help="Switch even to a collection of fewer than (1 - "
-            "PHOTOSEARCH_INDEXER__MAX_DELETE_SHARE) x the live one's photos.",
+            "PHOTOSEARCH_INDEXER__MAX_DELETE_SHARE) x the live one's photos, and even when "
+            "the quality gate finds its nDCG@10 more than "
+            "PHOTOSEARCH_INDEXER__MAX_QUALITY_DROP below the live one's (the job records "
+            "that it overrode the gate, with the figures).",
         ),
     ] = False,
     resume: Annotated[

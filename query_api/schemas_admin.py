@@ -52,6 +52,37 @@ _JOB_EXAMPLE: dict[str, Any] = {
     "held": 0,
     "regrouped": 1830,
     "dropped": False,
+    "quality": {
+        "status": "passed",
+        "message": "quality gate passed: nDCG@10 falls by more than max_quality_drop=0.01 "
+        "on none of 1 sets",
+        "mode": "hybrid",
+        "max_drop": 0.01,
+        "live": {"collection": "photos-m1-1a2b3c4d5e6f", "model_version": 1},
+        "new": {"collection": "photos-m2-3f9c2a1b7d4e", "model_version": 2},
+        "sets": [
+            {
+                "name": "curated",
+                "queries": 120,
+                "live": {
+                    "ndcg": {"mean": 0.612, "low": 0.571, "high": 0.652},
+                    "recall": {"mean": 0.701, "low": 0.655, "high": 0.744},
+                    "mrr": {"mean": 0.655, "low": 0.61, "high": 0.7},
+                },
+                "new": {
+                    "ndcg": {"mean": 0.648, "low": 0.607, "high": 0.689},
+                    "recall": {"mean": 0.733, "low": 0.69, "high": 0.775},
+                    "mrr": {"mean": 0.69, "low": 0.646, "high": 0.733},
+                },
+                "difference": {
+                    "ndcg": {"mean": 0.036, "low": 0.012, "high": 0.061},
+                    "recall": {"mean": 0.032, "low": 0.004, "high": 0.06},
+                    "mrr": {"mean": 0.035, "low": 0.006, "high": 0.064},
+                },
+                "failed": False,
+            }
+        ],
+    },
     "problems": ["2024/06/broken.jpg: cannot identify image file"],
 }
 
@@ -83,7 +114,9 @@ class SourceRequest(BaseModel):
         False,
         description="Go on even past PHOTOSEARCH_INDEXER__MAX_DELETE_SHARE: a sync that would "
         "delete more than that share of the live index, or a reindex whose switch would drop "
-        "it, is refused otherwise (the job says so).",
+        "it, is refused otherwise (the job says so). A reindex forced also switches past the "
+        "quality gate (nDCG@10 more than PHOTOSEARCH_INDEXER__MAX_QUALITY_DROP below the live "
+        "collection's on a judgement set); its job records the override and the figures.",
     )
 
 
@@ -151,6 +184,50 @@ class RollbackResponse(BaseModel):
     message: str
 
 
+class Figure(BaseModel):
+    mean: float = Field(description="The mean over the set's queries.")
+    low: float = Field(description="The 95% bootstrap interval's low end (seeded).")
+    high: float
+
+
+class Figures(BaseModel):
+    ndcg: Figure = Field(description="nDCG@10.")
+    recall: Figure = Field(description="recall@10.")
+    mrr: Figure = Field(description="MRR@10.")
+
+
+class GatedSet(BaseModel):
+    name: str = Field(description="The judgement set (its folder's name).")
+    queries: int = Field(description="Its queries with a relevant photo judged.")
+    live: Figures
+    new: Figures
+    difference: Figures = Field(description="new - live, paired query by query.")
+    failed: bool = Field(description="nDCG@10 fell by more than max_quality_drop here.")
+
+
+class GatedCollection(BaseModel):
+    collection: str
+    model_version: int
+
+
+class QualityGate(BaseModel):
+    """What the quality gate found at a reindex's verified cut."""
+
+    status: Literal["passed", "refused", "overridden", "unconfigured", "no live collection"] = (
+        Field(
+            description="passed; refused (the job failed, refused); overridden (forced past "
+            "a refusal); unconfigured (no judgement set: switched on counts); no live "
+            "collection to compare with."
+        )
+    )
+    message: str
+    mode: str = Field(description="The search mode ranked with (INDEXER__QUALITY_MODE).")
+    max_drop: float | None = Field(None, description="PHOTOSEARCH_INDEXER__MAX_QUALITY_DROP.")
+    live: GatedCollection | None = None
+    new: GatedCollection | None = None
+    sets: list[GatedSet] = Field(default_factory=list)
+
+
 class Job(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [_JOB_EXAMPLE]})
 
@@ -197,6 +274,11 @@ class Job(BaseModel):
     )
     dropped: bool = Field(
         False, description="A failed or cancelled reindex whose collection was dropped."
+    )
+    quality: QualityGate | None = Field(
+        None,
+        description="A reindex: the quality gate's figures, the live and the new collection "
+        "side by side on each judgement set; null before it ran.",
     )
     problems: list[str] = Field(default_factory=list)
 
