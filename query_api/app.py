@@ -25,7 +25,7 @@ from query_api.clientaddress import ClientAddress
 from query_api.errors import install_handlers
 from query_api.guards import BodyLimit, SecurityHeaders
 from query_api.metrics import Metrics, MetricsMiddleware
-from query_api.routes import admin, events, health, model, photos, search
+from query_api.routes import admin, events, experiments, health, model, photos, search
 from query_api.services import Services
 from query_api.shedding import Shedding
 
@@ -97,7 +97,7 @@ def create_app(
     )
     install_handlers(app, api.retry_after_s, api.overload_retry_after_s)
     routers = (search.router, model.router, photos.router, events.router, admin.router)
-    for router in (*routers, health.router):
+    for router in (*routers, experiments.router, health.router):
         app.include_router(router)
     upload = api.max_upload_bytes + _MULTIPART_SLACK
     app.add_middleware(
