@@ -11,6 +11,7 @@ import typer
 from core.settings_doc import settings_table
 from indexer.cli import beat_command, index_app, worker_command
 from model.cli import model_app, triton_app
+from photosearch.calibrate_cli import calibrate_command
 from photosearch.embedded import serve_embedded_command
 from photosearch.up.cli import up_command
 from query_api.cli import api_app
@@ -43,6 +44,7 @@ def _find_running_up() -> None:
         get_settings.cache_clear()  # read again, with the `up`'s settings
 
 
+model_app.command("calibrate")(calibrate_command)
 app.add_typer(model_app, name="model")
 app.add_typer(triton_app, name="triton")
 app.add_typer(index_app, name="index", callback=_find_running_up)
