@@ -172,16 +172,17 @@ async def text_search(
     store = calls.store
 
     async def run(collection: str) -> tuple[Arranged, bool, Mode]:
-        vector, cached = None, True
+        vector, cached, calibration = None, True, None
         if query.mode != "keyword":
             version = model_version_of(collection)
             vector, cached = await _query_vector(queries, query, version, stages)
+            calibration = queries.calibration(version)
         if query.mode == "vector":
             assert vector is not None
             fetch = _nearest(store, collection, vector, query, ())
             arranged = await arrange(calls, reranking, "text", collection, query, stages, fetch)
             return arranged, cached, "vector"
-        plan = HybridPlan.of(store, collection, query, vector)
+        plan = HybridPlan.of(store, collection, query, vector, calibration)
         arranged = await arrange(
             calls, reranking, "text", collection, query, stages, plan.fetch, pooled=True
         )
