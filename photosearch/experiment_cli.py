@@ -1,0 +1,211 @@
+"""`photosearch experiment ...`: start an interleaved experiment between the live collection and
+a candidate, read its wins, losses, ties and sign test, end it with a decision."""
+
+from __future__ import annotations
+
+import json
+import time
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from core.settings import get_settings
+
+experiment_app = typer.Typer(
+    help="Interleaved experiments: a share of searches ranks with a candidate collection too.",
+    no_args_is_help=True,
+)
+
+
+class DecisionChoice(StrEnum):
+    """What an experiment ends with."""
+
+    SWITCH = "switch"
+    DROP = "drop"
+
+
+def _redis() -> Any:
+    """PhotoSearch's Redis (exit 2 unless its marker is there): the experiment's records."""
+    from redis import Redis
+
+    from core.deployment import NotPhotoSearch, require
+
+    settings = get_settings()
+    redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
+    try:
+        require(redis, settings.redis.prefix)
+    except NotPhotoSearch as exc:
+        redis.close()
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    return redis
+
+
+def _collections() -> list[dict[str, Any]]:
+    """The collections and their roles, as the worker that owns the store answers."""
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    from core.taskqueue import COLLECTIONS, create_celery
+
+    publisher = create_celery(get_settings())
+    try:
+        # A command is never a task: Celery's guard against waiting inside one does not apply.
+        found: list[dict[str, Any]] = publisher.send_task(COLLECTIONS).get(
+            timeout=60, disable_sync_subtasks=False
+        )
+    except CeleryTimeout:
+        typer.echo("no worker answered within 60 s: is `photosearch worker` running?", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        publisher.close()
+    return found
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+
+
+def describe(experiment: Any, alpha: float) -> list[str]:
+    """The status lines of an experiment (`core.experiments.Experiment`)."""
+    from core.experiments import verdict
+
+    e = experiment
+    state = "running" if e.running else f"ended: {e.state} (by {e.ended_by})"
+    lines = [
+        f"experiment {e.id}: {state}",
+        f"live         {e.live}",
+        f"candidate    {e.candidate}",
+        f"share        {e.share:.2%} of text searches (first pages)",
+        f"started at   {_when(e.started_at)}",
+    ]
+    if not e.running:
+        lines.append(f"ended at     {_when(e.ended_at)}" + (f": {e.reason}" if e.reason else ""))
+    winner = verdict(e, alpha)
+    significance = (
+        f"significant at alpha {alpha}: the {winner} collection wins"
+        if winner
+        else f"not significant at alpha {alpha}"
+    )
+    lines += [
+        f"impressions  {e.impressions} (searches with a click)",
+        f"wins {e.wins}, losses {e.losses}, ties {e.ties} (for the candidate)",
+        f"sign test    p = {e.p_value:.4g}: {significance}",
+    ]
+    return lines
+
+
+@experiment_app.command("start")
+def start_command(
+    candidate: Annotated[
+        str, typer.Option("--candidate", help="The collection to compare with the live one.")
+    ],
+    share: Annotated[
+        float | None,
+        typer.Option(
+            "--share",
+            min=0.0001,
+            max=1.0,
+            help="Share of text searches interleaved; unset: PHOTOSEARCH_API__EXPERIMENT_SHARE.",
+        ),
+    ] = None,
+) -> None:
+    """Interleave a share of text searches with the candidate's ranking until it ends."""
+    from core.experiments import ExperimentError, start
+
+    settings = get_settings()
+    redis = _redis()
+    try:
+        roles = {c["name"]: c for c in _collections()}
+        live = next((name for name, c in roles.items() if c["role"] == "live"), None)
+        if candidate not in roles:
+            typer.echo(f"no collection {candidate!r} (`photosearch index collections`)", err=True)
+            raise typer.Exit(1)
+        if live is None:
+            typer.echo("there is no live collection to compare with (run a sync)", err=True)
+            raise typer.Exit(1)
+        try:
+            started = start(
+                redis,
+                settings.redis.prefix,
+                live=live,
+                candidate=candidate,
+                share=share or settings.api.experiment_share,
+            )
+        except ExperimentError as exc:
+            typer.echo(f"refused: {exc}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo("\n".join(describe(started, settings.api.experiment_alpha)))
+    finally:
+        redis.close()
+
+
+@experiment_app.command("status")
+def status_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable.")] = False,
+) -> None:
+    """The running experiment (or the last one): wins, losses, ties and the sign test."""
+    from core.experiments import current, verdict
+
+    settings = get_settings()
+    alpha = settings.api.experiment_alpha
+    redis = _redis()
+    try:
+        found = current(redis, settings.redis.prefix)
+    finally:
+        redis.close()
+    if found is None:
+        typer.echo("no experiment was started (`photosearch experiment start --candidate ...`)")
+        return
+    if as_json:
+        winner = verdict(found, alpha)
+        record = {**found.to_dict(), "alpha": alpha, "significant": winner is not None}
+        typer.echo(json.dumps({**record, "winner": winner}, indent=2))
+        return
+    typer.echo("\n".join(describe(found, alpha)))
+
+
+@experiment_app.command("end")
+def end_command(
+    decision: Annotated[
+        DecisionChoice,
+        typer.Option(
+            "--decision",
+            help="switch: the reindex waiting on it switches (its quality gate still "
+            "applies); drop: it is cancelled.",
+        ),
+    ],
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Switch even though the live collection wins significantly."),
+    ] = False,
+) -> None:
+    """End the running experiment with a decision."""
+    from core.experiments import ExperimentError, current, end, switch_refusal
+
+    settings = get_settings()
+    redis = _redis()
+    try:
+        found = current(redis, settings.redis.prefix)
+        if found is None:
+            typer.echo("no experiment was started", err=True)
+            raise typer.Exit(1)
+        refusal = switch_refusal(found, settings.api.experiment_alpha)
+        if decision is DecisionChoice.SWITCH and refusal and not force:
+            typer.echo(f"refused: {refusal}", err=True)
+            raise typer.Exit(1)
+        try:
+            ended = end(
+                redis,
+                settings.redis.prefix,
+                found.id,
+                "switch" if decision is DecisionChoice.SWITCH else "drop",
+                by="admin",
+                reason="forced" if force else "",
+            )
+        except ExperimentError as exc:
+            typer.echo(f"refused: {exc}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo("\n".join(describe(ended, settings.api.experiment_alpha)))
+    finally:
+        redis.close()

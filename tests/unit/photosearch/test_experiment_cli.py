@@ -1,0 +1,103 @@
+"""`photosearch experiment`: status with no experiment and of one running; end refuses a switch
+against a significant live win unless forced, and records the decision; a Redis that is not
+PhotoSearch's is refused."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from redis import Redis
+from typer.testing import CliRunner
+
+from core.deployment import mark
+from core.experiments import credit, decision_for, start
+from core.settings import get_settings
+from photosearch.experiment_cli import experiment_app
+
+LIVE, CANDIDATE = "photos-m1-live", "photos-m2-cand"
+
+
+@pytest.fixture
+def prefix(redis: Redis, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The commands' settings under a prefix of this test's, on the session's Redis, marked
+    PhotoSearch's; its keys deleted afterwards."""
+    name = f"unit-{uuid.uuid4().hex}"
+    monkeypatch.setenv("PHOTOSEARCH_REDIS__PREFIX", name)
+    get_settings.cache_clear()
+    mark(redis, name, "worker")
+    yield name
+    monkeypatch.undo()
+    get_settings.cache_clear()
+    keys = list(redis.scan_iter(f"{name}*"))
+    if keys:
+        redis.delete(*keys)
+
+
+def test_status_says_when_no_experiment_was_started(prefix: str) -> None:
+    shown = CliRunner().invoke(experiment_app, ["status"])
+    assert shown.exit_code == 0, shown.output
+    assert "no experiment was started" in shown.output
+
+
+def test_status_shows_the_counts_and_the_sign_test(redis: Redis, prefix: str) -> None:
+    started = start(redis, prefix, live=LIVE, candidate=CANDIDATE, share=0.05)
+    for n in range(9):
+        credit(redis, prefix, started.id, f"s{n}", "p", "candidate")
+    credit(redis, prefix, started.id, "s9", "p", "live")
+    credit(redis, prefix, started.id, "s10", "p", "live")
+    credit(redis, prefix, started.id, "s10", "q", "candidate")
+    shown = CliRunner().invoke(experiment_app, ["status"])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    assert lines[0] == f"experiment {started.id}: running"
+    assert f"live         {LIVE}" in lines and f"candidate    {CANDIDATE}" in lines
+    assert "share        5.00% of text searches (first pages)" in lines
+    assert "impressions  11 (searches with a click)" in lines
+    assert "wins 9, losses 1, ties 1 (for the candidate)" in lines
+    # 9 to 1: p = 2 x 11 / 1024.
+    assert (
+        "sign test    p = 0.02148: significant at alpha 0.05: the candidate collection wins"
+        in lines
+    )
+    as_json = CliRunner().invoke(experiment_app, ["status", "--json"])
+    assert '"winner": "candidate"' in as_json.output
+
+
+def test_a_switch_against_a_live_win_needs_force(redis: Redis, prefix: str) -> None:
+    started = start(redis, prefix, live=LIVE, candidate=CANDIDATE, share=0.05)
+    for n in range(8):
+        credit(redis, prefix, started.id, f"s{n}", "p", "live")
+    refused = CliRunner().invoke(experiment_app, ["end", "--decision", "switch"])
+    assert refused.exit_code == 1
+    assert "live collection wins significantly (8 to 0" in refused.output
+    assert decision_for(redis, prefix, CANDIDATE) == "running"
+    forced = CliRunner().invoke(experiment_app, ["end", "--decision", "switch", "--force"])
+    assert forced.exit_code == 0, forced.output
+    assert decision_for(redis, prefix, CANDIDATE) == "switch"
+
+
+def test_end_drops_as_told_and_refuses_a_second_decision(redis: Redis, prefix: str) -> None:
+    start(redis, prefix, live=LIVE, candidate=CANDIDATE, share=0.05)
+    dropped = CliRunner().invoke(experiment_app, ["end", "--decision", "drop"])
+    assert dropped.exit_code == 0, dropped.output
+    assert "ended: drop (by admin)" in dropped.output
+    assert decision_for(redis, prefix, CANDIDATE) == "drop"
+    again = CliRunner().invoke(experiment_app, ["end", "--decision", "switch"])
+    assert again.exit_code == 1
+    assert "ended already, with drop" in again.output
+    bad = CliRunner().invoke(experiment_app, ["end", "--decision", "maybe"])
+    assert bad.exit_code == 2
+
+
+def test_a_redis_that_is_not_photosearchs_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PHOTOSEARCH_REDIS__PREFIX", f"unmarked-{uuid.uuid4().hex}")
+    get_settings.cache_clear()
+    try:
+        shown = CliRunner().invoke(experiment_app, ["status"])
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+    assert shown.exit_code == 2
+    assert "is not PhotoSearch's" in shown.output
