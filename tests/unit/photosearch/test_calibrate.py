@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import typer
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -17,6 +18,7 @@ from core.embedding.manifest import load_manifest
 from core.quality.judgements import JudgementSet, Query
 from core.settings import Settings
 from photosearch.calibrate import POOL, RRF_KS, CalibrationError, calibrate
+from photosearch.calibrate_cli import calibrate_command
 from photosearch.cli import app
 
 SUBJECTS = ["harbour", "tulips", "lighthouse", "market", "glacier", "orchard"]
@@ -102,6 +104,21 @@ def test_the_command_writes_the_calibration_into_the_versions_manifest(
     assert "dry run" in dry.output and load_manifest(repo, 1).calibration is None
     answer = CliRunner().invoke(app, args)
     assert answer.exit_code == 0, answer.output
+
     calibration = load_manifest(repo, 1).calibration
     assert calibration is not None and calibration.keyword_weight > 1.0
     assert f"keyword weight {calibration.keyword_weight}" in answer.output
+
+
+def test_a_missing_version_or_photo_folder_is_one_clear_line(
+    repository: Path, tmp_path: Path
+) -> None:
+    solo = typer.Typer()
+    solo.command()(calibrate_command)
+    write_set(tmp_path / "judged", judged_photos(tmp_path / "photos"))
+    base = ["--repository", str(repository), "--judgements", str(tmp_path / "judged")]
+    missing = CliRunner().invoke(solo, [*base, "--version", "9", "--photos", str(tmp_path)])
+    assert missing.exit_code == 2 and "model version 9 has no manifest" in missing.output
+    nowhere = tmp_path / "nowhere"
+    absent = CliRunner().invoke(solo, [*base, "--version", "1", "--photos", str(nowhere)])
+    assert absent.exit_code == 2 and f"no photo folder at {nowhere}" in absent.output
