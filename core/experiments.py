@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from redis import Redis
 
+from core.jobs import JobKind, JobState, JobStatus
+
 Decision = Literal["switch", "drop"]
 State = Literal["running", "switch", "drop"]
 Side = Literal["live", "candidate"]
@@ -305,4 +307,16 @@ def switch_refusal(experiment: Experiment, alpha: float) -> str | None:
     return (
         f"the live collection wins significantly ({experiment.losses} to {experiment.wins}, "
         f"p = {experiment.p_value:.3g} < {alpha}): switch with force, or drop"
+    )
+
+
+def candidate_ready(job: JobStatus | None) -> bool:
+    """Whether the candidate's searches are fair to compare: its reindex (the job that made
+    it, `core.collectionroles.job_of`) has loaded and grouped every photo and keeps it current
+    (catch-up, or its switch); a collection no kept job record names is taken as it is."""
+    if job is None or job.kind != JobKind.REINDEX:
+        return True
+    return job.state not in (JobState.FAILED, JobState.CANCELLED) and job.phase in (
+        "catch-up",
+        "switch",
     )

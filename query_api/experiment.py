@@ -20,10 +20,21 @@ from prometheus_client import CollectorRegistry, Counter
 from redis import Redis
 from redis.exceptions import RedisError
 
-from core.experiments import Experiment, ExperimentError, Side, auto_decision, credit, end, running
+from core.collectionroles import job_of
+from core.experiments import (
+    Experiment,
+    ExperimentError,
+    Side,
+    auto_decision,
+    candidate_ready,
+    credit,
+    end,
+    running,
+)
 from core.feedback.events import CLICKS, Event
 from core.feedback.searchlog import SearchRecord, new_search_id
 from core.feedback.searchlog import Side as ShownSide
+from core.jobs import JobStatus
 from query_api.interleave import assigned, clicked_sides, team_draft
 from query_api.schemas import SearchResponse, TextSearch
 from query_api.timing import Stages
@@ -86,6 +97,7 @@ class Experiments:
         prefix: str,
         metrics: ExperimentMetrics,
         *,
+        job: Callable[[str], JobStatus | None],
         cache_s: float,
         auto: AutoSwitch,
         now: Callable[[], float] = time.monotonic,
@@ -93,21 +105,30 @@ class Experiments:
         self.redis = redis
         self.prefix = prefix
         self.metrics = metrics
+        self.job = job
         self.cache_s = cache_s
         self.auto = auto
         self.now = now
         self._read: tuple[Experiment | None, float] | None = None
 
     async def running(self) -> Experiment | None:
+        """The running experiment, once its candidate is ready to compare (`candidate_ready`):
+        until then its searches are the live collection's alone."""
         at = self.now()
         if self._read is not None and at < self._read[1]:
             return self._read[0]
         try:
-            found = await asyncio.to_thread(running, self.redis, self.prefix)
+            found = await asyncio.to_thread(self._ready)
         except (RedisError, ExperimentError) as exc:
             log.warning("could not read the running experiment: %s", exc)
             found = None
         self._read = (found, at + self.cache_s)
+        return found
+
+    def _ready(self) -> Experiment | None:
+        found = running(self.redis, self.prefix)
+        if found is None or not candidate_ready(job_of(found.candidate, self.job)):
+            return None
         return found
 
     async def draw(self, query: TextSearch, session: str | None) -> Draw | None:

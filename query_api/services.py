@@ -113,6 +113,7 @@ class Services:
             self.jobs.redis,
             self.settings.redis.prefix,
             ExperimentMetrics(metrics.registry),
+            job=self.jobs.get,
             cache_s=api.alias_cache_s,
             auto=AutoSwitch(
                 api.experiment_auto_switch, api.experiment_alpha, api.experiment_min_impressions

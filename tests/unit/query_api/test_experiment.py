@@ -14,6 +14,8 @@ from redis import Redis
 from core.experiments import current, decision_for, start
 from core.feedback.events import Action, Event
 from core.feedback.searchlog import SearchRecord, Side, new_search_id
+from core.jobs import JobKind, Jobs, JobState
+from core.vectorstore import collection_name
 from query_api.errors import Unavailable
 from query_api.experiment import (
     AutoSwitch,
@@ -31,7 +33,7 @@ OFF = AutoSwitch(enabled=False, alpha=0.05, min_impressions=10)
 
 def _experiments(redis: Redis, prefix: str, auto: AutoSwitch = OFF) -> Experiments:
     metrics = ExperimentMetrics(CollectorRegistry())
-    return Experiments(redis, prefix, metrics, cache_s=0.0, auto=auto)
+    return Experiments(redis, prefix, metrics, job=Jobs(redis, prefix).get, cache_s=0.0, auto=auto)
 
 
 def _answer(collection: str, ids: list[str]) -> SearchResponse:
@@ -63,6 +65,24 @@ def test_a_share_of_one_draws_every_first_page_that_embeds(redis: Redis) -> None
     assert (draw.experiment_id, draw.candidate) == (started.id, CANDIDATE)
     assert asyncio.run(experiments.draw(TextSearch(q="a", offset=20), None)) is None
     assert asyncio.run(experiments.draw(TextSearch(q="a", mode="keyword"), None)) is None
+
+
+def test_a_reindexs_candidate_is_drawn_only_once_it_has_caught_up(redis: Redis) -> None:
+    prefix = f"unit-{uuid.uuid4().hex}"
+    jobs = Jobs(redis, prefix)
+    job_id = jobs.create(JobKind.REINDEX, state=JobState.RUNNING, phase="load")
+    candidate = collection_name(2, job_id)
+    jobs.update(job_id, collection=candidate)
+    experiments = _experiments(redis, prefix)
+    start(redis, prefix, live=LIVE, candidate=candidate, share=1.0)
+    query = TextSearch(q="a red square")
+    for phase in ("load", "indexing", "grouping"):  # half built: not a fair comparison
+        jobs.update(job_id, phase=phase)
+        assert asyncio.run(experiments.draw(query, None)) is None
+    jobs.update(job_id, phase="catch-up", state=JobState.FINALIZING)
+    assert asyncio.run(experiments.draw(query, None)) is not None
+    jobs.finish(job_id, JobState.CANCELLED)  # no longer kept current
+    assert asyncio.run(experiments.draw(query, None)) is None
 
 
 def test_the_page_interleaves_both_searches_and_labels_each_result() -> None:
