@@ -10,6 +10,8 @@ from types import MappingProxyType
 
 from core.atomicfile import write_atomic
 
+# The judgement sets PhotoSearch ships: the demo photos' (core/demo.py) under demo/.
+SETS = Path(__file__).parent / "sets"
 QUERIES = "queries.tsv"
 QRELS = "qrels.txt"
 

@@ -182,13 +182,18 @@ def evaluate(
     )
 
 
-def compare(a: Evaluation, b: Evaluation) -> dict[str, Interval]:
-    """Each metric's paired difference b - a over the queries both measured, with its
-    bootstrap interval (a's samples and seed): above 0 throughout, b ranks better."""
+def compare(a: Evaluation, b: Evaluation, *, tag: str | None = None) -> dict[str, Interval]:
+    """Each metric's paired difference b - a over the queries both measured (those of `tag`
+    alone, if given), with its bootstrap interval (a's samples and seed): an interval above
+    0 throughout says b ranks better."""
     if a.judgements != b.judgements:
         raise ValueError(f"{a.judgements} and {b.judgements} are different judgement sets")
     theirs = {s.query.id: s for s in b.per_query}
-    pairs = [(s, theirs[s.query.id]) for s in a.per_query if s.query.id in theirs]
+    pairs = [
+        (s, theirs[s.query.id])
+        for s in a.per_query
+        if s.query.id in theirs and (tag is None or tag in s.query.tags)
+    ]
     if not pairs:
         nothing = Interval(0.0, 0.0, 0.0)
         return dict.fromkeys(METRICS, nothing)

@@ -97,6 +97,9 @@ def test_compare_gives_the_paired_difference(store: VectorStore) -> None:
     assert difference["mrr"].high <= -1 / 2 + 1e-9
     assert difference["ndcg"].mean == pytest.approx(bad.ndcg.mean - good.ndcg.mean)
     assert difference["ndcg"].high < 0
+    # One tag's queries alone: the moon's loses 1/2 only.
+    space = compare(good, bad, tag="space")["mrr"]
+    assert (space.mean, space.low, space.high) == pytest.approx((-0.5, -0.5, -0.5))
 
 
 def test_score_ranks_with_any_callable() -> None:
