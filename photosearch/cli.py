@@ -13,6 +13,7 @@ from indexer.cli import beat_command, index_app, worker_command
 from model.cli import model_app, triton_app
 from photosearch.calibrate_cli import calibrate_command
 from photosearch.embedded import serve_embedded_command
+from photosearch.eval_cli import eval_command
 from photosearch.feedback_cli import analytics_command, judgements_app
 from photosearch.up.cli import up_command
 from query_api.cli import api_app
@@ -55,6 +56,7 @@ app.command("worker")(worker_command)
 app.command("beat")(beat_command)
 app.add_typer(judgements_app, name="judgements")
 app.command("analytics")(analytics_command)
+app.command("eval")(eval_command)
 app.command("serve-embedded", hidden=True)(serve_embedded_command)
 
 
