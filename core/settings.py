@@ -337,6 +337,12 @@ class IndexerSettings(BaseModel):
         "nDCG@10 is lower than the live one's by more than this (absolute) on any judgement "
         "set, unless forced (`--force`, `force: true`).",
     )
+    click_judgements: bool = Field(
+        False,
+        description="Reindex: the quality gate also runs the judgement set the click model "
+        "makes of the search log's clicks within PHOTOSEARCH_API__FEEDBACK_RETENTION_DAYS "
+        "(what `photosearch judgements from-clicks` writes), read at the switch.",
+    )
     quality_mode: Literal["hybrid", "vector", "keyword"] = Field(
         "hybrid",
         description="Reindex: the search mode the quality gate ranks with (hybrid: the "

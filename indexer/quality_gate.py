@@ -8,7 +8,9 @@ own collection's model version and ranked as the API's default search ranks it
 (core/quality/runner.py). The switch is refused when the new collection's mean nDCG@10 is
 lower than the live one's by more than `max_quality_drop` on any set, unless the job is
 forced; a forced job records that it overrode the gate, with the figures. With no set
-configured the gate says so and the switch goes on counts, as before the gate.
+configured the gate says so and the switch goes on counts, as before the gate. Besides the
+sets on disk, the gate may run the set the click model makes of the search log at the switch
+(`click_judgements`), so that it reflects the searches people made up to then.
 
 The figures go into the job record as a small JSON document (`quality`): per set, both
 collections' nDCG@10, recall@10 and MRR@10 (mean and bootstrap interval) and the paired
@@ -18,12 +20,18 @@ difference new - live with its interval.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from redis import Redis
+
 from core.embedding.arrays import Embeddings
+from core.feedback import clickmodel
+from core.feedback.events import read_events
+from core.feedback.searchlog import read_searches
 from core.jobs import JobStatus
 from core.quality.judgements import JudgementError, JudgementSet, Query, load_judgements
 from core.quality.metrics import Interval
@@ -34,6 +42,7 @@ Mode = Literal["hybrid", "vector", "keyword"]
 Status = Literal["passed", "refused", "overridden", "unconfigured", "no live collection"]
 NOT_CONFIGURED = "no judgement sets configured: switched on counts"
 NO_LIVE = "no live collection to compare with: switched on counts"
+NO_CLICKS = "no query searched in 3 sessions and clicked yet: not gated on clicks"
 K = 10  # the cut-off of every figure (nDCG@10, recall@10, MRR@10)
 
 
@@ -179,16 +188,19 @@ def judge(
     embed: Callable[[Sequence[str], int], Embeddings],
     mode: Mode,
     max_drop: float,
+    clicks: Callable[[], JudgementSet] | None = None,
     samples: int = 1000,
     seed: int = 0,
 ) -> Verdict:
     """The gate for a reindex's collection against the live one, on the judgement sets in
-    `paths`; `embed(texts, version)` embeds queries at a model version (Triton's)."""
+    `paths` and, when `clicks` is given, the set it makes of the search log's clicks (one
+    without a query is left out, said in the record); `embed(texts, version)` embeds
+    queries at a model version (Triton's)."""
 
     def unchecked(status: Status, message: str) -> Verdict:
         return Verdict({"status": status, "message": message, "mode": mode, "sets": []})
 
-    if not paths:
+    if not paths and clicks is None:
         return unchecked("unconfigured", NOT_CONFIGURED)
     try:
         live = store.resolve(LIVE_ALIAS)
@@ -208,13 +220,39 @@ def judge(
             "again forced (`photosearch index reindex --force`).",
         )
 
-    def rank(collection: str) -> Callable[[Any], Sequence[str]]:
+    notes = []
+    if clicks is not None:
+        made = clicks()
+        if made.queries:
+            sets.append(made)
+        else:
+            notes.append(f"{made.name}: {NO_CLICKS}")
+    if not sets:
+        return unchecked("unconfigured", "; ".join([*notes, NOT_CONFIGURED]))
+
+    def rank(collection: str) -> Callable[[Query], Sequence[str]]:
         return collection_ranker(store, collection, embed=embed, mode=mode, k=K)
 
     found = [
         measure(s, live=live, new=job.collection, rank=rank, mode=mode, samples=samples, seed=seed)
         for s in sets
     ]
-    return decide(
+    verdict = decide(
         found, live=live, new=job.collection, mode=mode, max_drop=max_drop, force=job.force
     )
+    if notes:
+        verdict.record["notes"] = notes
+    return verdict
+
+
+def click_judgements(
+    redis: Redis, prefix: str, *, retention_s: int, now: Callable[[], float] = time.time
+) -> JudgementSet:
+    """The judgement set the click model (core/feedback/clickmodel.py) makes of the search
+    log and its events kept in `redis` within the retention: what `photosearch judgements
+    from-clicks` writes, read at the gate so that it reflects the searches up to the switch."""
+    at = now()
+    since = at - retention_s
+    records = list(read_searches(redis, prefix, since=since, now=at, ttl_s=retention_s))
+    events = list(read_events(redis, prefix, since=since, now=at, retention_s=retention_s))
+    return clickmodel.judgements(records, events, name="clicks")

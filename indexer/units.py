@@ -123,8 +123,15 @@ def warmer(rt: Runtime) -> Callable[[str, int], int]:
 
 
 def gate(rt: Runtime) -> Callable[[JobStatus], Verdict]:
-    """quality_gate.judge with the worker's store, Triton and the indexer's settings."""
+    """quality_gate.judge with the worker's store, Triton, the indexer's settings and, if
+    they ask, the search log's clicks (in PhotoSearch's Redis)."""
     settings = rt.settings.indexer
+    clicks = partial(
+        quality_gate.click_judgements,
+        rt.redis,
+        rt.settings.redis.prefix,
+        retention_s=rt.settings.api.feedback_retention_days * 86400,
+    )
     return partial(
         quality_gate.judge,
         store=rt.store,
@@ -132,6 +139,7 @@ def gate(rt: Runtime) -> Callable[[JobStatus], Verdict]:
         embed=query_embeddings(rt),
         mode=settings.quality_mode,
         max_drop=settings.max_quality_drop,
+        clicks=clicks if settings.click_judgements else None,
     )
 
 

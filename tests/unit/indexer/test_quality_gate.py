@@ -1,7 +1,8 @@
 """The quality gate's decision on the in-process store: fixed photo vectors in a live and a new
 collection, and Triton's text encoder stood in for by fixed query vectors (it cannot run in a
 unit test): a "good" model version puts each query on its relevant photo, a "bad" one two
-photos away from it (ranked third: nDCG@10 = 1 / log2(4) = 0.5)."""
+photos away from it (ranked third: nDCG@10 = 1 / log2(4) = 0.5). The clicks' set is read from
+a search log recorded in the session's Redis."""
 
 from __future__ import annotations
 
@@ -10,13 +11,24 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from redis import Redis
 
 from core.embedding.arrays import Embeddings
+from core.feedback.events import events_key
+from core.feedback.searchlog import record_key, searches_key
 from core.jobs import JobKind, JobStatus
 from core.quality.judgements import JudgementSet, Query, write_judgements
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name
-from indexer.quality_gate import NO_LIVE, NOT_CONFIGURED, Verdict, judge
+from indexer.quality_gate import (
+    NO_CLICKS,
+    NO_LIVE,
+    NOT_CONFIGURED,
+    Verdict,
+    click_judgements,
+    judge,
+)
 from indexer.records import JobRecords
+from tests.unit.core.feedback.conftest import EVENTS, RECORDS
 from tests.unit.indexer.conftest import DIM
 
 GOOD, BAD = 1, 2
@@ -70,10 +82,21 @@ def reindex_job(records: JobRecords, new: str, *, force: bool = False) -> JobSta
 
 
 def gate(
-    store: VectorStore, job: JobStatus, paths: Sequence[str], max_drop: float = 0.01
+    store: VectorStore,
+    job: JobStatus,
+    paths: Sequence[str],
+    max_drop: float = 0.01,
+    clicks: JudgementSet | None = None,
 ) -> Verdict:
     return judge(
-        job, store=store, paths=paths, embed=embed, mode="vector", max_drop=max_drop, samples=200
+        job,
+        store=store,
+        paths=paths,
+        embed=embed,
+        mode="vector",
+        max_drop=max_drop,
+        clicks=None if clicks is None else (lambda: clicks),
+        samples=200,
     )
 
 
@@ -146,3 +169,46 @@ def test_a_judgement_set_that_cannot_be_read_refuses_unless_forced(
     assert refused.status == "refused"
     assert refused.refusal is not None and "PHOTOSEARCH_INDEXER__JUDGEMENTS" in refused.refusal
     assert gate(store, reindex_job(records, new, force=True), missing).status == "overridden"
+
+
+def test_the_clicks_set_is_the_click_models_of_the_search_log_kept(
+    redis: Redis, records: JobRecords
+) -> None:
+    """The log of tests/unit/core/feedback (test_clickmodel.py counts it by hand), recorded at
+    t=1000 s as the API records it."""
+    prefix, day = records.jobs.prefix, 86400
+    for record in RECORDS:
+        redis.set(record_key(prefix, record.search_id), record.model_dump_json())
+        # The stream's ids are the writer's clock in ms, as core/feedback/searchlog.py appends.
+        redis.xadd(searches_key(prefix), {"id": record.search_id}, id=f"{int(record.at * 1000)}-*")
+    for event in EVENTS:
+        redis.xadd(
+            events_key(prefix), {"event": event.model_dump_json()}, id=f"{int(event.at * 1000)}-*"
+        )
+    made = click_judgements(redis, prefix, retention_s=day, now=lambda: 1010.0)
+    [query] = made.queries
+    assert (made.name, query.text) == ("clicks", "red car")
+    assert dict(made.grades(query.id)) == {"a": 2, "b": 1, "c": 2, "d": 1}
+    assert (
+        click_judgements(redis, prefix, retention_s=day, now=lambda: 1000.0 + 2 * day).queries == ()
+    )
+
+
+def test_the_clicks_set_is_gated_beside_the_curated_ones_or_noted_when_empty(
+    store: VectorStore, records: JobRecords, sets: list[str]
+) -> None:
+    live, new = collection(store, GOOD), collection(store, BAD)
+    store.set_aliases({LIVE_ALIAS: live})
+    clicked = JudgementSet("clicks", (Query("c0", TEXTS[0]),), {"c0": {"p0": 2}})
+    verdict = gate(store, reindex_job(records, new), sets, clicks=clicked)
+    assert [s["name"] for s in verdict.record["sets"]] == ["shapes", "clicks"]
+    assert verdict.record["sets"][1]["failed"] is True
+
+    empty = JudgementSet("clicks", ())
+    noted = gate(store, reindex_job(records, new), sets, clicks=empty)
+    assert noted.record["notes"] == [f"clicks: {NO_CLICKS}"]
+    alone = gate(store, reindex_job(records, new), [], clicks=empty)
+    assert (alone.status, alone.record["message"]) == (
+        "unconfigured",
+        f"clicks: {NO_CLICKS}; {NOT_CONFIGURED}",
+    )
