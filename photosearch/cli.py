@@ -14,6 +14,7 @@ from model.cli import model_app, triton_app
 from photosearch.calibrate_cli import calibrate_command
 from photosearch.embedded import serve_embedded_command
 from photosearch.eval_cli import eval_command
+from photosearch.experiment_cli import experiment_app
 from photosearch.feedback_cli import analytics_command, judgements_app
 from photosearch.up.cli import up_command
 from query_api.cli import api_app
@@ -57,6 +58,7 @@ app.command("beat")(beat_command)
 app.add_typer(judgements_app, name="judgements")
 app.command("analytics")(analytics_command)
 app.command("eval")(eval_command)
+app.add_typer(experiment_app, name="experiment", callback=_find_running_up)
 app.command("serve-embedded", hidden=True)(serve_embedded_command)
 
 
