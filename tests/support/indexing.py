@@ -282,7 +282,10 @@ class ApiJobs:
         if response.status_code != 200:
             return None
         known = JobStatus.__dataclass_fields__
-        return JobStatus(**{k: v for k, v in response.json().items() if k in known})
+        data = response.json()
+        # The record keeps the quality gate's figures as JSON text; the API shows them parsed.
+        data["quality"] = json.dumps(data["quality"]) if data.get("quality") else ""
+        return JobStatus(**{k: v for k, v in data.items() if k in known})
 
 
 class Logged(Protocol):
