@@ -22,7 +22,7 @@ _STATUS_EXAMPLE: dict[str, Any] = {
     "wins": 171,
     "losses": 122,
     "ties": 119,
-    "p_value": 0.0051,
+    "p_value": 0.0050,
     "alpha": 0.05,
     "significant": True,
     "winner": "candidate",
