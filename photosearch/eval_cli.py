@@ -138,6 +138,7 @@ def _answer_here(settings: Settings, store: VectorStore, request: dict[str, Any]
 
     from core.embedding.arrays import Embeddings
     from core.embedding.client import EmbeddingClient
+    from core.embedding.manifest import SearchCalibration
     from core.quality.request import answer
     from core.vectorstore import CollectionNotFound
 
@@ -153,8 +154,11 @@ def _answer_here(settings: Settings, store: VectorStore, request: dict[str, Any]
             client.encode_texts(texts, model_version=version, timeout_s=120)
         )
 
+    def calibration(version: int) -> SearchCalibration | None:
+        return client.manifest(version).calibration
+
     try:
-        return answer(request, store=store, embed=embed)
+        return answer(request, store=store, embed=embed, calibration=calibration)
     except CollectionNotFound as exc:
         typer.echo(f"refused: no collection or alias {exc}", err=True)
         raise typer.Exit(1) from None

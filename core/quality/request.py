@@ -8,9 +8,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from core.embedding.arrays import Embeddings
+from core.embedding.manifest import SearchCalibration
 from core.quality.judgements import JudgementSet, Query
 from core.quality.runner import MODES, Mode, collection_ranker, evaluate, to_dict
-from core.vectorstore import KeywordsUnavailable, VectorStore
+from core.vectorstore import KeywordsUnavailable, VectorStore, model_version_of
 
 
 def set_to_dict(judgements: JudgementSet) -> dict[str, Any]:
@@ -74,10 +75,13 @@ def answer(
     *,
     store: VectorStore,
     embed: Callable[[Sequence[str], int], Embeddings],
+    calibration: Callable[[int], SearchCalibration | None] = lambda version: None,
 ) -> dict[str, Any]:
     """The evaluations asked for (runner.to_dict each, collections named as resolved now),
     and notes on what could not be measured (a keyword ranking of a collection that has
-    no keyword vectors). CollectionNotFound for a collection the store does not hold."""
+    no keyword vectors). `calibration(version)`: the version's search calibration (its
+    manifest's), which a hybrid ranking fuses with as the API does. CollectionNotFound for a
+    collection the store does not hold."""
     embed = _remembered(embed)
     evaluations: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -86,7 +90,14 @@ def answer(
         judgements = set_from_dict(data)
         for mode in cast(list[Mode], request["modes"]):
             for name in names:
-                rank = collection_ranker(store, name, embed=embed, mode=mode, k=request["k"])
+                rank = collection_ranker(
+                    store,
+                    name,
+                    embed=embed,
+                    mode=mode,
+                    k=request["k"],
+                    calibration=calibration(model_version_of(name)),
+                )
                 try:
                     found = evaluate(
                         judgements,

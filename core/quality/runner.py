@@ -14,6 +14,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from core.embedding.arrays import Embeddings
+from core.embedding.manifest import SearchCalibration
 from core.keywords import query_vector
 from core.quality.judgements import JudgementSet, Query
 from core.quality.metrics import Interval, bootstrap, mrr_at, ndcg_at, paired_difference, recall_at
@@ -83,13 +84,14 @@ def collection_ranker(
     mode: Mode,
     k: int = 10,
     pool: int = POOL,
-    rrf_k: int = RRF_K,
+    calibration: SearchCalibration | None = None,
     collapse: bool = True,
 ) -> Callable[[Query], Sequence[str]]:
     """A query's first k photo ids in `collection` (an alias is resolved once, now), ranked as
     the API's text search ranks them with its defaults: the query embedded with the
     collection's own model version (`embed(texts, version)`), the `pool` nearest and the
-    `pool` best by keywords fused by the store (hybrid), or either alone; then one photo per
+    `pool` best by keywords fused by the store (hybrid: with the version's `calibration`, its
+    manifest's, as the API fuses; none, plain RRF), or either alone; then one photo per
     near-duplicate group (`collapse`, the API's default). KeywordsUnavailable from a keyword
     ranking of a collection without keyword vectors; hybrid then ranks by vector, as the API
     does."""
@@ -111,7 +113,12 @@ def collection_ranker(
         vector = vector_of(query)
         try:
             return store.hybrid_search(
-                name, vector, query_vector(query.text), limit=depth, rrf_k=rrf_k
+                name,
+                vector,
+                query_vector(query.text),
+                limit=depth,
+                rrf_k=RRF_K if calibration is None else calibration.rrf_k,
+                keyword_weight=1.0 if calibration is None else calibration.keyword_weight,
             )
         except KeywordsUnavailable:
             return store.search(name, vector, limit=depth)

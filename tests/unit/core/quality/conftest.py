@@ -34,7 +34,12 @@ PHOTOS = [
     PhotoPoint("moon", _unit(0.1, 0, 1, 0.05), {"title": "moon at night"}),
     PhotoPoint("cup", _unit(0.05, 0, 0.2, 1), {"title": "coffee cup"}),
 ]
-TEXTS = {"a cat": _unit(1, 0, 0, 0), "the moon": _unit(0, 0, 1, 0), "coffee": _unit(0, 0, 0, 1)}
+TEXTS = {
+    "a cat": _unit(1, 0, 0, 0),
+    "the moon": _unit(0, 0, 1, 0),
+    "coffee": _unit(0, 0, 0, 1),
+    "a sofa": _unit(0, 0, 0, 1),  # looks like the cup; only the cat's title says sofa
+}
 SET = JudgementSet(
     "fixture",
     (

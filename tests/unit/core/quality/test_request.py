@@ -22,8 +22,14 @@ def test_a_set_travels_as_data() -> None:
 
 def test_every_set_collection_and_mode_is_answered(store: VectorStore) -> None:
     embed = Embedder()
+    asked: list[int] = []
+
+    def calibration(version: int) -> None:
+        asked.append(version)
+
     request = evaluation_request([SET], [LIVE_ALIAS, BAD], ["hybrid", "vector"], samples=50)
-    found = answer(request, store=store, embed=embed)
+    found = answer(request, store=store, embed=embed, calibration=calibration)
+    assert sorted(set(asked)) == [1, 2]  # each collection's own version's calibration
     assert found["notes"] == []
     got = [from_dict(e) for e in found["evaluations"]]
     assert [(e.mode, e.collection) for e in got] == [

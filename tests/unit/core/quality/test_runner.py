@@ -7,6 +7,8 @@ import math
 
 import pytest
 
+from core.embedding.manifest import SearchCalibration
+from core.keywords import query_vector
 from core.quality.judgements import Query
 from core.quality.runner import (
     RRF_K,
@@ -17,8 +19,15 @@ from core.quality.runner import (
     score,
     to_dict,
 )
-from core.vectorstore import LIVE_ALIAS, VectorStore
+from core.vectorstore import LIVE_ALIAS, Hit, VectorStore
 from tests.unit.core.quality.conftest import BAD, GOOD, SET, TEXTS, Embedder
+
+
+def _first_of_each_group(hits: list[Hit]) -> list[str]:
+    """cat1 and cat2 are one group: whichever ranks first stands for both."""
+    ids = [h.photo_id for h in hits]
+    second = max(ids.index("cat1"), ids.index("cat2"))
+    return [p for i, p in enumerate(ids) if i != second][:10]
 
 
 def test_vector_ranking_collapses_near_duplicates(store: VectorStore) -> None:
@@ -42,14 +51,29 @@ def test_keyword_ranking_embeds_nothing(store: VectorStore) -> None:
 
 def test_hybrid_ranking_is_the_stores_fusion_collapsed(store: VectorStore) -> None:
     rank = collection_ranker(store, GOOD, embed=Embedder(), mode="hybrid", k=10)
-    from core.keywords import query_vector
-
     fused = store.hybrid_search(
         GOOD, TEXTS["the moon"], query_vector("the moon"), limit=100, rrf_k=RRF_K
     )
     assert [h.photo_id for h in fused][:2] == ["moon", "cup"]
-    expected = [h.photo_id for h in fused if h.photo_id != "cat2"]  # cat1 ranks above it
-    assert list(rank(SET.queries[1])) == expected
+    assert list(rank(SET.queries[1])) == _first_of_each_group(fused)
+
+
+def test_hybrid_ranking_fuses_with_the_versions_calibration(store: VectorStore) -> None:
+    query = Query("s", "a sofa")  # the cup first by vector; cat1 alone by words
+    plain = collection_ranker(store, GOOD, embed=Embedder(), mode="hybrid")
+    # Equal weights: cat1 has 1/(60 + 3) + 1/(60 + 1), above the cup's 1/(60 + 1).
+    assert plain(query)[0] == "cat1"
+    # A version calibrated to k 1 and words weighed 0.01 (a rank r of words counts as r / 0.01):
+    # cat1 has 1/(1 + 3) + 1/(1 + 100), below the cup's 1/(1 + 1).
+    calibration = SearchCalibration(rrf_k=1, keyword_weight=0.01)
+    weighed = collection_ranker(
+        store, GOOD, embed=Embedder(), mode="hybrid", calibration=calibration
+    )
+    assert weighed(query)[0] == "cup"
+    fused = store.hybrid_search(
+        GOOD, TEXTS["a sofa"], query_vector("a sofa"), limit=100, rrf_k=1, keyword_weight=0.01
+    )
+    assert list(weighed(query)) == _first_of_each_group(fused)
 
 
 def test_evaluation_by_hand(store: VectorStore) -> None:
