@@ -510,4 +510,9 @@ def evaluate(self: Task[Any, Any], request: dict[str, Any]) -> dict[str, Any]:
     from core.quality.request import answer
 
     rt = runtime(self)
-    return answer(request, store=rt.store, embed=units.query_embeddings(rt))
+    return answer(
+        request,
+        store=rt.store,
+        embed=units.query_embeddings(rt),
+        calibration=lambda version: rt.embedder.manifest(version).calibration,
+    )
