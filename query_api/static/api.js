@@ -27,6 +27,31 @@ function key() {
   return keyInput.value.trim();
 }
 
+// The tab's random session id: sent with each search and its events, so the click model can
+// tell searchers apart. Random, per tab, forgotten with it: nothing about the visitor.
+const SESSION_STORAGE = "photosearch.session";
+let session = "";
+
+export function sessionId() {
+  if (session) return session;
+  try {
+    session = sessionStorage.getItem(SESSION_STORAGE) || "";
+  } catch {
+    session = "";
+  }
+  if (!/^[A-Za-z0-9_-]{16,64}$/.test(session)) {
+    // getRandomValues, not randomUUID: a page served over plain HTTP has only the former.
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    session = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+    try {
+      sessionStorage.setItem(SESSION_STORAGE, session);
+    } catch {
+      // Storage refused (private mode): the id lasts as long as the page.
+    }
+  }
+  return session;
+}
+
 // A photo id may hold slashes (a path in its source): each segment is encoded, the slashes kept,
 // as the API's {photo_id:path} routes read them.
 export function photoPath(id) {
@@ -38,6 +63,7 @@ export async function call(url, init = {}) {
   const headers = new Headers(init.headers || {});
   headers.set("Accept", "application/json");
   if (key()) headers.set("X-API-Key", key());
+  headers.set("X-Session-Id", sessionId());
   let response;
   try {
     response = await fetch(url, { ...init, headers });

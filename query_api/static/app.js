@@ -3,6 +3,7 @@
 // Back and Forward walk the searches made.
 
 import { call, checkModel, photoPath, searchPage, storeKey, storedKey, titleOf } from "./api.js";
+import { recordEvent } from "./feedback.js";
 import { card, knownTitle, MAX_MARKS, marked, renderMarks, setMarks, toggleMark } from "./results.js";
 import {
   apiParams,
@@ -148,7 +149,10 @@ async function load(mine, from, through, focus) {
     do {
       body = await current.source.page(offset);
       if (mine !== sequence) return;
-      grid.append(...body.results.map((result) => card(result, links)));
+      // A search's answer has an id and an offset; a duplicates listing has neither.
+      const shownBy = (i) =>
+        body.search_id ? { searchId: body.search_id, rank: body.offset + i + 1 } : null;
+      grid.append(...body.results.map((result, i) => card(result, links, shownBy(i))));
       current.shown += body.results.length;
       current.loaded = offset;
       offset = body.next_offset;
@@ -266,6 +270,7 @@ imageUrl.addEventListener("keydown", (event) => {
 // A card's links: a plain click shows the view here; a modified one opens a tab as links do.
 grid.addEventListener("click", (event) => {
   const link = event.target.closest("a[data-view]");
+  if (link && link.dataset.view === "similar") recordEvent(link.closest("li"), "opened");
   if (link) {
     if (event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) {
       return;

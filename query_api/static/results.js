@@ -82,12 +82,17 @@ function markButton(id, title, kind, label) {
 
 // One result's card. `links` gives the hrefs of its "more like this" and near-duplicates
 // views; the page follows them itself on a plain click (app.js), a new tab opens them anew.
-export function card(result, links) {
+// `shownBy`: the search that showed it and its rank there, for the events on it (feedback.js).
+export function card(result, links, shownBy = null) {
   const title = (result.metadata && result.metadata.title) || result.id;
   titles.set(result.id, title);
   const item = document.createElement("li");
   item.className = "card";
   item.dataset.id = result.id;
+  if (shownBy) {
+    item.dataset.searchId = shownBy.searchId;
+    item.dataset.rank = String(shownBy.rank);
+  }
 
   const open = document.createElement("a");
   open.className = "open";
