@@ -17,7 +17,9 @@ from typing import Any, Literal
 
 from redis import Redis
 
+from core.collectionroles import job_id_of
 from core.jobs import JobKind, JobState, JobStatus
+from core.vectorstore import collection_name
 
 Decision = Literal["switch", "drop"]
 State = Literal["running", "switch", "drop"]
@@ -310,11 +312,23 @@ def switch_refusal(experiment: Experiment, alpha: float) -> str | None:
     )
 
 
-def candidate_ready(job: JobStatus | None) -> bool:
-    """Whether the candidate's searches are fair to compare: its reindex (the job that made
-    it, `core.collectionroles.job_of`) has loaded and grouped every photo and keeps it current
-    (catch-up, or its switch); a collection no kept job record names is taken as it is."""
+def reindex_of(collection: str, get: Callable[[str], JobStatus | None]) -> JobStatus | None:
+    """The reindex that builds (or built) the collection, by the job id its name carries
+    (photos-m2-<job id>), also before its worker has named the collection in the record.
+
+    get: a job record by id (`Jobs.get`)."""
+    job_id = job_id_of(collection)
+    job = get(job_id) if job_id else None
     if job is None or job.kind != JobKind.REINDEX:
+        return None
+    return job if collection_name(job.model_version, job.id) == collection else None
+
+
+def candidate_ready(job: JobStatus | None) -> bool:
+    """Whether the candidate's searches are fair to compare: its reindex (`reindex_of`) has
+    loaded and grouped every photo and keeps it current (catch-up, or its switch); a
+    collection that no kept reindex record names is taken as it is."""
+    if job is None:
         return True
     return job.state not in (JobState.FAILED, JobState.CANCELLED) and job.phase in (
         "catch-up",

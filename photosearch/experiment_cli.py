@@ -111,15 +111,22 @@ def start_command(
     ] = None,
 ) -> None:
     """Interleave a share of text searches with the candidate's ranking until it ends."""
-    from core.experiments import ExperimentError, start
+    from core.experiments import ExperimentError, reindex_of, start
+    from core.jobs import FINISHED, Jobs
 
     settings = get_settings()
     redis = _redis()
     try:
         roles = {c["name"]: c for c in _collections()}
         live = next((name for name, c in roles.items() if c["role"] == "live"), None)
-        if candidate not in roles:
-            typer.echo(f"no collection {candidate!r} (`photosearch index collections`)", err=True)
+        # A running reindex's collection may be named before its worker has created it.
+        job = reindex_of(candidate, Jobs(redis, settings.redis.prefix).get)
+        if candidate not in roles and (job is None or job.state in FINISHED):
+            typer.echo(
+                f"no collection {candidate!r}, nor a reindex running that builds it "
+                "(`photosearch index collections`)",
+                err=True,
+            )
             raise typer.Exit(1)
         if live is None:
             typer.echo("there is no live collection to compare with (run a sync)", err=True)

@@ -20,7 +20,6 @@ from prometheus_client import CollectorRegistry, Counter
 from redis import Redis
 from redis.exceptions import RedisError
 
-from core.collectionroles import job_of
 from core.experiments import (
     Experiment,
     ExperimentError,
@@ -29,6 +28,7 @@ from core.experiments import (
     candidate_ready,
     credit,
     end,
+    reindex_of,
     running,
 )
 from core.feedback.events import CLICKS, Event
@@ -127,7 +127,7 @@ class Experiments:
 
     def _ready(self) -> Experiment | None:
         found = running(self.redis, self.prefix)
-        if found is None or not candidate_ready(job_of(found.candidate, self.job)):
+        if found is None or not candidate_ready(reindex_of(found.candidate, self.job)):
             return None
         return found
 

@@ -7,8 +7,17 @@ from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
 from core.embedding.errors import ModelVersionUnavailable
-from core.experiments import Experiment, ExperimentError, current, end, start, switch_refusal
-from core.vectorstore import LIVE_ALIAS, CollectionNotFound
+from core.experiments import (
+    Experiment,
+    ExperimentError,
+    current,
+    end,
+    reindex_of,
+    start,
+    switch_refusal,
+)
+from core.jobs import FINISHED
+from core.vectorstore import LIVE_ALIAS, CollectionNotFound, model_version_of
 from query_api.deps import AdminCaller, ServicesDep
 from query_api.errors import ApiError
 from query_api.schemas import ErrorResponse
@@ -34,20 +43,29 @@ async def start_experiment(
     another experiment runs."""
     store = services.store
     found = await services.in_store("collections", store.collections)
-    candidate = next((info for info in found if info.name == body.candidate), None)
-    if candidate is None:
-        raise ApiError(404, f"no collection {body.candidate!r} (GET /v1/admin/collections)")
+    stored = next((info for info in found if info.name == body.candidate), None)
+    # A reindex's collection may be named as soon as its job is: started before its worker
+    # creates the collection, the experiment holds the reindex before its switch.
+    job = await run_in_threadpool(reindex_of, body.candidate, services.jobs.get)
+    building = job is not None and job.state not in FINISHED
+    if stored is None and not building:
+        raise ApiError(
+            404,
+            f"no collection {body.candidate!r}, nor a reindex running that builds it "
+            "(GET /v1/admin/collections)",
+        )
+    version = stored.model_version if stored is not None else model_version_of(body.candidate)
     try:
         live = await services.in_store("resolve", lambda: store.resolve(LIVE_ALIAS))
     except CollectionNotFound:
         raise ApiError(409, "there is no live collection to compare with (run a sync)") from None
     try:
-        services.embedder.manifest(candidate.model_version)
+        services.embedder.manifest(version)
     except ModelVersionUnavailable:
         raise ApiError(
             422,
-            f"model version {candidate.model_version} of {candidate.name} is not exported "
-            "to the repository: its queries could not be embedded",
+            f"model version {version} of {body.candidate} is not exported to the "
+            "repository: its queries could not be embedded",
         ) from None
     share = body.share or services.settings.api.experiment_share
     try:
@@ -56,7 +74,7 @@ async def start_experiment(
                 services.jobs.redis,
                 services.settings.redis.prefix,
                 live=live,
-                candidate=candidate.name,
+                candidate=body.candidate,
                 share=share,
             )
         )

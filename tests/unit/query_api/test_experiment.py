@@ -70,7 +70,7 @@ def test_a_share_of_one_draws_every_first_page_that_embeds(redis: Redis) -> None
 def test_a_reindexs_candidate_is_drawn_only_once_it_has_caught_up(redis: Redis) -> None:
     prefix = f"unit-{uuid.uuid4().hex}"
     jobs = Jobs(redis, prefix)
-    job_id = jobs.create(JobKind.REINDEX, state=JobState.RUNNING, phase="load")
+    job_id = jobs.create(JobKind.REINDEX, state=JobState.RUNNING, phase="load", model_version=2)
     candidate = collection_name(2, job_id)
     jobs.update(job_id, collection=candidate)
     experiments = _experiments(redis, prefix)

@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from core.experiments import credit, decision_for
+from core.jobs import JobKind, JobState
 from core.vectorstore import VectorStore, collection_name
 from query_api.routes import experiments
 from query_api.services import Services
@@ -106,6 +107,24 @@ def test_a_bad_start_is_refused_with_a_message(
     answer = client.post("/v1/admin/experiments", headers=ADMIN, json=body)
     assert answer.status_code == status
     assert message in answer.text
+
+
+def test_a_running_reindex_s_collection_may_be_named_before_it_exists(
+    client: TestClient,
+) -> None:
+    services = _services(client)
+    jobs = services.jobs
+    job_id = jobs.create(JobKind.REINDEX, state=JobState.QUEUED, model_version=1)
+    planned = collection_name(1, job_id)
+    started = client.post("/v1/admin/experiments", headers=ADMIN, json={"candidate": planned})
+    assert started.status_code == 201, started.text
+    prefix = services.settings.redis.prefix
+    assert decision_for(jobs.redis, prefix, planned) == "running"
+    client.post("/v1/admin/experiments/current/end", headers=ADMIN, json={"decision": "drop"})
+    jobs.finish(job_id, JobState.CANCELLED)  # no longer building it: refused
+    refused = client.post("/v1/admin/experiments", headers=ADMIN, json={"candidate": planned})
+    assert refused.status_code == 404
+    assert "nor a reindex running that builds it" in refused.json()["message"]
 
 
 def test_a_candidate_of_a_model_version_not_exported_is_refused(
