@@ -13,12 +13,14 @@ from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 from typer.testing import CliRunner
 
+from core.feedback.analytics import analyse
 from core.feedback.clickmodel import query_id
 from core.feedback.events import events_key
 from core.feedback.searchlog import record_search
 from core.quality.judgements import load_judgements
 from core.settings import get_settings
 from photosearch.cli import app
+from photosearch.feedback_cli import report
 from tests.unit.core.feedback.conftest import EVENTS, RECORDS
 
 DAY = 86400
@@ -108,3 +110,9 @@ async def test_analytics_reads_only_the_days_asked_within_the_retention(
         answer = CliRunner().invoke(app, ["analytics", "--days", str(days), "--json"])
         assert answer.exit_code == 0, answer.output
         assert json.loads(answer.output)["searches"] == searches, days
+
+
+def test_the_report_of_an_empty_log_says_so() -> None:
+    text = report(analyse([], []), 7)
+    assert "the last 7 days: 0 searches (0 by text) in 0 sessions; 0 with a click" in text
+    assert "events: none" in text
