@@ -29,6 +29,7 @@ from typing import Any, Literal
 from redis import Redis
 
 from core.embedding.arrays import Embeddings
+from core.embedding.manifest import SearchCalibration
 from core.feedback import clickmodel
 from core.feedback.events import read_events
 from core.feedback.searchlog import read_searches
@@ -189,13 +190,15 @@ def judge(
     mode: Mode,
     max_drop: float,
     clicks: Callable[[], JudgementSet] | None = None,
+    calibration: Callable[[int], SearchCalibration | None] = lambda version: None,
     samples: int = 1000,
     seed: int = 0,
 ) -> Verdict:
     """The gate for a reindex's collection against the live one, on the judgement sets in
     `paths` and, when `clicks` is given, the set it makes of the search log's clicks (one
     without a query is left out, said in the record); `embed(texts, version)` embeds
-    queries at a model version (Triton's)."""
+    queries at a model version (Triton's), `calibration(version)` is the version's search
+    calibration (its manifest's), with which a hybrid ranking is fused as the API fuses it."""
 
     def unchecked(status: Status, message: str) -> Verdict:
         return Verdict({"status": status, "message": message, "mode": mode, "sets": []})
@@ -231,7 +234,8 @@ def judge(
         return unchecked("unconfigured", "; ".join([*notes, NOT_CONFIGURED]))
 
     def rank(collection: str) -> Callable[[Query], Sequence[str]]:
-        return collection_ranker(store, collection, embed=embed, mode=mode, k=K)
+        fused = calibration(model_version_of(collection))
+        return collection_ranker(store, collection, embed=embed, mode=mode, k=K, calibration=fused)
 
     found = [
         measure(s, live=live, new=job.collection, rank=rank, mode=mode, samples=samples, seed=seed)

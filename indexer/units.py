@@ -123,8 +123,9 @@ def warmer(rt: Runtime) -> Callable[[str, int], int]:
 
 
 def gate(rt: Runtime) -> Callable[[JobStatus], Verdict]:
-    """quality_gate.judge with the worker's store, Triton, the indexer's settings and, if
-    they ask, the search log's clicks (in PhotoSearch's Redis)."""
+    """quality_gate.judge with the worker's store, Triton, each version's calibration (its
+    manifest's), the indexer's settings and, if they ask, the search log's clicks (in
+    PhotoSearch's Redis)."""
     settings = rt.settings.indexer
     clicks = partial(
         quality_gate.click_judgements,
@@ -140,6 +141,7 @@ def gate(rt: Runtime) -> Callable[[JobStatus], Verdict]:
         mode=settings.quality_mode,
         max_drop=settings.max_quality_drop,
         clicks=clicks if settings.click_judgements else None,
+        calibration=lambda version: rt.embedder.manifest(version).calibration,
     )
 
 

@@ -87,7 +87,12 @@ def gate(
     paths: Sequence[str],
     max_drop: float = 0.01,
     clicks: JudgementSet | None = None,
+    calibrated: list[int] | None = None,
 ) -> Verdict:
+    def calibration(version: int) -> None:
+        if calibrated is not None:
+            calibrated.append(version)
+
     return judge(
         job,
         store=store,
@@ -96,6 +101,7 @@ def gate(
         mode="vector",
         max_drop=max_drop,
         clicks=None if clicks is None else (lambda: clicks),
+        calibration=calibration,
         samples=200,
     )
 
@@ -105,7 +111,9 @@ def test_a_new_model_that_ranks_worse_is_refused_with_both_figures(
 ) -> None:
     live, new = collection(store, GOOD), collection(store, BAD)
     store.set_aliases({LIVE_ALIAS: live})
-    verdict = gate(store, reindex_job(records, new), sets)
+    calibrated: list[int] = []
+    verdict = gate(store, reindex_job(records, new), sets, calibrated=calibrated)
+    assert calibrated == [GOOD, BAD]  # each ranked with its own version's calibration
     assert verdict.status == "refused"
     assert verdict.refusal is not None
     assert "nDCG@10 1.000 -> 0.500" in verdict.refusal and "--force" in verdict.refusal
