@@ -15,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from celery import Celery
 from redis import Redis
 
 from core.collectionroles import job_id_of
-from core.jobs import JobKind, JobState, JobStatus
+from core.jobs import FINISHED, JobKind, Jobs, JobState, JobStatus
+from core.taskqueue import FINALIZE, send
 from core.vectorstore import collection_name
 
 Decision = Literal["switch", "drop"]
@@ -334,3 +336,11 @@ def candidate_ready(job: JobStatus | None) -> bool:
         "catch-up",
         "switch",
     )
+
+
+def go_on(tasks: Celery, jobs: Jobs, candidate: str) -> None:
+    """Send the step of the reindex that waits on an ended experiment, so that it switches or
+    drops now rather than at the workers' next nudge (the step is idempotent)."""
+    job = reindex_of(candidate, jobs.get)
+    if job is not None and job.state not in FINISHED:
+        send(tasks, FINALIZE, job.id)

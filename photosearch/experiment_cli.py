@@ -62,6 +62,20 @@ def _collections() -> list[dict[str, Any]]:
     return found
 
 
+def _go_on(redis: Any, candidate: str) -> None:
+    """Send the step of the reindex that waited on the experiment, if one did."""
+    from core.experiments import go_on
+    from core.jobs import Jobs
+    from core.taskqueue import create_celery
+
+    settings = get_settings()
+    publisher = create_celery(settings)
+    try:
+        go_on(publisher, Jobs(redis, settings.redis.prefix), candidate)
+    finally:
+        publisher.close()
+
+
 def _when(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
@@ -213,6 +227,7 @@ def end_command(
         except ExperimentError as exc:
             typer.echo(f"refused: {exc}", err=True)
             raise typer.Exit(1) from None
+        _go_on(redis, ended.candidate)
         typer.echo("\n".join(describe(ended, settings.api.experiment_alpha)))
     finally:
         redis.close()

@@ -12,6 +12,7 @@ from core.experiments import (
     ExperimentError,
     current,
     end,
+    go_on,
     reindex_of,
     start,
     switch_refusal,
@@ -119,4 +120,5 @@ async def end_experiment(
         )
     except ExperimentError as exc:
         raise ApiError(409, str(exc)) from None
+    await run_in_threadpool(go_on, services.tasks, services.jobs, ended.candidate)
     return _status(services, ended)

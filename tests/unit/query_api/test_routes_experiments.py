@@ -120,8 +120,8 @@ def test_a_running_reindex_s_collection_may_be_named_before_it_exists(
     assert started.status_code == 201, started.text
     prefix = services.settings.redis.prefix
     assert decision_for(jobs.redis, prefix, planned) == "running"
-    client.post("/v1/admin/experiments/current/end", headers=ADMIN, json={"decision": "drop"})
     jobs.finish(job_id, JobState.CANCELLED)  # no longer building it: refused
+    client.post("/v1/admin/experiments/current/end", headers=ADMIN, json={"decision": "drop"})
     refused = client.post("/v1/admin/experiments", headers=ADMIN, json={"candidate": planned})
     assert refused.status_code == 404
     assert "nor a reindex running that builds it" in refused.json()["message"]
