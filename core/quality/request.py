@@ -96,7 +96,8 @@ def answer(
                     embed=embed,
                     mode=mode,
                     k=request["k"],
-                    calibration=calibration(model_version_of(name)),
+                    # Only a fusion has one: words or vectors alone need no manifest.
+                    calibration=calibration(model_version_of(name)) if mode == "hybrid" else None,
                 )
                 try:
                     found = evaluate(
