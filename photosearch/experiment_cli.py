@@ -80,8 +80,20 @@ def _when(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
 
 
-def describe(experiment: Any, alpha: float) -> list[str]:
-    """The status lines of an experiment (`core.experiments.Experiment`)."""
+def _waiting_for(redis: Any, experiment: Any) -> Any:
+    """The reindex whose candidate is not ready to compare yet, if the experiment waits."""
+    from core.experiments import candidate_ready, reindex_of
+    from core.jobs import Jobs
+
+    if not experiment.running:
+        return None
+    job = reindex_of(experiment.candidate, Jobs(redis, get_settings().redis.prefix).get)
+    return None if candidate_ready(job) else job
+
+
+def describe(experiment: Any, alpha: float, waiting: Any = None) -> list[str]:
+    """The status lines of an experiment (`core.experiments.Experiment`); `waiting`: the
+    reindex (`core.jobs.JobStatus`) its candidate waits for, if any."""
     from core.experiments import verdict
 
     e = experiment
@@ -93,6 +105,16 @@ def describe(experiment: Any, alpha: float) -> list[str]:
         f"share        {e.share:.2%} of text searches (first pages)",
         f"started at   {_when(e.started_at)}",
     ]
+    if waiting is not None and waiting.state in ("failed", "cancelled"):
+        lines.append(
+            f"not compared: reindex job {waiting.id} {waiting.state}; searches are the live "
+            "collection's alone (end the experiment, resume the reindex)"
+        )
+    elif waiting is not None:
+        lines.append(
+            f"waiting      for reindex job {waiting.id} ({waiting.phase or waiting.state}) to "
+            "hold every photo: searches are the live collection's alone until it catches up"
+        )
     if not e.running:
         lines.append(f"ended at     {_when(e.ended_at)}" + (f": {e.reason}" if e.reason else ""))
     winner = verdict(e, alpha)
@@ -156,7 +178,8 @@ def start_command(
         except ExperimentError as exc:
             typer.echo(f"refused: {exc}", err=True)
             raise typer.Exit(1) from None
-        typer.echo("\n".join(describe(started, settings.api.experiment_alpha)))
+        waiting = _waiting_for(redis, started)
+        typer.echo("\n".join(describe(started, settings.api.experiment_alpha, waiting)))
     finally:
         redis.close()
 
@@ -173,6 +196,7 @@ def status_command(
     redis = _redis()
     try:
         found = current(redis, settings.redis.prefix)
+        waiting = _waiting_for(redis, found) if found is not None else None
     finally:
         redis.close()
     if found is None:
@@ -181,9 +205,10 @@ def status_command(
     if as_json:
         winner = verdict(found, alpha)
         record = {**found.to_dict(), "alpha": alpha, "significant": winner is not None}
-        typer.echo(json.dumps({**record, "winner": winner}, indent=2))
+        held_by = waiting.id if waiting is not None else None
+        typer.echo(json.dumps({**record, "winner": winner, "waiting_for": held_by}, indent=2))
         return
-    typer.echo("\n".join(describe(found, alpha)))
+    typer.echo("\n".join(describe(found, alpha, waiting)))
 
 
 @experiment_app.command("end")

@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 
 from core.deployment import mark
 from core.experiments import credit, decision_for, start
+from core.jobs import JobKind, Jobs, JobState
 from core.settings import get_settings
+from core.vectorstore import collection_name
 from photosearch.experiment_cli import experiment_app
 
 LIVE, CANDIDATE = "photos-m1-live", "photos-m2-cand"
@@ -101,3 +103,19 @@ def test_a_redis_that_is_not_photosearchs_is_refused(monkeypatch: pytest.MonkeyP
         get_settings.cache_clear()
     assert shown.exit_code == 2
     assert "is not PhotoSearch's" in shown.output
+
+
+def test_status_says_when_the_candidate_s_reindex_has_not_caught_up(
+    redis: Redis, prefix: str
+) -> None:
+    jobs = Jobs(redis, prefix)
+    job_id = jobs.create(JobKind.REINDEX, state=JobState.RUNNING, phase="load", model_version=2)
+    start(redis, prefix, live=LIVE, candidate=collection_name(2, job_id), share=0.05)
+    shown = CliRunner().invoke(experiment_app, ["status"])
+    assert f"waiting      for reindex job {job_id} (load) to hold every photo" in shown.output
+    jobs.update(job_id, phase="catch-up")
+    shown = CliRunner().invoke(experiment_app, ["status"])
+    assert "waiting" not in shown.output
+    jobs.finish(job_id, JobState.FAILED)
+    shown = CliRunner().invoke(experiment_app, ["status", "--json"])
+    assert f'"waiting_for": "{job_id}"' in shown.output
