@@ -20,11 +20,14 @@ from core.embedding.manifest import (
     load_manifest,
 )
 from core.settings import MAX_TEXT_QUEUE_DELAY_US, get_settings
+from model.cli_train import synthetic_command, train_tiny_command
 
 CUDA = "CUDAExecutionProvider"
 
 model_app = typer.Typer(help="Export CLIP models into the versioned Triton model repository.")
 triton_app = typer.Typer(help="Run Triton on this machine and manage its loaded models.")
+model_app.command("synthetic")(synthetic_command)
+model_app.command("train-tiny")(train_tiny_command)
 
 
 class PrecisionChoice(StrEnum):
