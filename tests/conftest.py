@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,21 +24,41 @@ from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, WAIT_MS
 from tests.support.models import TINY_CONFIG, TRITON_CONTROL_KEY, tiny_clip
 from tests.support.redisserver import URL_VARIABLE, RedisServer
 
+# The trained tiny model, its untrained twin and the synthetic set (session fixtures).
+pytest_plugins = ["tests.support.trained"]
 
-@pytest.fixture(scope="session", autouse=True)
-def bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+
+# Where the session's bytecode goes, and what to undo at its end (see pytest_configure).
+BYTECODE = pytest.StashKey[tuple[pytest.MonkeyPatch, Path]]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
     """Bytecode the session's Python processes share, where the shell forbids writing it.
 
     Most system tests start Python processes (`photosearch up` and its children, workers,
     exports, the CLI). With PYTHONDONTWRITEBYTECODE set, each one compiles every module it
-    imports from source again: seconds for each that imports torch. They write it under the
-    session's temporary folder instead, never into the checkout or the virtual environment.
+    imports from source again: seconds for each that imports torch. They write it under a
+    folder of the session's instead, never into the checkout or the virtual environment. This
+    process writes there too, from before the test modules are collected: it imports most of
+    what the others do (torch, open_clip, onnx, the app) first, so they compile none of it.
     """
-    with pytest.MonkeyPatch.context() as env:
-        if os.environ.get("PYTHONDONTWRITEBYTECODE"):
-            env.delenv("PYTHONDONTWRITEBYTECODE")
-            env.setenv("PYTHONPYCACHEPREFIX", str(tmp_path_factory.mktemp("pycache")))
-        yield
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return
+    folder = Path(tempfile.mkdtemp(prefix="pytest-pycache-"))
+    env = pytest.MonkeyPatch()
+    env.delenv("PYTHONDONTWRITEBYTECODE")
+    env.setenv("PYTHONPYCACHEPREFIX", str(folder))
+    env.setattr(sys, "pycache_prefix", str(folder))
+    env.setattr(sys, "dont_write_bytecode", False)
+    config.stash[BYTECODE] = (env, folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if BYTECODE in config.stash:
+        env, folder = config.stash[BYTECODE]
+        env.undo()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
