@@ -3,6 +3,8 @@ collection and a candidate, read its counts and sign test, end it with a decisio
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
@@ -26,6 +28,7 @@ from query_api.schemas_experiment import EndRequest, ExperimentRequest, Experime
 from query_api.services import Services
 
 router = APIRouter(prefix="/v1/admin/experiments", tags=["admin"])
+log = logging.getLogger(__name__)
 
 ERRORS: dict[int | str, dict[str, object]] = {
     code: {"model": ErrorResponse} for code in (400, 401, 403, 404, 409, 422, 503)
@@ -120,5 +123,9 @@ async def end_experiment(
         )
     except ExperimentError as exc:
         raise ApiError(409, str(exc)) from None
-    await run_in_threadpool(go_on, services.tasks, services.jobs, ended.candidate)
+    try:
+        await run_in_threadpool(go_on, services.tasks, services.jobs, ended.candidate)
+    except Exception as exc:  # the broker's, whatever its kind: the decision is recorded
+        # The workers' next nudge moves the reindex on instead, within 30 s.
+        log.warning("could not send the reindex of %s its next step: %s", ended.candidate, exc)
     return _status(services, ended)
