@@ -124,7 +124,9 @@ def collection_ranker(
             return store.search(name, vector, limit=depth)
 
     def rank(query: Query) -> Sequence[str]:
-        found = hits(query)
+        # Photos tied in score by photo id, as the store's fusion orders them: Qdrant Edge
+        # returns ties (common in BM25) in no fixed order, and a figure must not move with it.
+        found = sorted(hits(query), key=lambda h: (-h.score, h.photo_id))
         ids = _collapsed(found) if collapse else [h.photo_id for h in found]
         return ids[:k]
 
