@@ -6,6 +6,7 @@ the test checks the process layout and that the API says which dependency is mis
 
 from __future__ import annotations
 
+import shutil
 import signal
 from pathlib import Path
 
@@ -15,7 +16,6 @@ import psutil
 from harness.processes import alive, descendants, free_ports
 from harness.up import newcomer_env
 from tests.support.indexing import photo_folder
-from tests.support.models import TINY_CONFIG
 from tests.support.upprocess import Up
 
 
@@ -28,13 +28,18 @@ def environ(pid: int) -> list[str]:
     return [f"{k}={v}" for k, v in psutil.Process(pid).environ().items()]
 
 
-def test_with_a_qdrant_server_the_worker_runs_as_its_own_process(tmp_path: Path) -> None:
+def test_with_a_qdrant_server_the_worker_runs_as_its_own_process(
+    tmp_path: Path, repository: Path
+) -> None:
+    # The tiny model, exported beforehand: the layout does not depend on the model, and up's
+    # own exports are test_up's and test_up_model_update's.
+    shutil.copytree(repository, tmp_path / "data" / "models")
     photos = tmp_path / "photos"
     photo_folder(photos, 4)
     api, redis, qdrant = free_ports(3)
     env = newcomer_env() | {"PHOTOSEARCH_QDRANT__URL": f"http://127.0.0.1:{qdrant}"}
     up = Up(tmp_path / "data", api, redis, env)
-    up.args = ("--arch", str(TINY_CONFIG), "--pretrained", "none", "--photos", str(photos))
+    up.args = ("--photos", str(photos))
     up.start(until="(job ")  # every child started; the sync is queued
     try:
         children = up.state()["children"]
