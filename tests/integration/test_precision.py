@@ -39,9 +39,15 @@ MODEL = {"image": IMAGE_MODEL, "text": TEXT_MODEL}
 
 
 @pytest.fixture(scope="module")
-def variants(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def variants(repository: Path, checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Version 1 is the session's: that checkpoint's fp32 export (CPU target), made once.
     repo = tmp_path_factory.mktemp("precisions") / "models"
+    shutil.copytree(repository, repo)
+    assert list_versions(repo) == [VERSIONS["fp32"]]
+    assert load_manifest(repo, 1).precision == "fp32"
     for precision, version in VERSIONS.items():
+        if precision == "fp32":
+            continue
         export_model(
             str(TINY_CONFIG),
             str(checkpoint),
