@@ -199,6 +199,7 @@ class ApiProcess:
             {
                 f"PHOTOSEARCH_API__{name.upper()}": v if isinstance(v, str) else json.dumps(v)
                 for name, v in api.items()
+                if v is not None  # unset: "null" would be a value (a log file named null)
             },
         )
         self.log = log
