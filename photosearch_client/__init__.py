@@ -19,6 +19,8 @@ from photosearch_client.errors import ApiError, ApiUnreachable, PhotoSearchError
 from photosearch_client.models import (
     Duplicates,
     DuplicatesPage,
+    Event,
+    EventsAccepted,
     Health,
     Image,
     ModelInfo,
@@ -35,6 +37,8 @@ __all__ = [
     "Client",
     "Duplicates",
     "DuplicatesPage",
+    "Event",
+    "EventsAccepted",
     "Health",
     "Image",
     "Mode",

@@ -13,6 +13,8 @@ from photosearch_client.calls import Call, Mode, SearchOptions
 from photosearch_client.errors import ApiUnreachable
 from photosearch_client.models import (
     DuplicatesPage,
+    Event,
+    EventsAccepted,
     Health,
     Image,
     ModelInfo,
@@ -96,6 +98,12 @@ class AsyncClient:
         """More like these photos, not like those."""
         call = calls.recommend(positive, negative, options)
         return calls.parse(SearchPage, await self._send(call))
+
+    async def events(
+        self, events: Sequence[Event], *, session: str | None = None
+    ) -> EventsAccepted:
+        """Record what a searcher did with search results (Client.events)."""
+        return calls.parse(EventsAccepted, await self._send(calls.events(events, session)))
 
     async def photo(self, photo_id: str) -> Photo:
         """A photo's metadata."""

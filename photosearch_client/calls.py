@@ -12,7 +12,7 @@ import httpx
 from pydantic import BaseModel
 
 from photosearch_client.errors import ApiError
-from photosearch_client.models import Image
+from photosearch_client.models import Event, Image
 
 Mode = Literal["hybrid", "vector", "keyword"]
 Model = TypeVar("Model", bound=BaseModel)
@@ -74,6 +74,13 @@ def options_query(options: SearchOptions) -> tuple[tuple[str, str], ...]:
         for one in value if isinstance(value, list) else [value]:
             params.append((name, str(one).lower() if isinstance(one, bool) else str(one)))
     return tuple(params)
+
+
+def events(events: Sequence[Event], session: str | None) -> Call:
+    body: dict[str, Any] = {"events": [e.model_dump() for e in events]}
+    if session is not None:
+        body["session"] = session
+    return Call("POST", "/v1/events", json=body, answers=(202,))
 
 
 def photo_path(photo_id: str, *rest: str) -> str:

@@ -13,6 +13,8 @@ from photosearch_client.calls import Call, Mode, SearchOptions
 from photosearch_client.errors import ApiUnreachable
 from photosearch_client.models import (
     DuplicatesPage,
+    Event,
+    EventsAccepted,
     Health,
     Image,
     ModelInfo,
@@ -115,6 +117,12 @@ class Client:
     ) -> SearchPage:
         """More like these photos (1 to 20 ids), not like those (up to 20)."""
         return calls.parse(SearchPage, self._send(calls.recommend(positive, negative, options)))
+
+    def events(self, events: Sequence[Event], *, session: str | None = None) -> EventsAccepted:
+        """Record what a searcher did with search results (1 to 50 events, kept or refused
+        together). `session`: a random id of the searcher's session, never anything personal:
+        the click judgements count distinct sessions."""
+        return calls.parse(EventsAccepted, self._send(calls.events(events, session)))
 
     def photo(self, photo_id: str) -> Photo:
         """A photo's metadata."""

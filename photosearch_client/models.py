@@ -63,6 +63,27 @@ class SearchPage(BaseModel):
     offset: int
     next_offset: int | None
     took_ms: float
+    # What to name in events on these results (Client.events); absent from an older API.
+    search_id: str | None = None
+
+
+class Event(BaseModel):
+    """What a searcher did with one result of a search: the search's `search_id`, the photo,
+    its rank (1: the first result) and the action."""
+
+    search_id: str
+    photo_id: str
+    rank: int
+    action: Literal["opened", "downloaded", "skipped"]
+
+
+class EventsAccepted(BaseModel):
+    """The events kept, and how many searches they were about."""
+
+    model_config = _ANSWER
+
+    accepted: int
+    searches: int
 
 
 class DuplicatesPage(BaseModel):

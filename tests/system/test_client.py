@@ -25,6 +25,8 @@ from photosearch_client import (
     AsyncClient,
     Client,
     DuplicatesPage,
+    Event,
+    EventsAccepted,
     Health,
     ModelInfo,
     Photo,
@@ -222,6 +224,21 @@ def test_no_answer_is_api_unreachable() -> None:
             client.health()
 
 
+def test_events_on_a_search_s_results_are_kept_or_refused_with_the_reason(
+    client: Client,
+) -> None:
+    page = client.search("a photo of a cat", mode="vector", limit=3, collapse=False)
+    assert page.search_id is not None
+    second = page.results[1]
+    opened = Event(search_id=page.search_id, photo_id=second.id, rank=2, action="opened")
+    kept = client.events([opened], session="0f8e6c1a-5b2d-4c3e-9a7f-1d2e3f4a5b6c")
+    assert (kept.accepted, kept.searches) == (1, 1)
+    wrong = opened.model_copy(update={"rank": 3})
+    with pytest.raises(ApiError) as refused:
+        client.events([wrong])
+    assert refused.value.status == 422 and "rank" in str(refused.value)
+
+
 async def test_the_async_client_answers_as_the_client_does(api: Api, client: Client) -> None:
     data = api.indexed.files[PHOTO].read_bytes()
     async with AsyncClient(api.server.url, SEARCH_KEY, timeout_s=30) as aclient:
@@ -256,6 +273,8 @@ def test_the_client_s_models_name_the_api_s_fields() -> None:
         "Duplicates": Duplicates,
         "DuplicatesResponse": DuplicatesPage,
         "ModelResponse": ModelInfo,
+        "Event": Event,
+        "EventsAccepted": EventsAccepted,
     }
     for name, model in mirrors.items():
         assert set(model.model_fields) == set(models[name]["properties"]), name
