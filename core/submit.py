@@ -163,9 +163,11 @@ def submit_resume(app: Celery, jobs: Jobs, job_id: str) -> Submitted:
             "start a new reindex",
         )
     if job.refused:
+        # The gate's refusal message names it; any other refusal is the delete guard's.
+        guard = "quality gate" if "refused by the quality gate" in job.message else "delete guard"
         return Submitted(
             job_id,
-            refused=f"reindex job {job_id}'s switch was refused by the delete guard and its "
+            refused=f"reindex job {job_id}'s switch was refused by the {guard} and its "
             f"work dropped: start it again forced, or drop its collection "
             f"(`{drop_command(job.collection)}`)",
         )
