@@ -1,19 +1,24 @@
-"""Benchmark the search features: how keyword, vector and hybrid text search rank the demo
-photos, and what each kind of search costs.
+"""Benchmark the search features: how keyword, vector and hybrid text search rank photos
+whose relevance a judgement set gives, and what each kind of search costs.
 
     python -m loadtests.bench_search [--repository DIR] [--data-dir DIR] [--photos 100000]
-                                     [--seconds 20] [--rate 2]
+                                     [--seconds 20] [--rate 2] [--synthetic] [--samples 1000]
 
-1. Relevance. The demo photos (core/demo.py: real photos with titles and tags) indexed by a
-   real `photosearch worker`; queries made from their metadata: each photo's title, two of its
-   tags, a word of its title with a tag, every second one with its case changed or accents
-   added. A photo is relevant to a query when its title and tags hold every word of the query
-   (core.keywords.words: case, accents and stopwords aside), so the photo a query was made from
-   always is. MRR@10 and recall@10 of each mode through the API (collapse=false: the ranking
-   itself, not the near-duplicate grouping), and of other fusions of the API's keyword and
-   vector rankings computed here: reciprocal rank fusion with another k, a weighted sum of
-   min-max scaled scores. The default export has random weights: its vector ranking is noise,
-   and its row says so; --repository with a pretrained export measures real ones.
+1. Relevance. A judgement set's photos indexed by a real `photosearch worker` into a store of
+   their own, and its queries asked of the API in each mode (collapse=false: the ranking
+   itself, not the near-duplicate grouping; the hybrid row fuses as the API does, with the
+   model version's calibration where its manifest has one): nDCG@10, recall@10 and MRR@10
+   (core.quality.metrics), each a mean over the queries with a seeded bootstrap interval,
+   beside a random order of the same photos. The truth is what the photos show, never the
+   words the keyword ranking matches: the demo photos (core/demo.py) with the shipped demo set
+   (core/quality/sets/demo), and with --synthetic the synthetic photos and their judgements
+   (model/synthetic_judgements.py), which only a model trained on such photos understands
+   (the tiny model of model/train.py; `photosearch model synthetic` writes the same set).
+   Other fusions than the API's are not compared here: `photosearch model calibrate` ranks a
+   judgement set through every (k, keyword weight) of its grid with the store's own weighted
+   fusion (loadtests/bench_quality.py prints them). The default export has random weights:
+   its vector ranking is noise, and the report says so; --repository with a pretrained
+   export measures real ones.
 2. Cost. Each kind of search OPEN LOOP at --rate/s (the design's average) against bench_api's
    store (--photos points whose payloads hold titles, tags and a near-duplicate group; built
    once in --data-dir and reused): p50 and p99 from each request's scheduled time, and the
@@ -35,7 +40,7 @@ import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -47,8 +52,9 @@ import httpx
 
 from core.demo import DEMO_PHOTOS, write_demo_photos
 from core.embedding.manifest import load_manifest
+from core.quality.judgements import SETS, JudgementSet, load_judgements
+from core.quality.runner import Evaluation
 from core.settings import Settings
-from core.vectorstore import Hit
 from harness.machine import commit, machine
 from harness.models import ensure_model
 from harness.processes import (
@@ -72,31 +78,49 @@ from loadtests.openloop import (
     run_phase,
     search_target,
 )
-from loadtests.relevance import KINDS, Query, demo_queries, relevance_table
+from loadtests.relevance import evaluations, fusion_name, photo_ids, rankers, relevance_table
+from model.synthetic import DEFAULT_COUNT
+from model.synthetic_judgements import write_set
 from model.triton_server import TritonServer
 from query_api.auth import hash_key
 from query_api.timing import STAGES
 
-ALL = 100  # results per relevance query: every demo photo
 CACHED_QUERIES = 50  # the pre-warmed set the cached phases draw from
+DEMO_SET = SETS / "demo"
 
 
-# -- 1. relevance on the demo photos -----------------------------------------------------------
+# -- 1. relevance on the judgement sets --------------------------------------------------------
 
 
-def rankings(url: str, queries: Sequence[Query]) -> list[dict[str, list[Hit]]]:
-    """Each query's ranking in each mode, as the API answers (every photo, none collapsed)."""
-    found = []
-    with httpx.Client(base_url=url, headers={"X-API-Key": OPERATOR_KEY}, timeout=30) as http:
-        for query in queries:
-            by_mode = {}
-            for mode in ("keyword", "vector", "hybrid"):
-                params = {"mode": mode, "collapse": "false", "limit": ALL}
-                answer = http.get(search_target(query.text, **params)).raise_for_status()
-                results = answer.json()["results"]
-                by_mode[mode] = [Hit(r["id"], r["score"], {}) for r in results]
-            found.append(by_mode)
-    return found
+@dataclass(frozen=True)
+class Judged:
+    """A judgement set and the folder of its photos."""
+
+    judgements: JudgementSet
+    photos: Path
+
+
+def judge(
+    judged: Judged, values: dict[str, Any], work: Path, hybrid: str, args: argparse.Namespace
+) -> tuple[int, dict[str, Evaluation]]:
+    """The set's photos indexed into the store of `values`: how many, and each ranking's
+    figures."""
+    name = judged.judgements.name
+    print(f"indexing the {name} set's photos ...", flush=True)
+    sync_folder(values, judged.photos, work / f"worker-{name}.log", timeout_s=600)
+    ids = photo_ids(judged.photos, Settings(**values))
+    print(f"{len(judged.judgements.queries)} {name} queries in 3 modes ...", flush=True)
+    with (
+        api(values, work / f"api-{name}.log") as url,
+        httpx.Client(base_url=url, headers={"X-API-Key": OPERATOR_KEY}, timeout=30) as http,
+    ):
+        return len(ids), evaluations(
+            judged.judgements,
+            rankers(http, ids, hybrid),
+            collection=name,
+            samples=args.samples,
+            seed=args.seed,
+        )
 
 
 # -- 2. the cost of each kind of search --------------------------------------------------------
@@ -248,8 +272,7 @@ class SearchFigures:
     arch: str
     weights: str
     random_weights: bool
-    queries: list[Query]
-    found: list[dict[str, list[Hit]]]
+    sets: dict[str, tuple[int, dict[str, Evaluation]]]  # name -> its photos, each ranking's
     specs: list[Spec]
     phases: list[Phase]
 
@@ -267,13 +290,22 @@ def measure(args: argparse.Namespace) -> SearchFigures:
         stack.enter_context(running(redis))
         triton = stack.enter_context(TritonServer(repo, triton_ports(), work / "triton"))
 
-        print(f"indexing {len(shown)} demo photos ...", flush=True)
-        values = bench_settings(work / "demo-data", triton.url, repo, redis_url)
-        sync_folder(values, demo.target, work / "worker.log", timeout_s=600)
-        queries = demo_queries(shown)
-        print(f"{len(queries)} queries in 3 modes ...", flush=True)
-        with api(values, work / "api-demo.log") as url:
-            found = rankings(url, queries)
+        judged = [Judged(load_judgements(DEMO_SET), demo.target)]
+        if args.synthetic:
+            made = write_set(work / "synthetic", args.synthetic_photos)
+            synthetic = replace(load_judgements(made.judgements), name="synthetic")
+            judged.append(Judged(synthetic, made.photos))
+        hybrid = fusion_name(manifest)
+        sets = {
+            j.judgements.name: judge(
+                j,
+                bench_settings(work / f"data-{i}", triton.url, repo, redis_url),
+                work,
+                hybrid,
+                args,
+            )
+            for i, j in enumerate(judged)
+        }
 
         values = bench_settings(args.data_dir.resolve(), triton.url, repo, redis_url)
         settings = Settings(**values)
@@ -291,31 +323,36 @@ def measure(args: argparse.Namespace) -> SearchFigures:
         with api(values, work / "api.log") as url:
             phases = asyncio.run(run_specs(url, args.rate, specs, popular))
     return SearchFigures(
-        manifest.arch, manifest.weights, manifest.random_weights, queries, found, specs, phases
+        manifest.arch, manifest.weights, manifest.random_weights, sets, specs, phases
     )
 
 
 def report(args: argparse.Namespace, f: SearchFigures) -> str:
     noise = (
         f"**{f.arch} has random weights here: its vector ranking is noise**, and so is that "
-        "part of every fusion (compare the chance row); a pretrained export (--repository) "
+        "part of the hybrid one (compare the chance row); a pretrained export (--repository) "
         "measures real ones."
         if f.random_weights
         else f"{f.arch} with weights {f.weights}."
     )
-    counts = ", ".join(f"{sum(q.kind == k for q in f.queries)} {k}" for k in KINDS)
+    relevance = []
+    for name, (photos, found) in f.sets.items():
+        relevance += [
+            "",
+            f"Relevance, the {name} set: its queries that judge a photo relevant, over its "
+            f"{photos} photos; mean [{args.samples} bootstrap samples, 95% interval].",
+            "",
+            relevance_table(found),
+        ]
     return "\n".join(
         [
             "",
             f"{machine()}, commit {commit()}",
             "command: " + shlex.join(["python", "-m", "loadtests.bench_search", *sys.argv[1:]]),
             "",
-            f"Relevance: {len(f.queries)} queries ({counts}) over the "
-            f"{len(f.found[0]['vector']) if f.found else 0} demo photos; relevant: the photos "
-            "whose title and tags hold every word of the query (case, accents and stopwords "
-            "aside). collapse=false. " + noise,
-            "",
-            relevance_table(f.queries, f.found),
+            "Relevance: the judgement sets' queries through the API in each mode, collapse=false; "
+            "relevant: what the set's judgements say each photo shows. " + noise,
+            *relevance,
             "",
             f"Cost: open loop at {args.rate:g}/s for {args.seconds:g} s each, against "
             f"{args.photos} photos (ms from each request's scheduled time; API stages: medians "
@@ -334,6 +371,19 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--rebuild", action="store_true", help="build the store again")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each phase")
     parser.add_argument("--rate", type=float, default=2.0, help="requests/s of each phase")
+    parser.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="also the synthetic set: for a model trained on such photos (model/train.py)",
+    )
+    parser.add_argument(
+        "--synthetic-photos",
+        type=int,
+        default=DEFAULT_COUNT,
+        help=f"photos of the synthetic set (default {DEFAULT_COUNT}: the shipped set's)",
+    )
+    parser.add_argument("--samples", type=int, default=1000, help="bootstrap samples")
+    parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
     return parser
 
 

@@ -1,139 +1,106 @@
-"""How well rankings find what a query names: queries made from the demo photos' metadata,
-which photos are relevant to each, MRR and recall at 10, and fusions of two rankings other than
-the API's (loadtests/bench_search.py asks the API for the rankings)."""
+"""How well the API's rankings find what a judgement set says each query's photos show: each
+mode's ranking, asked of the API, measured at 10 with core/quality's metrics and bootstrap
+intervals, beside a random order of the same photos (loadtests/bench_search.py runs the API).
+
+The truth is the set's judgements (core/quality/sets/demo: what the demo photos show;
+model/judgements/synthetic: what the synthetic photos were drawn with), never the words the
+keyword ranking matches, so no mode is favoured by how relevance is defined."""
 
 from __future__ import annotations
 
-import math
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from core.demo import DemoPhoto
-from core.keywords import words
-from core.vectorstore import Hit
-from query_api.ranking import RRF_K, fuse
+import httpx
 
-AT = 10  # MRR@10, recall@10
-QUERY_SEED = 0
-KINDS = ("title", "two tags", "title word + tag")
-ACCENTS = str.maketrans("aeiouAEIOU", "áéíóúÁÉÍÓÚ")
+from core.embedding.manifest import ModelManifest
+from core.quality.judgements import JudgementSet, Query
+from core.quality.runner import Evaluation, Mode, evaluate
+from core.settings import Settings
+from core.sources import open_source
+from indexer.catalog import read_catalog
+from loadtests.openloop import search_target
+from query_api.ranking import RRF_K
 
+AT = 10  # nDCG@10, recall@10, MRR@10
+CHANCE = "random order (chance)"
+CHANCE_SEED = 0
+ORDER: tuple[Mode, ...] = ("keyword", "vector", "hybrid")  # single rankings, then their fusion
 
-@dataclass(frozen=True)
-class Query:
-    text: str
-    kind: str
-    altered: bool  # case or accents changed from the metadata's
-    relevant: frozenset[str]  # photo ids
-
-
-def photo_words(photo: DemoPhoto) -> set[str]:
-    return {w for text in (photo.title, *photo.tags) for w in words(text)}
+Ranker = Callable[[Query], Sequence[str]]
 
 
-def alter(text: str, i: int) -> str:
-    """Every other query in capitals or with accents on its vowels, by turns: keyword search
-    ignores both (core.keywords), a text encoder may not."""
-    return text.upper() if i % 4 == 1 else text.translate(ACCENTS) if i % 4 == 3 else text
+def api_ranker(http: httpx.Client, mode: Mode) -> Ranker:
+    """A query's first AT photo ids as the API ranks them in `mode` (collapse=false: the
+    ranking itself, not the near-duplicate grouping)."""
+
+    def rank(query: Query) -> list[str]:
+        params = {"mode": mode, "collapse": "false", "limit": AT}
+        answer = http.get(search_target(query.text, **params)).raise_for_status()
+        return [str(r["id"]) for r in answer.json()["results"]]
+
+    return rank
 
 
-def demo_queries(photos: Sequence[DemoPhoto]) -> list[Query]:
-    """Queries from each photo's metadata; one per set of words (two motorcycle views share
-    their tags)."""
-    r = random.Random(QUERY_SEED)
-    made: list[tuple[str, str]] = []
-    for photo in photos:
-        title = words(photo.title)
-        other_tags = [t for t in photo.tags if not set(words(t)) <= set(title)]
-        made += [
-            ("title", photo.title),
-            ("two tags", " ".join(r.sample(photo.tags, 2))),
-            ("title word + tag", f"{r.choice(title)} {r.choice(other_tags)}"),
-        ]
-    queries: list[Query] = []
-    seen: set[frozenset[str]] = set()
-    for kind, text in made:
-        key = frozenset(words(text))
-        if key in seen:
-            continue
-        seen.add(key)
-        relevant = frozenset(p.id for p in photos if key <= photo_words(p))
-        changed = alter(text, len(queries))
-        queries.append(Query(changed, kind, changed != text, relevant))
-    return queries
+def chance_ranker(photo_ids: Sequence[str], seed: int = CHANCE_SEED) -> Ranker:
+    """AT of the photos in a random order, drawn anew for each query (seeded): the level a
+    ranking that knows nothing reaches on this set."""
+    r = random.Random(seed)
+    ids = sorted(photo_ids)
+
+    def rank(query: Query) -> list[str]:
+        return r.sample(ids, min(AT, len(ids)))
+
+    return rank
 
 
-def reciprocal_rank(ranking: Sequence[str], relevant: frozenset[str]) -> float:
-    return next((1 / r for r, pid in enumerate(ranking[:AT], 1) if pid in relevant), 0.0)
-
-
-def recall(ranking: Sequence[str], relevant: frozenset[str]) -> float:
-    return len(set(ranking[:AT]) & relevant) / len(relevant)
-
-
-def chance_rr(photos: int, relevant: int) -> float:
-    """Expected RR@AT of a random order: P(first relevant at rank r) = C(n-r, m-1) / C(n, m)."""
-    total = math.comb(photos, relevant)
-    return sum(
-        math.comb(photos - r, relevant - 1) / total / r for r in range(1, min(AT, photos) + 1)
-    )
-
-
-def weighted(vector: Sequence[Hit], keyword: Sequence[Hit], w: float) -> list[str]:
-    """(1 - w) x the vector score + w x the keyword score, each scaled to 0..1 over its list."""
-
-    def scaled(hits: Sequence[Hit]) -> dict[str, float]:
-        lo, hi = min((h.score for h in hits), default=0), max((h.score for h in hits), default=0)
-        return {h.photo_id: (h.score - lo) / (hi - lo) if hi > lo else 1.0 for h in hits}
-
-    total: dict[str, float] = {}
-    for weight, scores in ((1 - w, scaled(vector)), (w, scaled(keyword))):
-        for pid, score in scores.items():
-            total[pid] = total.get(pid, 0.0) + weight * score
-    return sorted(total, key=lambda pid: -total[pid])
-
-
-def ids(hits: Sequence[Hit]) -> list[str]:
-    return [h.photo_id for h in hits]
-
-
-def ranked(answers: dict[str, list[Hit]]) -> dict[str, list[str]]:
-    """Each row's ranking of one query, made of the API's answers in the three modes."""
-    vector, keyword = answers["vector"], answers["keyword"]
-    rows = {
-        "keyword (API)": ids(keyword),
-        "vector (API)": ids(vector),
-        f"hybrid (API: RRF k={RRF_K})": ids(answers["hybrid"]),
+def evaluations(
+    judgements: JudgementSet,
+    rankers: dict[str, tuple[Mode, Ranker]],
+    *,
+    collection: str,
+    samples: int,
+    seed: int,
+) -> dict[str, Evaluation]:
+    """Each named ranking of the set's queries, measured at AT with bootstrap intervals."""
+    return {
+        name: evaluate(
+            judgements, rank, collection=collection, mode=mode, samples=samples, seed=seed, k=AT
+        )
+        for name, (mode, rank) in rankers.items()
     }
-    for k in (10, RRF_K, 200):
-        rows[f"RRF k={k} (here)"] = ids(fuse([vector, keyword], k))
-    for w in (0.5, 0.8):
-        rows[f"weighted, keyword {w:g} (here)"] = weighted(vector, keyword, w)
-    return rows
 
 
-def relevance_table(queries: Sequence[Query], found: Sequence[dict[str, list[Hit]]]) -> str:
-    groups = {kind: [q.kind == kind for q in queries] for kind in KINDS}
-    groups["case/accents changed"] = [q.altered for q in queries]
-    groups = {"all": [True] * len(queries), **groups}
+def rankers(
+    http: httpx.Client, photo_ids: Sequence[str], hybrid: str
+) -> dict[str, tuple[Mode, Ranker]]:
+    """The API's three modes (the hybrid row named `hybrid`: the fusion it uses) and chance."""
+    names = {"keyword": "keyword (API)", "vector": "vector (API)", "hybrid": hybrid}
+    made: dict[str, tuple[Mode, Ranker]] = {names[m]: (m, api_ranker(http, m)) for m in ORDER}
+    made[CHANCE] = ("vector", chance_ranker(photo_ids))  # a mode evaluate records, unused here
+    return made
+
+
+def photo_ids(folder: Path, settings: Settings) -> list[str]:
+    """The ids the indexer gives the folder's photos: the chance ranking draws from them."""
+    catalog = read_catalog(open_source(str(folder), settings), settings.indexer.metadata_files)
+    return [photo.photo_id for photo in catalog.photos.values()]
+
+
+def fusion_name(manifest: ModelManifest) -> str:
+    """The hybrid row: the fusion the API uses with this version (query_api.hybrid)."""
+    c = manifest.calibration
+    k, weight = (RRF_K, 1.0) if c is None else (c.rrf_k, c.keyword_weight)
+    return f"hybrid (API: RRF k={k}, keyword weight {weight:g})"
+
+
+def relevance_table(found: dict[str, Evaluation]) -> str:
+    """| ranking | nDCG@10 | recall@10 | MRR@10 |, each a mean over the queries [95% interval]."""
     lines = [
-        f"| ranking | recall@{AT} | "
-        + " | ".join(f"MRR@{AT}: {g} ({sum(m)})" for g, m in groups.items())
-        + " |",
-        "|---|---:|" + "---:|" * len(groups),
+        f"| ranking | queries | nDCG@{AT} | recall@{AT} | MRR@{AT} |",
+        "|---|---:|---:|---:|---:|",
     ]
-
-    def row(name: str, rr: list[float], rec: list[float]) -> str:
-        means = [[v for v, m in zip(rr, mask, strict=True) if m] for mask in groups.values()]
-        cells = " | ".join(f"{sum(m) / len(m):.3f}" if m else "-" for m in means)
-        return f"| {name} | {sum(rec) / len(rec):.3f} | {cells} |"
-
-    made = [ranked(answers) for answers in found]
-    for name in made[0]:
-        pairs = [(rows[name], q.relevant) for rows, q in zip(made, queries, strict=True)]
-        lines.append(row(name, [reciprocal_rank(*p) for p in pairs], [recall(*p) for p in pairs]))
-    n = len(found[0]["vector"])
-    chance = [chance_rr(n, len(q.relevant)) for q in queries]
-    lines.append(row("random order (chance)", chance, [min(1.0, AT / n)] * len(queries)))
+    for name, e in found.items():
+        lines.append(f"| {name} | {len(e.per_query)} | {e.ndcg} | {e.recall} | {e.mrr} |")
     return "\n".join(lines)

@@ -1,63 +1,68 @@
-"""The search benchmark's relevance: queries from the demo photos' metadata, which photos each
-names, reciprocal rank, recall, the chance level and the weighted fusion."""
+"""The search benchmark's relevance: a judgement set's queries ranked and measured at 10 with
+intervals, a seeded random order beside them, and the table of both."""
 
 from __future__ import annotations
 
-import random
+from collections.abc import Sequence
 
-import pytest
+from core.quality.judgements import JudgementSet, Query
+from loadtests.relevance import AT, CHANCE, chance_ranker, evaluations, relevance_table
 
-from core.demo import DEMO_PHOTOS
-from core.keywords import words
-from core.vectorstore import Hit
-from loadtests.relevance import (
-    AT,
-    KINDS,
-    chance_rr,
-    demo_queries,
-    photo_words,
-    recall,
-    reciprocal_rank,
-    weighted,
+PHOTOS = [f"p{i:02d}" for i in range(30)]
+SET = JudgementSet(
+    "tiny",
+    (Query("q1", "a red circle"), Query("q2", "a blue square"), Query("q3", "judged nothing")),
+    {"q1": {"p00": 2, "p01": 1}, "q2": {"p05": 2}, "q3": {"p09": 0}},
 )
 
 
-def test_queries_of_three_kinds_name_the_photos_whose_title_and_tags_hold_their_words() -> None:
-    queries = demo_queries(DEMO_PHOTOS)
-    assert {q.kind for q in queries} == set(KINDS)
-    assert len({frozenset(words(q.text)) for q in queries}) == len(queries)
-    for photo in DEMO_PHOTOS:
-        named = [q for q in queries if photo.id in q.relevant]
-        assert "title" in {q.kind for q in named}, photo.id  # its own title names it
-    for query in queries:
-        # Relevant: exactly the photos whose title and tags hold every word of the query.
-        wanted = set(words(query.text))
-        assert query.relevant == {p.id for p in DEMO_PHOTOS if wanted <= photo_words(p)}
-    altered = [q for q in queries if q.altered]
-    assert altered and any(q.text.isupper() for q in altered)
-    assert any("é" in q.text or "á" in q.text for q in altered)
+def perfect(query: Query) -> Sequence[str]:
+    return sorted(SET.grades(query.id), key=lambda p: -SET.grades(query.id)[p])
 
 
-def test_reciprocal_rank_and_recall_count_the_first_ten_only() -> None:
-    ranking = [f"p{i}" for i in range(20)]
-    assert reciprocal_rank(ranking, frozenset({"p2", "p5"})) == pytest.approx(1 / 3)
-    assert reciprocal_rank(ranking, frozenset({f"p{AT}"})) == 0.0
-    assert recall(ranking, frozenset({"p0", "p15"})) == 0.5
+def last(query: Query) -> Sequence[str]:
+    """Every judged photo behind ten others: none in the first ten."""
+    return [p for p in PHOTOS if p not in SET.grades(query.id)][:AT] + list(SET.grades(query.id))
 
 
-def test_the_chance_level_is_the_mean_reciprocal_rank_of_shuffled_orders() -> None:
-    photos = [f"p{i}" for i in range(20)]
-    relevant = frozenset(photos[:3])
-    r = random.Random(0)
-    shuffled = [reciprocal_rank(r.sample(photos, len(photos)), relevant) for _ in range(20000)]
-    assert chance_rr(20, 3) == pytest.approx(sum(shuffled) / len(shuffled), abs=0.01)
-    assert chance_rr(20, 20) == 1.0
+def test_a_ranking_is_measured_on_the_judgements_not_on_its_own_words() -> None:
+    found = evaluations(
+        SET,
+        {"perfect": ("keyword", perfect), "last": ("vector", last)},
+        collection="tiny",
+        samples=200,
+        seed=0,
+    )
+    best, worst = found["perfect"], found["last"]
+    assert [s.query.id for s in best.per_query] == ["q1", "q2"]  # q3 judges nothing relevant
+    assert (best.ndcg.mean, best.recall.mean, best.mrr.mean) == (1.0, 1.0, 1.0)
+    assert (worst.ndcg.mean, worst.recall.mean, worst.mrr.mean) == (0.0, 0.0, 0.0)
+    assert (best.mode, worst.mode) == ("keyword", "vector")
 
 
-def test_weighted_fusion_scales_each_ranking_to_0_1_before_weighing_them() -> None:
-    vector = [Hit("a", 0.9, {}), Hit("b", 0.7, {}), Hit("c", 0.1, {})]  # 1, 0.75, 0
-    keyword = [Hit("c", 12.0, {}), Hit("b", 2.0, {}), Hit("a", 1.0, {})]  # 1, 1/11, 0
-    # a: 0.7 x 1; b: 0.7 x 0.75 + 0.3 / 11; c: 0.3 x 1.
-    assert weighted(vector, keyword, 0.3) == ["a", "b", "c"]
-    # a: 0.4; b: 0.4 x 0.75 + 0.6 / 11; c: 0.6.
-    assert weighted(vector, keyword, 0.6) == ["c", "a", "b"]
+def test_the_chance_ranking_draws_ten_photos_anew_for_each_query_and_repeats_with_its_seed() -> (
+    None
+):
+    first, again = chance_ranker(PHOTOS, seed=3), chance_ranker(list(reversed(PHOTOS)), seed=3)
+    drawn = [first(q) for q in SET.queries]
+    assert drawn == [again(q) for q in SET.queries]
+    assert all(len(d) == AT == len(set(d)) and set(d) <= set(PHOTOS) for d in drawn)
+    assert drawn[0] != drawn[1]
+    assert chance_ranker(PHOTOS[:4])(SET.queries[0]) != []
+
+
+def test_the_table_has_a_row_of_intervals_for_each_ranking() -> None:
+    found = evaluations(
+        SET,
+        {"perfect": ("hybrid", perfect), CHANCE: ("vector", chance_ranker(PHOTOS))},
+        collection="tiny",
+        samples=200,
+        seed=0,
+    )
+    lines = relevance_table(found).splitlines()
+    assert lines[0] == "| ranking | queries | nDCG@10 | recall@10 | MRR@10 |"
+    assert lines[2] == "| perfect | 2 | 1.000 [1.000, 1.000] | 1.000 [1.000, 1.000] | " + (
+        "1.000 [1.000, 1.000] |"
+    )
+    assert lines[3].startswith(f"| {CHANCE} | 2 | ")
+    assert len(lines) == 4
