@@ -13,6 +13,7 @@ from redis import Redis
 from core.embedding.arrays import Embeddings, Pixels
 from core.embedding.budget import MB, MemoryBudget, return_freed_pixels
 from core.embedding.client import EmbeddingClient
+from core.embedding.errors import ModelVersionUnavailable
 from core.embedding.manifest import ModelManifest, Priority
 from core.jobs import Jobs
 from core.settings import Settings
@@ -119,7 +120,12 @@ class Runtime:
     def duplicate_threshold(self, model_version: int) -> float:
         """The near-duplicate threshold of a model version's embeddings: its calibration's
         (`photosearch model calibrate`), else PHOTOSEARCH_INDEXER__DUPLICATE_THRESHOLD."""
-        calibration = self.images.manifest(model_version).calibration
+        try:
+            calibration = self.images.manifest(model_version).calibration
+        except ModelVersionUnavailable:
+            # Grouping reads stored vectors, not the model: a pass over a version whose
+            # export is gone (or was never this repository's) groups by the setting.
+            calibration = None
         if calibration is not None and calibration.duplicate_threshold is not None:
             return calibration.duplicate_threshold
         return self.settings.indexer.duplicate_threshold

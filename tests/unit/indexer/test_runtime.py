@@ -1,0 +1,35 @@
+"""The worker's runtime (indexer/runtime.py): which near-duplicate threshold a job's model
+version groups by. No Triton is reached: the manifests are read from the repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.embedding.manifest import SearchCalibration, write_manifest
+from core.settings import IndexerSettings, ModelSettings, Settings
+from indexer.runtime import Runtime
+from tests.support.models import stand_in_manifest
+
+
+def test_a_versions_calibrated_threshold_wins_over_the_setting(
+    tmp_path: Path, redis_url: str
+) -> None:
+    repo = tmp_path / "models"
+    repo.mkdir()
+    write_manifest(repo, stand_in_manifest(1, 4))
+    calibrated = stand_in_manifest(2, 4)
+    calibrated.calibration = SearchCalibration(duplicate_threshold=0.95)
+    write_manifest(repo, calibrated)
+    settings = Settings(
+        data_dir=tmp_path,
+        model=ModelSettings(repository=repo),
+        indexer=IndexerSettings(duplicate_threshold=0.98),
+    )
+    runtime = Runtime(settings)
+    try:
+        assert runtime.duplicate_threshold(2) == 0.95
+        assert runtime.duplicate_threshold(1) == 0.98  # never calibrated
+        # A grouping pass over a version whose export is not here groups by the setting.
+        assert runtime.duplicate_threshold(7) == 0.98
+    finally:
+        runtime.close()
