@@ -90,8 +90,12 @@ tools:
 	  $$SUDO apt-get install -y -qq --no-install-recommends $$missing \
 	  || { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $$missing; }; }
 
+# Two workers, each test module whole on one (its module fixtures start once): most system
+# tests wait on the processes they start, so two modules share the machine's cores well.
+PYTEST_WORKERS ?= 2
+
 test: lint tools
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 # The documentation site (mkdocs.yml, docs/) in strict mode: a broken link or anchor fails it.
 # Into site/, ignored by git; `$(BIN)/mkdocs serve` shows it while you write.
