@@ -1,12 +1,33 @@
-"""A recorded search log, small enough to count by hand (test_clickmodel, test_analytics)."""
+"""A recorded search log, small enough to count by hand (test_clickmodel, test_analytics), and
+an async client of the session's Redis with a key prefix of each test's own."""
 
 from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis as AsyncRedis
 
 from core.feedback.events import Action, StoredEvent
 from core.feedback.searchlog import Kind, SearchRecord
 
 SHOWN = ["a", "b", "c", "d", "e"]
 S1, S2, S3 = "session-one-0001", "session-two-0002", "session-three-03"
+
+
+@pytest.fixture
+async def aredis(redis_url: str) -> AsyncIterator[AsyncRedis]:
+    client = AsyncRedis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"test-{uuid.uuid4().hex}"
 
 
 def search(

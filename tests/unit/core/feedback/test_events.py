@@ -3,9 +3,6 @@ by the clock the writer passes."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-
 import pytest
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
@@ -23,20 +20,6 @@ from core.feedback.searchlog import SearchRecord, new_search_id
 
 DAY = 86400
 SESSION = "a" * 16
-
-
-@pytest.fixture
-async def aredis(redis_url: str) -> AsyncIterator[AsyncRedis]:
-    client = AsyncRedis.from_url(redis_url)
-    try:
-        yield client
-    finally:
-        await client.aclose()
-
-
-@pytest.fixture
-def prefix() -> str:
-    return f"test-{uuid.uuid4().hex}"
 
 
 def a_search(session: str | None = SESSION) -> SearchRecord:

@@ -3,10 +3,6 @@ and gone past the retention by the clock the caller passes."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-
-import pytest
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 
@@ -23,20 +19,6 @@ from core.feedback.searchlog import (
 from core.redisguard import RedisGuard
 
 DAY = 86400
-
-
-@pytest.fixture
-async def aredis(redis_url: str) -> AsyncIterator[AsyncRedis]:
-    client = AsyncRedis.from_url(redis_url)
-    try:
-        yield client
-    finally:
-        await client.aclose()
-
-
-@pytest.fixture
-def prefix() -> str:
-    return f"test-{uuid.uuid4().hex}"
 
 
 def a_search(
