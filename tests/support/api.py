@@ -19,6 +19,7 @@ from core.settings import Settings
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name, open_store
 from harness.observe import Metrics
 from harness.processes import free_ports
+from indexer.runtime import Runtime
 from query_api.app import StartCompanion, create_app
 from query_api.auth import hash_key
 from query_api.server import server_config
@@ -230,3 +231,22 @@ def indexed_api(settings: Settings, folder: Path, count: int) -> Iterator[Served
         serving(settings, store) as server,
     ):
         yield Served(server, store, indexed)
+
+
+@contextmanager
+def embedded_runtime(
+    repository: Path, triton_url: str, data_dir: Path
+) -> Iterator[tuple[Settings, VectorStore, Runtime]]:
+    """One test's API settings (model version 1), its embedded store, and a worker's runtime
+    over that store (a worker on the test's threads owns it); closed after, and the test's
+    Redis keys dropped."""
+    settings = api_settings(data_dir, triton_url, repository)
+    settings.indexer.model_version = 1
+    store = open_store(settings)
+    runtime = Runtime(settings, store=store)
+    try:
+        yield settings, store, runtime
+    finally:
+        runtime.close()
+        store.close()
+        drop_keys(settings)

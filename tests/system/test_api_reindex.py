@@ -20,13 +20,13 @@ import pytest
 from core.jobs import Jobs
 from core.settings import Settings
 from core.taskqueue import all_queues
-from core.vectorstore import LIVE_ALIAS, VectorStore, model_version_of, open_store
+from core.vectorstore import LIVE_ALIAS, VectorStore, model_version_of
 from indexer.app import create_app
 from indexer.host import worker_thread
 from indexer.runtime import Runtime
 from model.triton_server import TritonServer
-from tests.support.api import ADMIN_KEY, SEARCH_KEY, api_settings, embed_texts, serving
-from tests.support.indexing import ApiJobs, drop_keys, photo_folder, wait_idle, wait_job
+from tests.support.api import ADMIN_KEY, SEARCH_KEY, embed_texts, embedded_runtime, serving
+from tests.support.indexing import ApiJobs, photo_folder, wait_idle, wait_job
 from tests.support.waiting import wait_until
 
 ADMIN = {"X-API-Key": ADMIN_KEY}
@@ -69,16 +69,8 @@ def embedded(
     two_versions: tuple[Path, TritonServer], tmp_path: Path
 ) -> Iterator[tuple[Settings, VectorStore, Runtime]]:
     repo, server = two_versions
-    settings = api_settings(tmp_path / "data", server.url, repo)
-    settings.indexer.model_version = 1
-    store = open_store(settings)
-    runtime = Runtime(settings, store=store)
-    try:
-        yield settings, store, runtime
-    finally:
-        runtime.close()
-        store.close()
-        drop_keys(settings)
+    with embedded_runtime(repo, server.url, tmp_path / "data") as parts:
+        yield parts
 
 
 def first_answer_from(admin: httpx.Client, collection: str, settings: Settings) -> Any:
