@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Protocol
 
 import httpx
+import pytest
 from PIL import Image
 from redis import Redis
 
 from core.deployment import mark
 from core.jobs import FINISHED, Jobs, JobStatus
-from core.settings import Settings
+from core.settings import Settings, get_settings
 from core.taskqueue import TaskApp, create_celery
 from tests.support.images import encode, photo
 from tests.support.redisserver import session_url
@@ -114,6 +115,22 @@ def tasks(settings: Settings) -> TaskApp:
     if key not in _PUBLISHERS:
         _PUBLISHERS[key] = create_celery(settings)
     return _PUBLISHERS[key]
+
+
+def marked_prefix(redis: Redis, environ: pytest.MonkeyPatch) -> Iterator[str]:
+    """The commands' settings (get_settings) under a Redis key prefix of the test's own, on
+    the session's Redis, marked PhotoSearch's as a worker's start marks it; its keys deleted
+    afterwards. A fixture's body: `yield from marked_prefix(redis, monkeypatch)`."""
+    name = f"unit-{uuid.uuid4().hex}"
+    environ.setenv("PHOTOSEARCH_REDIS__PREFIX", name)
+    get_settings.cache_clear()
+    mark(redis, name, "worker")
+    yield name
+    environ.undo()
+    get_settings.cache_clear()
+    keys = list(redis.scan_iter(f"{name}*"))
+    if keys:
+        redis.delete(*keys)
 
 
 def drop_keys(settings: Settings) -> None:

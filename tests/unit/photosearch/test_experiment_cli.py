@@ -11,30 +11,20 @@ import pytest
 from redis import Redis
 from typer.testing import CliRunner
 
-from core.deployment import mark
 from core.experiments import credit, decision_for, start
 from core.jobs import JobKind, Jobs, JobState
 from core.settings import get_settings
 from core.vectorstore import collection_name
 from photosearch.experiment_cli import experiment_app
+from tests.support.indexing import marked_prefix
 
 LIVE, CANDIDATE = "photos-m1-live", "photos-m2-cand"
 
 
 @pytest.fixture
 def prefix(redis: Redis, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The commands' settings under a prefix of this test's, on the session's Redis, marked
-    PhotoSearch's; its keys deleted afterwards."""
-    name = f"unit-{uuid.uuid4().hex}"
-    monkeypatch.setenv("PHOTOSEARCH_REDIS__PREFIX", name)
-    get_settings.cache_clear()
-    mark(redis, name, "worker")
-    yield name
-    monkeypatch.undo()
-    get_settings.cache_clear()
-    keys = list(redis.scan_iter(f"{name}*"))
-    if keys:
-        redis.delete(*keys)
+    """The commands' settings under a prefix of this test's (marked_prefix)."""
+    yield from marked_prefix(redis, monkeypatch)
 
 
 def test_status_says_when_no_experiment_was_started(prefix: str) -> None:
