@@ -79,16 +79,8 @@ class Verdict:
         return json.dumps(self.record, separators=(",", ":"))
 
 
-def _interval(interval: Interval) -> dict[str, float]:
-    return {
-        "mean": round(interval.mean, 4),
-        "low": round(interval.low, 4),
-        "high": round(interval.high, 4),
-    }
-
-
 def _figures(evaluation: Evaluation) -> dict[str, dict[str, float]]:
-    return {metric: _interval(evaluation.metric(metric)) for metric in METRICS}
+    return {metric: evaluation.metric(metric).to_dict(4) for metric in METRICS}
 
 
 def measure(
@@ -137,7 +129,7 @@ def decide(
             "queries": len(s.new.per_query),
             "live": _figures(s.live),
             "new": _figures(s.new),
-            "difference": {metric: _interval(s.difference[metric]) for metric in METRICS},
+            "difference": {metric: s.difference[metric].to_dict(4) for metric in METRICS},
             "failed": s in failing,
         }
         for s in found

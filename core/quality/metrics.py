@@ -65,6 +65,13 @@ class Interval:
     def __str__(self) -> str:
         return f"{self.mean:.3f} [{self.low:.3f}, {self.high:.3f}]"
 
+    def to_dict(self, digits: int | None = None) -> dict[str, float]:
+        """As JSON-able data, each figure rounded to `digits` if given."""
+        figures = {"mean": self.mean, "low": self.low, "high": self.high}
+        if digits is None:
+            return figures
+        return {name: round(value, digits) for name, value in figures.items()}
+
 
 def _resampled_means(values: Floats, samples: int, seed: int) -> Floats:
     """`samples` means of the values, each over len(values) drawn with replacement."""

@@ -217,10 +217,6 @@ def compare(a: Evaluation, b: Evaluation, *, tag: str | None = None) -> dict[str
     }
 
 
-def _interval_dict(interval: Interval) -> dict[str, float]:
-    return {"mean": interval.mean, "low": interval.low, "high": interval.high}
-
-
 def to_dict(evaluation: Evaluation) -> dict[str, Any]:
     """The evaluation as JSON-able data (a worker's answer, `eval --json`)."""
     return {
@@ -229,9 +225,9 @@ def to_dict(evaluation: Evaluation) -> dict[str, Any]:
         "mode": evaluation.mode,
         "samples": evaluation.samples,
         "seed": evaluation.seed,
-        **{m: _interval_dict(evaluation.metric(m)) for m in METRICS},
+        **{m: evaluation.metric(m).to_dict() for m in METRICS},
         "by_tag": {
-            tag: dict(zip(METRICS, map(_interval_dict, three), strict=True))
+            tag: dict(zip(METRICS, (i.to_dict() for i in three), strict=True))
             for tag, three in evaluation.by_tag.items()
         },
         "per_query": [
