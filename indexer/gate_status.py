@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core.quality.metrics import Interval
+
 _NAMES = {"ndcg": "nDCG@10", "recall": "recall@10", "mrr": "MRR@10"}
-
-
-def _interval(figure: dict[str, float]) -> str:
-    return f"{figure['mean']:.3f} [{figure['low']:.3f}, {figure['high']:.3f}]"
 
 
 def _difference(figure: dict[str, float]) -> str:
@@ -34,8 +32,8 @@ def gate_lines(quality: str, indent: str = "    ") -> list[str]:
             found["name"] if metric == "ndcg" else "",
             str(found["queries"]) if metric == "ndcg" else "",
             name,
-            _interval(found["live"][metric]),
-            _interval(found["new"][metric]),
+            str(Interval(**found["live"][metric])),
+            str(Interval(**found["new"][metric])),
             _difference(found["difference"][metric]),
             "refused" if metric == "ndcg" and found["failed"] else "",
         ]
