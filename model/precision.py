@@ -166,7 +166,8 @@ def session(path: Path, threads: int = 0) -> tuple[Any, str]:
     raise AssertionError("unreachable")
 
 
-def _run(sess: Any, name: str, array: AnyArray) -> AnyArray:
+def run_batches(sess: Any, name: str, array: AnyArray) -> AnyArray:
+    """An onnxruntime session's output over `array`, fed to its input `name` in batches."""
     rows = [sess.run(None, {name: array[i : i + _BATCH]})[0] for i in range(0, len(array), _BATCH)]
     return np.concatenate(rows)
 
@@ -188,10 +189,10 @@ class Embedded:
 def embed(graphs: Sequence[Path], calibration: Calibration, tokens: AnyArray) -> Embedded:
     """The sample's photos through graphs[0], its queries through graphs[1]."""
     image, provider = session(graphs[0])
-    images = _run(image, IMAGE_INPUT, calibration.images)
+    images = run_batches(image, IMAGE_INPUT, calibration.images)
     del image
     text, _ = session(graphs[1])
-    return Embedded(images, _run(text, TEXT_INPUT, tokens), provider)
+    return Embedded(images, run_batches(text, TEXT_INPUT, tokens), provider)
 
 
 def compare(

@@ -49,7 +49,7 @@ from core.sources import open_source
 from core.vectorstore import PhotoPoint, VectorStore, collection_name, open_store
 from indexer.catalog import read_catalog
 from model.calibration import ALTERATIONS
-from model.precision import session
+from model.precision import run_batches, session
 from model.repository import version_dir
 from query_api.ranking import RRF_K
 
@@ -98,12 +98,6 @@ class Report:
     nearest_distinct: float
 
 
-def _run(sess: Any, name: str, array: AnyArray, batch: int = 64) -> AnyArray:
-    rows = [sess.run(None, {name: array[i : i + batch]})[0] for i in range(0, len(array), batch)]
-    out: AnyArray = np.concatenate(rows).astype(np.float32)
-    return out
-
-
 def embed_photos(
     repository: Path, manifest: ModelManifest, folder: Path, settings: Settings
 ) -> Photos:
@@ -135,8 +129,8 @@ def embed_photos(
         raise CalibrationError(f"fewer than 2 readable photos in {folder}")
     graph = version_dir(repository, IMAGE_MODEL, manifest.version) / "model.onnx"
     sess, _ = session(graph)
-    vectors = _run(sess, IMAGE_INPUT, np.stack(pixels))
-    copied = _run(sess, IMAGE_INPUT, np.stack(copies))
+    vectors = run_batches(sess, IMAGE_INPUT, np.stack(pixels))
+    copied = run_batches(sess, IMAGE_INPUT, np.stack(copies))
     return Photos(ids, vectors, payloads, copied, np.array(copy_of), kinds)
 
 
@@ -146,7 +140,7 @@ def embed_texts(repository: Path, manifest: ModelManifest, texts: Sequence[str])
     graph = version_dir(repository, TEXT_MODEL, manifest.version) / "model.onnx"
     sess, _ = session(graph)
     rows = [
-        _run(sess, TEXT_INPUT, pad_for(manifest.tokenizer, tokenizer.encode_batch([t]), 1))
+        run_batches(sess, TEXT_INPUT, pad_for(manifest.tokenizer, tokenizer.encode_batch([t]), 1))
         for t in texts
     ]
     return np.concatenate(rows)
