@@ -32,12 +32,12 @@ from core.quality.judgements import JudgementSet, load_judgements
 from core.quality.metrics import Interval
 from core.quality.runner import Evaluation, Mode, collection_ranker, compare, evaluate
 from core.settings import Settings
-from core.vectorstore import PhotoPoint, VectorStore, collection_name, open_store
+from core.vectorstore import VectorStore, collection_name, open_store
 from model.export import export_model
 from model.precision import PrecisionOptions
 from model.synthetic_judgements import write_set
 from model.train import CONFIG, trained_checkpoint
-from photosearch.calibrate import calibrate, embed_photos, embed_texts
+from photosearch.calibrate import calibrate, embed_photos, embed_texts, write_photos
 
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
 DEMO_SET = Path(__file__).parent.parent / "core" / "quality" / "sets" / "demo"
@@ -83,12 +83,7 @@ class Scratch:
         manifest = load_manifest(self.repo, version)
         embedded = embed_photos(self.repo, manifest, photos, self.settings)
         name = collection_name(version, tag)
-        self.store.create_collection(name, manifest.embedding_dim)
-        points = [
-            PhotoPoint(pid, embedded.vectors[i], embedded.payloads[i])
-            for i, pid in enumerate(embedded.ids)
-        ]
-        self.store.upsert(name, points)
+        write_photos(self.store, name, embedded)
         return name
 
     def embed(self, texts: Sequence[str], version: int) -> Embeddings:

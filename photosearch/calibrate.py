@@ -146,10 +146,8 @@ def embed_texts(repository: Path, manifest: ModelManifest, texts: Sequence[str])
     return np.concatenate(rows)
 
 
-def _scratch_store(folder: Path, photos: Photos) -> tuple[VectorStore, str]:
-    """The engine the product runs by default (Qdrant Edge), holding the judged photos."""
-    store = open_store(Settings(data_dir=folder))
-    name = collection_name(1, "calibrate")
+def write_photos(store: VectorStore, name: str, photos: Photos) -> None:
+    """A new collection of the embedded photos, with their payloads (the keyword side's words)."""
     store.create_collection(name, int(photos.vectors.shape[1]))
     store.upsert(
         name,
@@ -158,6 +156,13 @@ def _scratch_store(folder: Path, photos: Photos) -> tuple[VectorStore, str]:
             for i, pid in enumerate(photos.ids)
         ],
     )
+
+
+def _scratch_store(folder: Path, photos: Photos) -> tuple[VectorStore, str]:
+    """The engine the product runs by default (Qdrant Edge), holding the judged photos."""
+    store = open_store(Settings(data_dir=folder))
+    name = collection_name(1, "calibrate")
+    write_photos(store, name, photos)
     return store, name
 
 
