@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from core.experiments import end, start
 from core.jobs import JobKind, Jobs, JobState
 from core.sources import LocalSource, SourceObject, check_source
 from core.submit import queue_sync, submit_reindex, submit_rollback, submit_sync
@@ -32,6 +33,7 @@ from tests.support.indexing import (
     wait_job,
     write_photo,
 )
+from tests.support.waiting import wait_until
 
 
 class CountingSource(LocalSource):
@@ -164,9 +166,22 @@ def test_a_reindex_switches_while_photos_change_and_rollback_is_current(
         keys.remove("day1/photo005.jpg")
         source.counting = True
 
+        # An experiment on the new collection holds its switch (the reindex replays the
+        # changes meanwhile) until the nightly side has run its increments: without it, how
+        # many come before the switch is a race between the two.
+        new = jobs.get(reindex)
+        assert new is not None
+        prefix = settings.redis.prefix
+        hold = start(jobs.redis, prefix, live=v1, candidate=new.collection, share=0.05)
         changer = Changer(root, keys, journal, jobs, tasks(settings), reindex)
         with worker_thread(create_app(settings), runtime, queues=everything):
             changer.start()
+            wait_until(
+                lambda: len(changer.increments) >= 3 or changer.error is not None,
+                300,
+                "three increments while the switch is held",
+            )
+            end(jobs.redis, prefix, hold.id, "switch", by="admin")
             job = wait_job(jobs, reindex, 300)
             changer.join(300)
             wait_idle(jobs, 300)
