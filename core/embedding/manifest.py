@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from core.atomicfile import write_atomic
+from core.tagging.rule import TagRule
 
 IMAGE_MODEL = "clip_image"
 TEXT_MODEL = "clip_text"
@@ -115,6 +116,32 @@ class EncoderFallback(BaseModel):
         )
 
 
+class TagCalibration(BaseModel):
+    """What `photosearch model calibrate-tags` measured for one model version on labelled
+    photos: the tag rule's threshold and margin, and whether its tags beat chance at all.
+    enabled False: the indexer stores no automatic tags for this version, and says why."""
+
+    threshold: float = Field(description="Lowest cosine of a photo to a tag it earns.")
+    margin: float = Field(
+        description="Least amount a tag's cosine exceeds the photo's mean cosine over the "
+        "whole vocabulary."
+    )
+    max_tags: int = Field(10, ge=1, description="Most tags one photo keeps, best first.")
+    enabled: bool = Field(description="False: tags no better than chance; none are stored.")
+    reason: str = Field("", description="Why the tags are off (or the figures that enable them).")
+    figures: dict[str, float] = Field(
+        default_factory=dict,
+        description="Precision, recall and F1 of the rule against the labels, and chance's.",
+    )
+    vocabulary: str = Field(
+        "", description="The vocabulary and labelled photos it was measured on, with digest."
+    )
+    calibrated_at: str = ""
+
+    def rule(self) -> TagRule:
+        return TagRule(self.threshold, self.margin)
+
+
 class SearchCalibration(BaseModel):
     """What `photosearch model calibrate` measured for one model version on a judgement set
     with photos: the hybrid fusion and the near-duplicate threshold that suit its embeddings.
@@ -137,6 +164,11 @@ class SearchCalibration(BaseModel):
         default_factory=dict, description="nDCG@10 and the threshold's figures behind it."
     )
     calibrated_at: str = ""
+    tagging: TagCalibration | None = Field(
+        default=None,
+        description="The automatic tags' rule for this version; none: not calibrated, no "
+        "tags stored (run photosearch model calibrate-tags).",
+    )
 
 
 class ModelManifest(BaseModel):
