@@ -109,4 +109,37 @@ def photo_payload(r: random.Random, i: int, version: int, now: str) -> tuple[str
         "model_version": version,
         "indexed_at": now,
         GROUP_FIELD: key,
+        **_visual_and_derived(i),
+    }
+
+
+# The palette of core/embedding/attributes.py and the common photo sizes of a stock catalogue.
+PALETTE = [
+    "red", "orange", "yellow", "green", "teal", "blue", "purple", "pink", "brown", "black",
+    "grey", "white",
+]  # fmt: skip
+SIZES = [(6000, 4000), (4000, 6000), (5472, 3648), (4000, 4000), (3000, 2000), (1920, 1080)]
+
+
+def _visual_and_derived(i: int) -> dict[str, Any]:
+    """What the indexer derives from a photo (attributes at decode time, automatic tags, the
+    popularity of the feedback events), drawn from the photo's own seed so that the fields
+    above stay those of the store's earlier formats."""
+    r = random.Random(i)
+    width, height = r.choice(SIZES)
+    ratio = width / height
+    colors = r.sample(PALETTE, r.randint(1, 4))
+    weights = sorted((r.random() for _ in colors), reverse=True)
+    shares = {c: round(w / sum(weights), 3) for c, w in zip(colors, weights, strict=True)}
+    kept = [c for c in colors if shares[c] >= 0.05]
+    return {
+        "width": width,
+        "height": height,
+        "aspect_ratio": round(ratio, 3),
+        "orientation": "square" if ratio == 1 else "landscape" if ratio > 1 else "portrait",
+        "colors": kept,
+        "color_shares": {c: shares[c] for c in kept},
+        "copy_space": shares[colors[0]] >= 0.6,
+        "auto_tags": sorted(r.sample(TAGS, r.randint(0, 5))),
+        "popularity": float(int(r.expovariate(0.2))),
     }
