@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -68,6 +68,7 @@ def embed_photos(
     result = BatchResult()
     good: list[ShardPhoto] = []
     pixels: list[Pixels] = []
+    attributes: list[dict[str, Any]] = []
     read = read_batch(readers, source, [photo for photo, _ in photos], spec, limits, reserve)
     gone: dict[str, list[str]] = {}
     for (photo, shard), outcome in zip(photos, read, strict=True):
@@ -78,7 +79,8 @@ def embed_photos(
             result.skipped[photo.key] = (photo.version, outcome)
         else:
             good.append((photo, shard))
-            pixels.append(outcome)
+            pixels.append(outcome.pixels)
+            attributes.append(outcome.attributes)
     for shard, photo_ids in gone.items():  # a changed photo's old point goes with it
         store.delete_in_shard(collection, shard, photo_ids)
     if good:
@@ -92,6 +94,7 @@ def embed_photos(
             vectors,
             duplicate_threshold=duplicate_threshold,
             group_with_stored=group_with_stored,
+            attributes=attributes,
             now=now,
         )
         if group_with_stored:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import errno
 from collections.abc import Sequence
 from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
 
 from core.embedding.arrays import Pixels
 from core.embedding.errors import InvalidImage
-from core.embedding.images import ImageLimits, Reserve, prepare_image
+from core.embedding.images import ImageLimits, Reserve, prepare_photo
 from core.embedding.manifest import ImagePreprocessing
 from core.sources import Source, SourceError, SourceRefused, SourceUnavailable
 from indexer.catalog import Photo
@@ -43,17 +45,27 @@ STORAGE_ERRNOS = frozenset(
 GONE = "gone from the source before it could be read"
 
 
+@dataclass(frozen=True)
+class Decoded:
+    """A photo decoded once: the encoder's pixels, and the visual attributes of its payload
+    (core/embedding/attributes.py)."""
+
+    pixels: Pixels
+    attributes: dict[str, Any]
+
+
 def read_photo(
     source: Source,
     photo: Photo,
     spec: ImagePreprocessing,
     limits: ImageLimits,
     reserve: Reserve | None = None,
-) -> Pixels | str:
-    """The encoder's pixels, or why the photo cannot be indexed; a source or storage that
-    does not answer raises SourceUnavailable (the batch is tried again). The decode holds its
-    estimated memory through `reserve` (the worker's MemoryBudget): one needing more than the
-    whole budget is refused as too large, its reason recorded."""
+) -> Decoded | str:
+    """The encoder's pixels and the photo's visual attributes from one decode, or why the
+    photo cannot be indexed; a source or storage that does not answer raises
+    SourceUnavailable (the batch is tried again). The decode holds its estimated memory
+    through `reserve` (the worker's MemoryBudget): one needing more than the whole budget is
+    refused as too large, its reason recorded."""
     try:
         data = source.read(photo.key)
     except FileNotFoundError:
@@ -69,7 +81,7 @@ def read_photo(
             raise SourceUnavailable(f"reading {photo.key}: {exc}") from exc
         return f"cannot be read: {exc.strerror or exc}"
     try:
-        return prepare_image(data, spec, limits, reserve)
+        return Decoded(*prepare_photo(data, spec, limits, reserve))
     except InvalidImage as exc:
         return str(exc)
 
@@ -81,7 +93,7 @@ def read_batch(
     spec: ImagePreprocessing,
     limits: ImageLimits,
     reserve: Reserve | None = None,
-) -> list[Pixels | str]:
+) -> list[Decoded | str]:
     """All photos of a batch at once: reading (network) and decoding overlap across threads,
     the decodes within the memory `reserve` gives."""
     return list(executor.map(lambda p: read_photo(source, p, spec, limits, reserve), photos))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -63,12 +63,15 @@ def write_points(
     *,
     duplicate_threshold: float,
     group_with_stored: bool = True,
+    attributes: Sequence[Mapping[str, Any]] | None = None,
     now: Callable[[], datetime] = utc_now,
 ) -> None:
     """Upsert, each photo in its near-duplicate group; ids derive from photo ids, so writing a
     batch again replaces the same points. group_with_stored=False groups the batch within
-    itself only: a reindex's load, grouped by a pass once indexed (indexer/regroup.py)."""
+    itself only: a reindex's load, grouped by a pass once indexed (indexer/regroup.py).
+    `attributes`: each photo's visual attributes from its decode, in the payload (None: none)."""
     ids = [photo.photo_id for photo, _ in photos]
+    visual = attributes if attributes is not None else [{}] * len(ids)
     if group_with_stored:
         groups = assign_groups(store, collection, ids, vectors, duplicate_threshold)
     else:
@@ -79,8 +82,11 @@ def write_points(
             PhotoPoint(
                 photo.photo_id,
                 vector,
-                build_payload(photo, source, model_version, shard, now=now) | {GROUP_FIELD: group},
+                build_payload(photo, source, model_version, shard, now=now)
+                | {**seen, GROUP_FIELD: group},
             )
-            for (photo, shard), vector, group in zip(photos, vectors, groups, strict=True)
+            for (photo, shard), vector, group, seen in zip(
+                photos, vectors, groups, visual, strict=True
+            )
         ],
     )

@@ -7,12 +7,13 @@ import warnings
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from core.embedding.arrays import Pixels
+from core.embedding.attributes import visual_attributes
 from core.embedding.budget import Reserve as Reserve
 from core.embedding.errors import ImageTooLarge, InvalidImage
 from core.embedding.manifest import ImagePreprocessing
@@ -56,6 +57,8 @@ _TURN = {
     7: Image.Transpose.TRANSVERSE,
     8: Image.Transpose.ROTATE_90,
 }
+# The turns of EXIF orientations 5 to 8: the upright image's width is the stored height.
+_SWAPS = frozenset({_TURN[5], _TURN[6], _TURN[7], _TURN[8]})
 
 
 @dataclass(frozen=True)
@@ -140,11 +143,13 @@ def _decode_then(
     min_size: int,
     limits: ImageLimits | None,
     reserve: Reserve | None,
-    finish: Callable[[Image.Image], T],
+    finish: Callable[[Image.Image, tuple[int, int]], T],
 ) -> T:
     """Decode to an upright RGB image whose shorter side is still >= min_size, and `finish` it
-    within the same reservation (its copies are in the estimate)."""
+    within the same reservation (its copies are in the estimate), given the original's
+    upright size (read from the header, before draft mode shrinks it)."""
     image = _open(data, limits or ImageLimits())
+    width, height = image.size
     if image.format == "JPEG":
         image.draft(image.mode, (min_size, min_size))
     estimate = decoded_bytes(image.size, image.mode, min_size, image.format)
@@ -156,7 +161,8 @@ def _decode_then(
         turn = _turn_of(image)
         rgb = _shrink_to_rgb(image, _reduce_factor(image.size, min_size))
         del image  # the full-size pixels go before the small image's own copies
-        return finish(rgb.transpose(turn) if turn is not None else rgb)
+        upright = (height, width) if turn in _SWAPS else (width, height)
+        return finish(rgb.transpose(turn) if turn is not None else rgb, upright)
 
 
 def decode_image(
@@ -174,7 +180,7 @@ def decode_image(
     `reserve(bytes)` is held around the decode: a caller's bound on the memory decodes hold at
     once (estimated from the header, see decoded_bytes).
     """
-    return _decode_then(data, min_size, limits, reserve, lambda image: image)
+    return _decode_then(data, min_size, limits, reserve, lambda image, _: image)
 
 
 def _turn_of(image: Image.Image) -> Image.Transpose | None:
@@ -273,28 +279,34 @@ def to_rgb(image: Image.Image, peak: float | None = None) -> Image.Image:
 
 def resize_and_crop(image: Image.Image, spec: ImagePreprocessing) -> Pixels:
     """open_clip's eval transform (torchvision Resize + CenterCrop) -> uint8 [size, size, 3]."""
+    return _centre_crop(_resized(image, spec), spec.size)
+
+
+def _resized(image: Image.Image, spec: ImagePreprocessing) -> Image.Image:
+    """The eval transform's Resize: the whole image, its shorter side `size` (or squashed
+    to size x size), before the centre crop."""
     size = spec.size
     resample = _RESAMPLE[spec.interpolation]
     width, height = image.size
     if spec.resize_mode == "squash":
-        image = image.resize((size, size), resample)
-    else:
-        if max(width, height) > _MAX_RATIO * min(width, height):
-            image = _centre_strip(image, _MAX_RATIO * min(width, height))
-            width, height = image.size
-        # torchvision: the shorter side becomes `size`, the longer keeps the ratio (truncated).
-        if width <= height:
-            new = (size, int(size * height / width))
-        else:
-            new = (int(size * width / height), size)
-        if new != (width, height):
-            image = image.resize(new, resample)
+        return image.resize((size, size), resample)
+    if max(width, height) > _MAX_RATIO * min(width, height):
+        image = _centre_strip(image, _MAX_RATIO * min(width, height))
         width, height = image.size
-        # round() as torchvision does it (half to even).
-        left = round((width - size) / 2.0)
-        top = round((height - size) / 2.0)
-        image = image.crop((left, top, left + size, top + size))
-    return np.asarray(image, dtype=np.uint8)
+    # torchvision: the shorter side becomes `size`, the longer keeps the ratio (truncated).
+    if width <= height:
+        new = (size, int(size * height / width))
+    else:
+        new = (int(size * width / height), size)
+    return image.resize(new, resample) if new != (width, height) else image
+
+
+def _centre_crop(image: Image.Image, size: int) -> Pixels:
+    width, height = image.size
+    # round() as torchvision does it (half to even).
+    left = round((width - size) / 2.0)
+    top = round((height - size) / 2.0)
+    return np.asarray(image.crop((left, top, left + size, top + size)), dtype=np.uint8)
 
 
 def _centre_strip(image: Image.Image, keep: int) -> Image.Image:
@@ -316,5 +328,23 @@ def prepare_image(
     """Bytes of any common format -> uint8 [size, size, 3], or InvalidImage with the reason;
     the resize within the decode's reservation."""
     return _decode_then(
-        data, spec.size, limits, reserve, lambda image: resize_and_crop(image, spec)
+        data, spec.size, limits, reserve, lambda image, _: resize_and_crop(image, spec)
     )
+
+
+def prepare_photo(
+    data: bytes,
+    spec: ImagePreprocessing,
+    limits: ImageLimits | None = None,
+    reserve: Reserve | None = None,
+) -> tuple[Pixels, dict[str, Any]]:
+    """prepare_image's pixels and, from the same decode, the photo's visual attributes
+    (core/embedding/attributes.py: its size, orientation, colours): what the indexer stores.
+    The colours are read from the encoder's resized image before its centre crop (a few
+    hundred pixels a side, the whole photo): no pass over the decoded pixels of their own."""
+
+    def both(image: Image.Image, size: tuple[int, int]) -> tuple[Pixels, dict[str, Any]]:
+        resized = _resized(image, spec)
+        return _centre_crop(resized, spec.size), visual_attributes(resized, size)
+
+    return _decode_then(data, spec.size, limits, reserve, both)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from core.embedding.attributes import FIELDS
 from core.embedding.budget import MemoryBudget
 from core.embedding.images import ImageLimits, decoded_bytes
 from core.embedding.manifest import MAX_BATCH_SIZE
@@ -20,6 +21,7 @@ from core.sources import LocalSource
 from core.vectorstore import KEY_FIELD, SHARD_FIELD, VectorStore
 from indexer.catalog import Photo, read_catalog
 from indexer.pipeline import BatchResult, embed_photos
+from indexer.writer import build_payload
 from tests.unit.indexer.conftest import COLLECTION, INDEXED_AT, PHOTOS, MeanColours
 
 
@@ -129,3 +131,35 @@ def test_a_batch_decodes_within_the_workers_memory_budget(
     assert "more than the" in reason and "the worker (decode_memory_mb)" in reason, reason
     assert each <= budget.peak_held <= budget.total < 2 * each
     assert budget.free == budget.total
+
+
+def test_each_photo_is_written_with_the_visual_attributes_of_its_decode(
+    source: LocalSource, folder: Path, store: VectorStore, readers: Executor
+) -> None:
+    # A yellow 400x100 banner beside the folder's 128x128 photos.
+    Image.new("RGB", (400, 100), (240, 220, 30)).save(folder / "day1/banner.png")
+    photos = listed(source)
+    embed(photos, source, store, readers, MeanColours())
+    stored = {p.payload[KEY_FIELD]: p.payload for p in store.retrieve(COLLECTION, ids(photos))}
+    banner = stored["day1/banner.png"]
+    assert {name: banner[name] for name in FIELDS} == {
+        "width": 400,
+        "height": 100,
+        "aspect_ratio": 4.0,
+        "orientation": "landscape",
+        "colors": ["yellow"],
+        "color_shares": {"yellow": 1.0},
+        "copy_space": True,
+    }
+    for payload in stored.values():
+        assert set(FIELDS) <= set(payload)
+        assert payload["orientation"] in {"square", "landscape"}
+    # A payload-only write (a metadata change) keeps them: the payload is merged.
+    banner_photo = next(p for p in photos if p.key == "day1/banner.png")
+    store.set_payload(COLLECTION, banner_photo.photo_id, build_payload(banner_photo, source, 1, ""))
+    [kept] = store.retrieve(COLLECTION, [banner_photo.photo_id])
+    assert kept.payload["colors"] == ["yellow"] and kept.payload["width"] == 400
+
+
+def ids(photos: list[Photo]) -> list[str]:
+    return [p.photo_id for p in photos]

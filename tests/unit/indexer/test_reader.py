@@ -1,5 +1,6 @@
 """The indexer's reader: a photo that cannot be read is skipped with its reason, while a
-storage that fails raises, so only then is the batch tried again."""
+storage that fails raises, so only then is the batch tried again; a good one is decoded once
+into the encoder's pixels and its visual attributes."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import errno
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
-from core.embedding.arrays import Pixels
 from core.embedding.images import ImageLimits
 from core.embedding.manifest import ImagePreprocessing
 from core.sources import LocalSource, SourceError, SourceUnavailable
 from indexer.catalog import Photo
-from indexer.reader import read_photo
+from indexer.reader import Decoded, read_photo
 from tests.support.images import encode, photo
 
 SPEC = ImagePreprocessing(size=32, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))
@@ -33,7 +34,7 @@ class FailingSource(LocalSource):
         return super().read(key)
 
 
-def read(tmp_path: Path, error: Exception) -> tuple[Pixels | str, Pixels | str]:
+def read(tmp_path: Path, error: Exception) -> tuple[Decoded | str, Decoded | str]:
     (tmp_path / "bad.jpg").write_bytes(b"x")
     (tmp_path / "good.jpg").write_bytes(encode(photo("astronaut"), "JPEG"))
     source = FailingSource(tmp_path, "bad.jpg", error)
@@ -58,7 +59,21 @@ def test_a_photo_that_cannot_be_read_gets_its_reason_and_the_rest_go_on(
 ) -> None:
     bad, good = read(tmp_path, error)
     assert isinstance(bad, str) and bad.startswith(reason), bad
-    assert not isinstance(good, str) and good.shape == (32, 32, 3)
+    assert not isinstance(good, str) and good.pixels.shape == (32, 32, 3)
+
+
+def test_a_photo_is_decoded_once_into_its_pixels_and_its_attributes(tmp_path: Path) -> None:
+    # A red landscape whose EXIF says "turn 90 degrees": upright it is a 300x600 portrait.
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    (tmp_path / "red.jpg").write_bytes(
+        encode(Image.new("RGB", (600, 300), (220, 30, 30)), "JPEG", exif=exif)
+    )
+    found = read_photo(LocalSource(tmp_path), Photo("red.jpg", "red.jpg", "v"), SPEC, ImageLimits())
+    assert isinstance(found, Decoded) and found.pixels.shape == (32, 32, 3)
+    assert found.attributes["colors"] == ["red"] and found.attributes["copy_space"] is True
+    assert (found.attributes["width"], found.attributes["height"]) == (300, 600)
+    assert found.attributes["orientation"] == "portrait"
 
 
 @pytest.mark.parametrize(
