@@ -20,13 +20,18 @@ def synthetic_command(
     seed: Annotated[int, typer.Option(min=0, help="Same seed, same photos.")] = DEFAULT_SEED,
 ) -> None:
     """Write seeded synthetic photos (shapes, colours, sizes, positions, counts, textures), their
-    photos.jsonl, and a judgement set graded on what each photo shows."""
+    photos.jsonl, a judgement set graded on what each photo shows, and the automatic tags'
+    truth: labels.tsv (each photo's shape, colour and texture) and vocabulary.txt."""
+    from model.synthetic import generate
     from model.synthetic_judgements import write_set
+    from model.synthetic_labels import write_labels
 
     written = write_set(out, count, seed)
+    labels, vocabulary = write_labels(generate(count, seed), out)
     typer.echo(
         f"{written.count} photos in {written.photos} (index this folder); "
-        f"{written.queries} queries and their grades in {written.judgements}"
+        f"{written.queries} queries and their grades in {written.judgements}; "
+        f"tags' truth in {labels} over {vocabulary} (photosearch model calibrate-tags)"
     )
 
 

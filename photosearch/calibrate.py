@@ -288,5 +288,8 @@ def save(repository: Path, version: int, calibration: SearchCalibration) -> Path
     """Write the calibration into version N's manifest (read by the API and the workers when
     they next load the version)."""
     manifest = load_manifest(repository, version)
+    if calibration.tagging is None and manifest.calibration is not None:
+        # calibrate-tags' rule is measured apart: a new fusion keeps it.
+        calibration = calibration.model_copy(update={"tagging": manifest.calibration.tagging})
     manifest.calibration = calibration
     return write_manifest(repository, manifest)

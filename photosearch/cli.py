@@ -12,6 +12,7 @@ from core.settings_doc import settings_table
 from indexer.cli import beat_command, index_app, worker_command
 from model.cli import model_app, triton_app
 from photosearch.calibrate_cli import calibrate_command
+from photosearch.calibrate_tags_cli import calibrate_tags_command
 from photosearch.embedded import serve_embedded_command
 from photosearch.eval_cli import eval_command
 from photosearch.experiment_cli import experiment_app
@@ -48,6 +49,7 @@ def _find_running_up() -> None:
 
 
 model_app.command("calibrate")(calibrate_command)
+model_app.command("calibrate-tags")(calibrate_tags_command)
 app.add_typer(model_app, name="model")
 app.add_typer(triton_app, name="triton")
 app.add_typer(index_app, name="index", callback=_find_running_up)

@@ -136,6 +136,9 @@ class TagCalibration(BaseModel):
     vocabulary: str = Field(
         "", description="The vocabulary and labelled photos it was measured on, with digest."
     )
+    vocabulary_digest: str = Field(
+        "", description="core.tagging Vocabulary.digest of the vocabulary it was measured on."
+    )
     calibrated_at: str = ""
 
     def rule(self) -> TagRule:
