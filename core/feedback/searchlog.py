@@ -19,6 +19,7 @@ from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 from redis.asyncio.client import Pipeline
 
+from core.feedback.suggestlog import queue_count
 from core.redisguard import RedisGuard
 
 # 16 random bytes, URL-safe base64: 22 characters nobody can guess or enumerate.
@@ -101,6 +102,8 @@ def append(
 def _queue_record(pipe: Pipeline, prefix: str, record: SearchRecord, ttl_s: int) -> None:
     pipe.set(record_key(prefix, record.search_id), record.model_dump_json(), ex=ttl_s)
     append(pipe, searches_key(prefix), {"id": record.search_id}, now=record.at, retention_s=ttl_s)
+    # What suggestions read of it, in the same round trip (core/feedback/suggestlog.py).
+    queue_count(pipe, prefix, record, ttl_s)
 
 
 async def record_search(redis: AsyncRedis, prefix: str, record: SearchRecord, ttl_s: int) -> None:
