@@ -215,6 +215,31 @@ class ApiSettings(BaseModel):
         description="With diversity > 0, offset + limit may reach this at most (422 past "
         "it): the results diversity re-ranks one by one.",
     )
+    # Business boosts (docs/searching/boosts.md): 0 leaves relevance as it is. A weight is in
+    # the units of the search's score: a cosine is up to 1, a fused (hybrid) score ~0.03.
+    boost_recency: float = Field(
+        0.0,
+        ge=0,
+        le=10,
+        description="Weight of recency added to each search's score (a search's "
+        "boost_recency replaces it): weight x 0.5^(age / recency_half_life_days); 0: off.",
+    )
+    boost_popularity: float = Field(
+        0.0,
+        ge=0,
+        le=10,
+        description="Weight of popularity added to each search's score (a search's "
+        "boost_popularity replaces it): weight x p / (p + popularity_half); 0: off.",
+    )
+    recency_half_life_days: float = Field(
+        365.0, gt=0, description="Age at which a photo's recency boost is half its weight."
+    )
+    popularity_half: float = Field(
+        10.0,
+        gt=0,
+        description="Popularity (opens + 5 x downloads) at which a photo's popularity boost "
+        "is half its weight.",
+    )
     # Little's law: at the ~150 text queries/s one CPU Triton serves, 16 in flight is ~100 ms
     # of work; a GPU Triton serves more, and a replica's share of it is what this bounds.
     max_embeds_in_flight: int = Field(

@@ -8,6 +8,7 @@ from typing import Any
 
 from core.embedding.arrays import Embeddings
 from core.sources import Source
+from core.terms import TERMS_FIELD, photo_terms
 from core.vectorstore import GROUP_FIELD, KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
 from indexer.catalog import Photo
 from indexer.duplicates import assign, assign_groups
@@ -41,6 +42,8 @@ def build_payload(
         **_EMPTY_METADATA,
         **(photo.metadata or {}),
         "photo_id": photo.photo_id,
+        # Suggestions' vocabulary: the store counts each word's photos (core/terms.py).
+        TERMS_FIELD: photo_terms(photo.metadata or {}),
         SHARD_FIELD: shard,
         KEY_FIELD: photo.key,
         "source_uri": source.uri_of(photo.key),

@@ -84,7 +84,7 @@ async def arrange(
     """A page of the ranking `fetch` gives. `pooled`: the ranking cannot be paged by the
     store (a fusion of two); `exclude`: photo ids that are no result (the examples of a
     more-like-this) and no one's near-duplicate either."""
-    if not (pooled or page.rearranged()):
+    if not (pooled or page.rearranged() or reranking.boosts.active(page)):
         with stages.timed("search"):
             ranking = await calls.run(
                 f"search:{kind}", lambda: fetch(page.limit + 1, page.offset, False)

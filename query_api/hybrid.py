@@ -13,7 +13,9 @@ from core.embedding.arrays import Embeddings
 from core.embedding.manifest import SearchCalibration
 from core.keywords import photo_words, query_vector, words
 from core.vectorstore import Hit, KeywordsUnavailable, SparseVector, VectorStore
+from core.vectorstore.engine import Boosted
 from query_api.arrange import Ranking
+from query_api.boosts import rescored
 from query_api.errors import ApiError
 from query_api.ranking import RRF_K, fuse
 from query_api.schemas import TextSearch
@@ -37,6 +39,8 @@ class HybridPlan:
     # The fusion: the collection's model version's calibration, else plain RRF.
     rrf_k: int = RRF_K
     keyword_weight: float = 1.0
+    # Business boosts: the fusion (its pool) re-scored by their formula (query_api/boosts.py).
+    boost: Boosted | None = None
 
     @classmethod
     def of(
@@ -67,7 +71,7 @@ class HybridPlan:
         the fusion its first `keep` (None: `limit`)."""
         keep = limit if keep is None else keep
         if self.query.mode == "keyword":
-            by_words, full = self._by_words(keep, with_vectors)
+            by_words, full = self._by_words(keep, with_vectors, pool=limit)
             assert by_words is not None
             return Ranking(by_words, more=full)
         if self.query.score_threshold is None and not self.unwanted:
@@ -89,10 +93,11 @@ class HybridPlan:
                 filter=self.query.to_store(),
                 with_vectors=with_vectors,
                 keep=keep,
+                boost=self.boost,
             )
         except KeywordsUnavailable:
             self.mode_ran = "vector"
-            hits = self._by_vector(keep, with_vectors)
+            hits = self._by_vector(keep, with_vectors, pool=limit)
             return Ranking(hits, more=len(hits) == keep)
         # The fusion holds up to twice `limit`: all `keep` read means more may follow.
         return Ranking(hits, more=len(hits) >= keep)
@@ -110,15 +115,19 @@ class HybridPlan:
         by_vector = self._by_vector(limit, with_vectors)
         if by_words is None:
             self.mode_ran = "vector"
+            by_vector = rescored(by_vector, self.boost)
             return Ranking(by_vector[:keep], more=len(by_vector) == limit or len(by_vector) > keep)
         if threshold is not None:  # the threshold is a cosine similarity: the words' too
             query = np.asarray(self.vector, dtype=np.float32)
             by_words = [h for h in by_words if _cosine(h.vector, query) >= threshold]
         fused = fuse([by_vector, by_words], self.rrf_k, [1.0, self.keyword_weight])
+        # Fused here, boosted here: the store's formula, evaluated in Python.
+        fused = rescored(fused, self.boost)
         more = full or len(by_vector) == limit or len(fused) > keep
         return Ranking(fused[:keep], more=more)
 
-    def _by_vector(self, limit: int, with_vectors: bool) -> list[Hit]:
+    def _by_vector(self, limit: int, with_vectors: bool, pool: int | None = None) -> list[Hit]:
+        """The vector ranking; boosted (pool: see _by_words) only when it is all there is."""
         assert self.vector is not None
         return self.store.search(
             self.collection,
@@ -127,10 +136,16 @@ class HybridPlan:
             filter=self.query.to_store(),
             score_threshold=self.query.score_threshold,
             with_vectors=with_vectors,
+            boost=None if pool is None else self.boost,
+            pool=pool,
         )
 
-    def _by_words(self, limit: int, with_vectors: bool) -> tuple[list[Hit] | None, bool]:
-        """The keyword ranking (None: the collection has none) and whether it was full."""
+    def _by_words(
+        self, limit: int, with_vectors: bool, pool: int | None = None
+    ) -> tuple[list[Hit] | None, bool]:
+        """The keyword ranking (None: the collection has none) and whether it was full;
+        `pool`: the ranking is the search's own (mode=keyword), its best `pool` boosted
+        (None: unboosted, a side of a fusion)."""
         if not self.keywords.indices:
             return [], False
         try:
@@ -140,6 +155,8 @@ class HybridPlan:
                 limit=limit,
                 filter=self.query.to_store(),
                 with_vectors=with_vectors,
+                boost=None if pool is None else self.boost,
+                pool=pool,
             )
         except KeywordsUnavailable:
             if self.query.mode == "keyword":

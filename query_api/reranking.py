@@ -10,6 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from core.settings_api import ApiSettings
+from query_api.boosts import Boosts
 from query_api.errors import ApiError
 from query_api.schemas import Page
 
@@ -23,6 +24,10 @@ class Reranking:
     The work must stay off the event loop: one maximal-marginal-relevance pass over 10,000
     candidates once held it for 7.5 s, and every other caller (`/healthz` too) waited.
     """
+
+    # The replica's boosts (Services sets them from its settings; tests pin their clock). A
+    # boosted ranking is a pool re-scored by the store's formula (query_api/boosts.py).
+    boosts: Boosts = Boosts()
 
     def __init__(
         self,
@@ -71,8 +76,9 @@ class Reranking:
 
     def candidates(self, page: Page, *, pooled: bool) -> int:
         """How many candidates a search of this page re-ranks at first (0: none, the store
-        pages it); a collapsed page short of groups reads up to 4x as many."""
-        if not (pooled or page.rearranged()):
+        pages it); a collapsed page short of groups reads up to 4x as many. A boosted
+        page is a pool re-scored by the formula, as a fusion is one."""
+        if not (pooled or page.rearranged() or self.boosts.active(page)):
             return 0
         need = page.offset + page.limit + 1
         return self.pool if page.sort == "newest" else max(need, self.pool)

@@ -26,6 +26,8 @@ MAX_NOT = 5
 MAX_EXAMPLES = 20
 # How many of a group's other photos a result lists (its count says how many there are).
 MAX_DUPLICATE_IDS = 20
+# The most a boost's weight may be: ten times the largest cosine similarity.
+MAX_BOOST = 10.0
 
 # The examples of the OpenAPI schema (the documentation's API reference shows them).
 _METADATA_EXAMPLE: dict[str, Any] = {
@@ -151,6 +153,24 @@ class Page(Filters):
         le=1.0,
         description="0: by relevance alone. Up to 1: re-rank the most relevant candidates by "
         "maximal marginal relevance, trading relevance for results that look unlike each other.",
+    )
+    boost_recency: float | None = Field(
+        None,
+        ge=0.0,
+        le=MAX_BOOST,
+        description="Weight of recency added to each candidate's score: weight x "
+        "0.5^(age / PHOTOSEARCH_API__RECENCY_HALF_LIFE_DAYS), age from created_at (none "
+        "for a photo without it). In the score's units: a cosine is up to 1, a fused "
+        "(hybrid) score about 0.03. null: the replica's PHOTOSEARCH_API__BOOST_RECENCY; 0: off.",
+    )
+    boost_popularity: float | None = Field(
+        None,
+        ge=0.0,
+        le=MAX_BOOST,
+        description="Weight of popularity added to each candidate's score: weight x "
+        "p / (p + PHOTOSEARCH_API__POPULARITY_HALF), p its opens + 5 x downloads over the "
+        "feedback retention (docs/searching/boosts.md). null: the replica's "
+        "PHOTOSEARCH_API__BOOST_POPULARITY; 0: off.",
     )
     sort: Literal["relevance", "newest"] = Field(
         "relevance",
@@ -330,7 +350,9 @@ class Result(Photo):
     score: float = Field(
         description="The ranking score: cosine similarity to the query (-1..1) for vector, "
         "image, more-like-this and recommend searches; the reciprocal rank fusion score "
-        "for mode=hybrid; BM25 for mode=keyword."
+        "for mode=hybrid; BM25 for mode=keyword. With a boost (boost_recency, "
+        "boost_popularity), that score plus the boosts: the formula of "
+        "docs/searching/boosts.md, evaluated by the store."
     )
     duplicates: Duplicates | None = Field(
         None,

@@ -22,6 +22,7 @@ from core.embedding.manifest import ModelManifest
 from core.feedback.searchlog import new_search_id
 from core.querycache import normalize_query
 from core.vectorstore import CollectionNotFound, StoredPhoto, VectorStore, model_version_of
+from core.vectorstore.engine import Boosted
 from query_api.admission import Admission
 from query_api.arrange import Arranged, Fetch, Ranking, arrange
 from query_api.embedquery import QueryEmbedder, timed_embed
@@ -85,7 +86,12 @@ def stored_photo(root: str, record: StoredPhoto) -> Photo:
 
 
 def _nearest(
-    store: VectorStore, collection: str, vector: Embeddings, page: Page, exclude: tuple[str, ...]
+    store: VectorStore,
+    collection: str,
+    vector: Embeddings,
+    page: Page,
+    exclude: tuple[str, ...],
+    boost: Boosted | None = None,
 ) -> Fetch:
     def fetch(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
         count = limit if keep is None else keep  # one ranking: its first `keep` are all it needs
@@ -97,6 +103,8 @@ def _nearest(
             filter=page.to_store(exclude),
             score_threshold=page.score_threshold,
             with_vectors=with_vectors,
+            boost=boost,  # a boost re-scores the best `limit` (the pool) by its formula
+            pool=limit,
         )
         return Ranking(hits, more=len(hits) == count)
 
@@ -170,6 +178,7 @@ async def text_search(
     admin key): to anyone else it would tell whether some other caller searched the phrase."""
     start = time.perf_counter()
     store = calls.store
+    boost = reranking.boosts.of_page(query)
 
     async def run(collection: str) -> tuple[Arranged, bool, Mode]:
         vector, cached, calibration = None, True, None
@@ -179,10 +188,11 @@ async def text_search(
             calibration = queries.calibration(version)
         if query.mode == "vector":
             assert vector is not None
-            fetch = _nearest(store, collection, vector, query, ())
+            fetch = _nearest(store, collection, vector, query, (), boost)
             arranged = await arrange(calls, reranking, "text", collection, query, stages, fetch)
             return arranged, cached, "vector"
         plan = HybridPlan.of(store, collection, query, vector, calibration)
+        plan.boost = boost
         arranged = await arrange(
             calls, reranking, "text", collection, query, stages, plan.fetch, pooled=True
         )
@@ -242,6 +252,7 @@ async def image_search(
 ) -> SearchResponse:
     """Photos that look like the encoded image `data`; `timeout_s`: its embedding's deadline."""
     start = time.perf_counter()
+    boost = reranking.boosts.of_page(page)
 
     async def run(collection: str) -> Arranged:
         version = model_version_of(collection)
@@ -261,7 +272,7 @@ async def image_search(
                         [pixels], model_version=version, timeout_s=timeout_s
                     ),
                 )
-        fetch = _nearest(calls.store, collection, vectors[0], page, ())
+        fetch = _nearest(calls.store, collection, vectors[0], page, (), boost)
         return await arrange(calls, reranking, "image", collection, page, stages, fetch)
 
     arranged, collection = await _with_live_collection(live, stages, run)
@@ -296,10 +307,11 @@ async def similar_search(
 ) -> SearchResponse:
     """More like this: the stored vector of a photo, not a new embedding; never itself."""
     start = time.perf_counter()
+    boost = reranking.boosts.of_page(page)
 
     async def run(collection: str) -> Arranged:
         (vector,) = await _stored_vectors(calls, collection, [photo_id], stages)
-        fetch = _nearest(calls.store, collection, vector, page, (photo_id,))
+        fetch = _nearest(calls.store, collection, vector, page, (photo_id,), boost)
         return await arrange(
             calls, reranking, "similar", collection, page, stages, fetch, exclude=(photo_id,)
         )
@@ -322,6 +334,7 @@ async def recommend_search(
     start = time.perf_counter()
     examples = tuple(dict.fromkeys([*query.positive, *query.negative]))
     store = calls.store
+    boost = reranking.boosts.of_page(query)
 
     async def run(collection: str) -> Arranged:
         vectors = await _stored_vectors(calls, collection, list(examples), stages)
@@ -340,6 +353,8 @@ async def recommend_search(
                 filter=query.to_store(examples),
                 score_threshold=query.score_threshold,
                 with_vectors=with_vectors,
+                boost=boost,
+                pool=limit,
             )
             return Ranking(hits, more=len(hits) == count)
 

@@ -30,6 +30,7 @@ from core.vectorstore import (
 )
 from query_api.admission import Admission
 from query_api.auth import KeyRing
+from query_api.boosts import Boosts
 from query_api.embedquery import QueryEmbedder
 from query_api.errors import Unavailable
 from query_api.experiment import AutoSwitch, ExperimentMetrics, Experiments
@@ -82,6 +83,7 @@ class Services:
 
     def __post_init__(self) -> None:
         api = self.settings.api
+        self.reranking.boosts = Boosts.of(api)
         self.calls = StoreCalls(
             self.store,
             self.store_pool,

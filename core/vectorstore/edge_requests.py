@@ -8,7 +8,9 @@ from typing import cast
 import qdrant_edge as qe
 
 from core.vectorstore.base import SearchTuning, SparseVector
+from core.vectorstore.boosts import CREATED, DEFAULTS, POPULARITY
 from core.vectorstore.engine import (
+    Boosted,
     DateRange,
     DeletePoints,
     DeleteVectors,
@@ -80,8 +82,10 @@ def params(tuning: SearchTuning | None) -> qe.SearchParams | None:
     return None if tuning is None else tuning.params(qe.SearchParams, qe.QuantizationSearchParams)
 
 
-def query(q: Nearest | Recommend | Rrf) -> qe.ScoringQueryType:
+def query(q: Nearest | Recommend | Rrf | Boosted) -> qe.ScoringQueryType:
     match q:
+        case Boosted():
+            return formula(q)
         case Nearest(v, using):
             return qe.Query.Nearest(vector(v), using=using)
         case Recommend(positive, negative, using):
@@ -93,6 +97,25 @@ def query(q: Nearest | Recommend | Rrf) -> qe.ScoringQueryType:
             return cast(qe.Fusion, qe.Fusion.Rrf(k=k, weights=given))
 
 
+def formula(b: Boosted) -> qe.Formula:
+    """Boosted as Qdrant's formula (core/vectorstore/boosts.py evaluates the same in Python)."""
+    e = qe.Expression
+    age = e.Decay(
+        qe.DecayKind.Exp,
+        e.DatetimeKey(CREATED),
+        target=e.Datetime(b.now.isoformat()),
+        midpoint=0.5,
+        scale=b.recency_half_life_s,
+    )
+    # The default date only keeps the decay defined: the condition makes the term 0.
+    dated = e.Condition(qe.Filter(must_not=[qe.IsEmptyCondition(CREATED)]))
+    p = e.Variable(POPULARITY)
+    share = e.Div(p, e.Sum([p, e.Constant(b.popularity_half)]), by_zero_default=0.0)
+    recency = e.Mult([e.Constant(b.recency_weight), dated, age])
+    popular = e.Mult([e.Constant(b.popularity_weight), share])
+    return qe.Formula(e.Sum([e.Variable("$score"), recency, popular]), defaults=DEFAULTS)
+
+
 def payload(fields: Sequence[str] | None) -> qe.PayloadSelector | bool:
     return True if fields is None else qe.PayloadSelector.Include(list(fields))
 
@@ -101,6 +124,7 @@ def prefetch(p: Prefetch) -> qe.Prefetch:
     return qe.Prefetch(
         limit=p.limit,
         query=query(p.query),
+        prefetches=[prefetch(n) for n in p.prefetches] or None,
         filter=where(p.filter),
         score_threshold=p.score_threshold,
         params=params(p.tuning),

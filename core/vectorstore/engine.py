@@ -99,18 +99,34 @@ class Rrf:
     weights: tuple[float, ...] | None = None
 
 
-Query = Nearest | Recommend | Rrf
+@dataclass(frozen=True)
+class Boosted:
+    """The prefetch's score plus business boosts, a formula the engine evaluates (Qdrant's
+    formula query): score + recency_weight x 0.5^(age / recency_half_life_s), age being
+    |now - created_at| (0 for a photo without created_at), + popularity_weight x
+    p / (p + popularity_half), p the payload's `popularity` (0 when missing)."""
+
+    recency_weight: float
+    recency_half_life_s: float
+    now: datetime
+    popularity_weight: float
+    popularity_half: float
+
+
+Query = Nearest | Recommend | Rrf | Boosted
 
 
 @dataclass(frozen=True)
 class Prefetch:
-    """Candidates for the query above it."""
+    """Candidates for the query above it: the best `limit` by its query, which may itself
+    rank its own prefetches (a fusion)."""
 
-    query: Nearest | Recommend
+    query: Nearest | Recommend | Rrf
     limit: int
     filter: Where | None = None
     score_threshold: float | None = None
     tuning: SearchTuning | None = None  # None: no search parameters (the exact sparse index)
+    prefetches: tuple[Prefetch, ...] = ()
 
 
 @dataclass(frozen=True)

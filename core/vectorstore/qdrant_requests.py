@@ -8,7 +8,9 @@ from typing import Any
 from qdrant_client import models as qm
 
 from core.vectorstore.base import SearchTuning, SparseVector
+from core.vectorstore.boosts import CREATED, DEFAULTS, POPULARITY
 from core.vectorstore.engine import (
+    Boosted,
     DateRange,
     DeletePoints,
     DeleteVectors,
@@ -72,9 +74,11 @@ def params(tuning: SearchTuning | None) -> qm.SearchParams | None:
     return None if tuning is None else tuning.params(qm.SearchParams, qm.QuantizationSearchParams)
 
 
-def query(q: Nearest | Recommend | Rrf) -> tuple[Any, str | None]:
+def query(q: Nearest | Recommend | Rrf | Boosted) -> tuple[Any, str | None]:
     """The query and the named vector it uses."""
     match q:
+        case Boosted():
+            return formula(q), None
         case Nearest(v, using):
             return vector(v), using
         case Recommend(positive, negative, using):
@@ -89,6 +93,32 @@ def query(q: Nearest | Recommend | Rrf) -> tuple[Any, str | None]:
             return qm.RrfQuery(rrf=qm.Rrf(k=k, weights=given)), None
 
 
+def formula(b: Boosted) -> qm.FormulaQuery:
+    """Boosted as Qdrant's formula (core/vectorstore/boosts.py evaluates the same in Python)."""
+    age = qm.ExpDecayExpression(
+        exp_decay=qm.DecayParamsExpression(
+            x=qm.DatetimeKeyExpression(datetime_key=CREATED),
+            target=qm.DatetimeExpression(datetime=b.now.isoformat()),
+            midpoint=0.5,
+            scale=b.recency_half_life_s,
+        )
+    )
+    # The default date only keeps the decay defined: the condition makes the term 0.
+    dated = qm.Filter(must_not=[qm.IsEmptyCondition(is_empty=qm.PayloadField(key=CREATED))])
+    share = qm.DivExpression(
+        div=qm.DivParams(
+            left=POPULARITY,
+            right=qm.SumExpression(sum=[POPULARITY, b.popularity_half]),
+            by_zero_default=0.0,
+        )
+    )
+    recency = qm.MultExpression(mult=[b.recency_weight, dated, age])
+    popular = qm.MultExpression(mult=[b.popularity_weight, share])
+    return qm.FormulaQuery(
+        formula=qm.SumExpression(sum=["$score", recency, popular]), defaults=DEFAULTS
+    )
+
+
 def payload(fields: Sequence[str] | None) -> qm.PayloadSelectorInclude | bool:
     return True if fields is None else qm.PayloadSelectorInclude(include=list(fields))
 
@@ -97,6 +127,7 @@ def prefetch(p: Prefetch, exact: bool) -> qm.Prefetch:
     """exact: local mode, which searches exactly and warns about search parameters."""
     scoring, using = query(p.query)
     return qm.Prefetch(
+        prefetch=[prefetch(n, exact) for n in p.prefetches] or None,
         query=scoring,
         using=using,
         limit=p.limit,

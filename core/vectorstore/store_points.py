@@ -115,6 +115,14 @@ class Points:
         found = self._engine.facet(collection, SHARD_FIELD, limit=MAX_SHARDS, exact=False)
         return [label for label, count in found if count]
 
+    def value_counts(self, collection: str, field: str, *, limit: int) -> list[tuple[str, int]]:
+        """The `limit` values of an indexed keyword field held by the most photos, with how
+        many hold each (each item of a list field), most first: the payload index's own
+        counts, whose cost is the number of distinct values, never of the photos."""
+        if limit <= 0:
+            return []
+        return self._engine.facet(collection, field, limit=limit, exact=False)
+
     def points(
         self, collection: str, *, shard: str | None = None, unlabelled: bool = False
     ) -> Iterator[IndexedPoint]:

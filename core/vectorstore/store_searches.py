@@ -18,7 +18,8 @@ from core.vectorstore.base import (
     SparseVector,
     payload_fields,
 )
-from core.vectorstore.engine import Engine, Nearest, Prefetch, Recommend, Rrf, Search
+from core.vectorstore.boosts import boosted
+from core.vectorstore.engine import Boosted, Engine, Nearest, Prefetch, Recommend, Rrf, Search
 from core.vectorstore.keyword_vectors import dense
 
 # Hits read past a kept fusion's cut, for the ties at it (hybrid_search).
@@ -42,21 +43,22 @@ class Searches:
         score_threshold: float | None = None,
         tuning: SearchTuning | None = None,
         with_vectors: bool = False,
+        boost: Boosted | None = None,
+        pool: int | None = None,
     ) -> list[Hit]:
         """Nearest photos by cosine similarity, best first; `tuning` replaces the store's
-        search parameters for this search (exact search, the recall benchmark)."""
-        return self._engine.query(
-            collection,
-            Search(
-                Nearest(dense(vector), VECTOR_NAME),
-                limit,
-                offset,
-                filter=filters.search_filter(filter),
-                score_threshold=score_threshold,
-                tuning=tuning or self._tuning,
-                with_vector=with_vectors,
-            ),
+        search parameters for this search (exact search, the recall benchmark). `boost`:
+        the best `pool` (None: offset + limit) re-scored by its formula (boosts.boosted)."""
+        search = Search(
+            Nearest(dense(vector), VECTOR_NAME),
+            limit,
+            offset,
+            filter=filters.search_filter(filter),
+            score_threshold=score_threshold,
+            tuning=tuning or self._tuning,
+            with_vector=with_vectors,
         )
+        return self._engine.query(collection, boosted(search, boost, pool))
 
     def _check_keywords(self, collection: str) -> None:
         if not self._engine.has_keywords(collection):
@@ -73,18 +75,20 @@ class Searches:
         limit: int,
         filter: SearchFilter | None = None,
         with_vectors: bool = False,
+        boost: Boosted | None = None,
+        pool: int | None = None,
     ) -> list[Hit]:
         """Photos whose title, tags or photographer hold the query's words, best BM25 score
-        first (core.keywords.query_vector); KeywordsUnavailable on a collection without them."""
+        first (core.keywords.query_vector); KeywordsUnavailable on a collection without them.
+        `boost`, `pool`: as search's."""
         self._check_keywords(collection)
         if not keywords.indices:
             return []
         # The sparse index is exact: no graph, so no search parameters.
         query = Nearest(keywords, KEYWORDS_VECTOR)
         where = filters.search_filter(filter)
-        return self._engine.query(
-            collection, Search(query, limit, filter=where, with_vector=with_vectors)
-        )
+        search = Search(query, limit, filter=where, with_vector=with_vectors)
+        return self._engine.query(collection, boosted(search, boost, pool))
 
     def hybrid_search(
         self,
@@ -98,6 +102,7 @@ class Searches:
         filter: SearchFilter | None = None,
         with_vectors: bool = False,
         keep: int | None = None,
+        boost: Boosted | None = None,
     ) -> list[Hit]:
         """The `limit` nearest photos and the `limit` best by keywords, fused by reciprocal
         rank fusion in one query: a photo at rank r (from 1) of a ranking adds
@@ -108,7 +113,8 @@ class Searches:
         ranking need one). `keep`: only the
         best that many of the fusion (None: all of it, up to twice `limit`). Without words
         to match, the vector ranking alone; KeywordsUnavailable on a collection without
-        keyword vectors."""
+        keyword vectors. `boost`: the whole fusion re-scored by its formula, of which the
+        first `keep` are read."""
         where = filters.search_filter(filter)
         rankings = [Prefetch(Nearest(dense(vector), VECTOR_NAME), limit, where, None, self._tuning)]
         if keywords.indices:
@@ -129,6 +135,8 @@ class Searches:
             prefetches=tuple(rankings),
             with_vector=with_vectors,
         )
+        # Boosted, the formula ranks the whole fusion (its pool), of which it reads as many.
+        fused = boosted(fused, boost, limit * len(rankings))
         hits = sorted(self._engine.query(collection, fused), key=lambda h: (-h.score, h.photo_id))
         return hits if keep is None else hits[:keep]
 
@@ -143,24 +151,25 @@ class Searches:
         filter: SearchFilter | None = None,
         score_threshold: float | None = None,
         with_vectors: bool = False,
+        boost: Boosted | None = None,
+        pool: int | None = None,
     ) -> list[Hit]:
         """More like the positive examples and not like the negative ones (Qdrant's
-        recommendation query, best-score strategy), best first."""
+        recommendation query, best-score strategy), best first. `boost`, `pool`: as
+        search's."""
         if not positive and not negative:
             return []
         examples = Recommend(tuple(dense(v) for v in positive), tuple(dense(v) for v in negative))
-        return self._engine.query(
-            collection,
-            Search(
-                examples,
-                limit,
-                offset,
-                filter=filters.search_filter(filter),
-                score_threshold=score_threshold,
-                tuning=self._tuning,
-                with_vector=with_vectors,
-            ),
+        search = Search(
+            examples,
+            limit,
+            offset,
+            filter=filters.search_filter(filter),
+            score_threshold=score_threshold,
+            tuning=self._tuning,
+            with_vector=with_vectors,
         )
+        return self._engine.query(collection, boosted(search, boost, pool))
 
     def neighbours_each(
         self,

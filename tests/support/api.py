@@ -16,6 +16,7 @@ import uvicorn
 
 from core.embedding.client import EmbeddingClient
 from core.settings import Settings
+from core.terms import TERMS_FIELD, photo_terms
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name, open_store
 from harness.observe import Metrics
 from harness.processes import free_ports
@@ -104,6 +105,7 @@ def index_photos(
         payloads[photo_id] = {
             **metadata_of(n),
             "photo_id": photo_id,
+            TERMS_FIELD: photo_terms(metadata_of(n)),
             "source_uri": files[photo_id].as_uri(),
             "source_root": folder.as_uri(),
             "content_version": f"v{n}",

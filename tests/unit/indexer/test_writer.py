@@ -41,3 +41,22 @@ def test_near_duplicates_share_a_group_and_a_rewrite_replaces_the_points(
         for record in store.retrieve(COLLECTION, ["id-1", "id-2", "id-3"])
     }
     assert groups["id-1"] == groups["id-2"] != groups["id-3"]
+
+
+def test_a_payload_carries_the_words_of_its_title_and_tags_for_suggestions(
+    source: LocalSource, store: VectorStore
+) -> None:
+    tagged = photo(1, title="A Red Bicycle in the café", tags=["Street", "red bike"])
+    payload = build_payload(tagged, source, 3, "day1", now=lambda: INDEXED_AT)
+    assert payload["terms"] == ["red", "bicycle", "cafe", "street", "bike"]
+    # The store counts each word's photos from its index: what suggestions read.
+    write_points(
+        store,
+        COLLECTION,
+        source,
+        1,
+        [(tagged, "")],
+        np.eye(DIM, dtype=np.float32)[:1],
+        duplicate_threshold=0.99,
+    )
+    assert dict(store.value_counts(COLLECTION, "terms", limit=10))["bicycle"] == 1

@@ -46,6 +46,8 @@ def test_both_engines_serve_the_one_store_with_every_filtered_field_indexed(
 ) -> None:
     assert isinstance(store, VectorStore)
     filtered = {"tags", "photographer", "license", "created_at", "shard", "source_key"}
-    assert filtered | {"dup_group", "photo_id", "model_version"} == set(PAYLOAD_INDEXES)
+    # And the identity, the groups, the version, and the words suggestions complete.
+    read = {"dup_group", "photo_id", "model_version", "terms"}
+    assert filtered | read == set(PAYLOAD_INDEXES)
     assert PAYLOAD_INDEXES["created_at"] == "datetime"
     assert PAYLOAD_INDEXES["model_version"] == "integer"
