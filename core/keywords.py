@@ -1,9 +1,10 @@
 """The words of a photo and of a query, as sparse vectors the vector store ranks by BM25.
 
 A photo's vector holds each word of its title, tags and photographer once, weighted by BM25's
-term-frequency part; the store multiplies each by the word's IDF over the collection (Qdrant's
-IDF modifier), and a query's vector holds each of its words with weight 1, so the dot product
-is the photo's BM25 score. Words are compared case- and accent-insensitively ("Café" = "cafe").
+term-frequency part, and the words only its automatic tags hold at AUTO_TAG_WEIGHT of that;
+the store multiplies each by the word's IDF over the collection (Qdrant's IDF modifier), and
+a query's vector holds each of its words with weight 1, so the dot product is the photo's BM25
+score. Words are compared case- and accent-insensitively ("Café" = "cafe").
 """
 
 from __future__ import annotations
@@ -15,15 +16,23 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from core.vectorstore.base import SparseVector
+from core.vectorstore.base import AUTO_TAGS_FIELD, SparseVector
 
 # BM25's usual constants; AVERAGE_WORDS stands for the collection's mean length (a title and
 # a few tags), fixed because a photo's vector is written once and never re-weighted.
 K1 = 1.2
 B = 0.75
 AVERAGE_WORDS = 12.0
-# The fields whose words a keyword search matches.
+# The fields whose words a person wrote, and all the fields a keyword search matches: those
+# and the automatic tags the indexer derives from the image (indexer/autotags.py).
 FIELDS = ("title", "tags", "photographer")
+WORD_FIELDS = (*FIELDS, AUTO_TAGS_FIELD)
+# A word that only a photo's automatic tags hold weighs this share of the same word typed by a
+# person: the model's guess is evidence of the word, weaker than a photographer's (a rule
+# calibrated to beat chance still errs), so for one word a photo its photographer tagged
+# ranks above one the model tagged, and both above photos without it. The automatic words
+# leave the document's length alone: re-tagging never moves how its human words weigh.
+AUTO_TAG_WEIGHT = 0.5
 # Words too common to tell photos apart. IDF would weigh them down anyway; left out, "a dog in
 # the snow" does not match every title with "the" in it at all.
 STOPWORDS = frozenset(
@@ -44,10 +53,11 @@ def word_id(word: str) -> int:
     return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big")
 
 
-def photo_words(payload: Mapping[str, Any]) -> list[str]:
-    """The words of a photo's title, tags and photographer."""
+def photo_words(payload: Mapping[str, Any], fields: tuple[str, ...] = WORD_FIELDS) -> list[str]:
+    """The words of a photo a keyword search matches: its title, tags, photographer and
+    automatic tags (`fields`: only these)."""
     texts: list[str] = []
-    for name in FIELDS:
+    for name in fields:
         value = payload.get(name)
         if isinstance(value, str):
             texts.append(value)
@@ -63,13 +73,16 @@ def _sparse(weights: Mapping[int, float]) -> SparseVector:
 
 def document_vector(payload: Mapping[str, Any]) -> SparseVector:
     """A photo's keyword vector (empty when it has no words)."""
-    found = photo_words(payload)
+    found = photo_words(payload, FIELDS)
     norm = K1 * (1 - B + B * len(found) / AVERAGE_WORDS)
+    typed = Counter(found)
+    guessed = Counter(w for w in photo_words(payload, (AUTO_TAGS_FIELD,)) if w not in typed)
     weights: dict[int, float] = {}
-    for word, tf in Counter(found).items():
-        index = word_id(word)
-        # Two words with one hash (rare at 32 bits) add up, as the same word repeated would.
-        weights[index] = weights.get(index, 0.0) + tf * (K1 + 1) / (tf + norm)
+    for counts, share in ((typed, 1.0), (guessed, AUTO_TAG_WEIGHT)):
+        for word, tf in counts.items():
+            index = word_id(word)
+            # Two words with one hash (rare at 32 bits) add up, as the same word repeated would.
+            weights[index] = weights.get(index, 0.0) + share * tf * (K1 + 1) / (tf + norm)
     return _sparse(weights)
 
 

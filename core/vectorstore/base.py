@@ -34,7 +34,6 @@ KEY_FIELD = "source_key"
 KEYWORD_FIELDS = (
     "photo_id",
     "tags",
-    "terms",  # the words of title and tags, which suggestions complete (core/terms.py)
     "photographer",
     "license",
     SHARD_FIELD,
@@ -43,8 +42,20 @@ KEYWORD_FIELDS = (
 )
 DATETIME_FIELDS = ("created_at",)
 INTEGER_FIELDS = ("model_version",)
+# A photo's automatic tags (indexer/autotags.py), and the key of the vocabulary and rule that
+# made them: a point whose key is not its version's current one is re-tagged by a sync.
+AUTO_TAGS_FIELD = "auto_tags"
+TAGGED_WITH_FIELD = "auto_tags_vocabulary"
 # What points() reads of each point, and how many points a page holds.
-POINT_FIELDS = ["photo_id", KEY_FIELD, "content_version", "meta_hash", SHARD_FIELD, "source_uri"]
+POINT_FIELDS = [
+    "photo_id",
+    KEY_FIELD,
+    "content_version",
+    "meta_hash",
+    SHARD_FIELD,
+    "source_uri",
+    TAGGED_WITH_FIELD,
+]
 SCROLL_PAGE = 1000
 # Facets return at most this many shard labels: 1e8 photos in shards of 10,000 are 1e4.
 MAX_SHARDS = 1_000_000
@@ -133,6 +144,7 @@ class IndexedPoint:
     meta_hash: str
     shard: str | None  # None: not labelled yet
     source_uri: str = ""
+    auto_tags_vocabulary: str = ""  # "": written without automatic tags
 
 
 def indexed_point(payload: Mapping[str, Any] | None) -> IndexedPoint:
@@ -145,6 +157,7 @@ def indexed_point(payload: Mapping[str, Any] | None) -> IndexedPoint:
         meta_hash=str(p.get("meta_hash", "")),
         shard=None if shard is None else str(shard),
         source_uri=str(p.get("source_uri") or ""),
+        auto_tags_vocabulary=str(p.get(TAGGED_WITH_FIELD) or ""),
     )
 
 

@@ -1,5 +1,6 @@
-"""A photo's named vectors: its embedding, and the keywords vector of its title, tags and
-photographer (core/keywords.py), written beside it and added to collections of older releases.
+"""A photo's named vectors: its embedding, and the keywords vector of its title, tags,
+photographer and automatic tags (core/keywords.py), written beside it and added to collections
+of older releases.
 
 A photo without words gets no keywords vector at all, never an empty one: the engine counts the
 points of its IDF wrong when an empty vector later gains words, and a word's IDF, and every
@@ -64,7 +65,7 @@ def fill_keywords(engine: Engine, collection: str) -> None:
     """Give every photo without a keywords vector the one of its payload. Safe to run again
     after a crash half-way: only the photos still without one are read."""
     lacking = Where(must_not=(HasVector(KEYWORDS_VECTOR),))
-    fields = (*keywords.FIELDS, "photo_id")
+    fields = (*keywords.WORD_FIELDS, "photo_id")
     for page in pages(engine, collection, lacking, fields=fields):
         found = {p.photo_id: p.payload for p in page}
         writes = [w for w in keyword_writes(found) if isinstance(w, SetVectors)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.keywords import (
+    AUTO_TAG_WEIGHT,
     AVERAGE_WORDS,
     K1,
     B,
@@ -77,3 +78,27 @@ def test_a_query_holds_each_distinct_word_once() -> None:
 def test_word_ids_are_stable_32_bit_numbers() -> None:
     assert word_id("dog") == word_id("dog") != word_id("cat")
     assert all(0 <= word_id(w) < 2**32 for w in ("dog", "cat", "zurich", "x" * 500))
+
+
+def test_automatic_tags_weigh_less_than_the_words_a_person_typed() -> None:
+    # Two typed words each: the same length, so the same BM25 norm.
+    typed: dict[str, object] = {"title": "harbour", "tags": ["boat"]}
+    guessed: dict[str, object] = {
+        "title": "harbour",
+        "tags": ["quay"],
+        "auto_tags": ["boat", "sea water"],
+    }
+    assert weight_of("boat", guessed) == pytest.approx(AUTO_TAG_WEIGHT * weight_of("boat", typed))
+    assert 0 < AUTO_TAG_WEIGHT < 1
+    # Tagged by both: the person's word, once; the automatic words leave the length alone.
+    both: dict[str, object] = {"title": "harbour", "tags": ["boat"], "auto_tags": ["boat"]}
+    assert weight_of("boat", both) == pytest.approx(weight_of("boat", typed))
+    assert weight_of("harbour", guessed) == weight_of("harbour", {"title": "harbour quay"})
+    assert weight_of("water", guessed) == weight_of("sea", guessed) > 0
+
+
+def test_a_photo_s_words_include_its_automatic_tags_for_the_not_filter() -> None:
+    payload = {"title": "Harbour", "tags": ["boat"], "auto_tags": ["sea water", "boat"]}
+    assert photo_words(payload) == ["harbour", "boat", "sea", "water", "boat"]
+    assert photo_words(payload, ("title",)) == ["harbour"]
+    assert document_vector({"auto_tags": ["dog"]}).indices == (word_id("dog"),)
