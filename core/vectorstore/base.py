@@ -34,6 +34,7 @@ KEY_FIELD = "source_key"
 KEYWORD_FIELDS = (
     "photo_id",
     "tags",
+    "terms",  # the words of title and tags, which suggestions complete (core/terms.py)
     "photographer",
     "license",
     SHARD_FIELD,
