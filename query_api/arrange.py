@@ -12,14 +12,16 @@ without a date, which ours puts last."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol, TypeVar
 
 from core.vectorstore import Hit
+from query_api.facets import alongside, asked, count_facets
 from query_api.ranking import collapse, diversify, group_of, newest_first
 from query_api.reranking import Reranking
 from query_api.schemas import MAX_DUPLICATE_IDS, MAX_LIMIT, MAX_OFFSET, Duplicates, Page
+from query_api.schemas_facets import FacetCounts
 from query_api.services import StoreCalls
 from query_api.timing import Stages
 
@@ -63,10 +65,11 @@ KEEP_FACTOR = 2
 @dataclass(frozen=True)
 class Arranged:
     """A page of results (one more than asked: it tells whether a next page exists) and the
-    near-duplicates each stands for (photo id -> Duplicates)."""
+    near-duplicates each stands for (photo id -> Duplicates); its facet counts if asked."""
 
     hits: list[Hit]
     duplicates: dict[str, Duplicates]
+    facets: FacetCounts | None = None
 
 
 async def arrange(
@@ -83,7 +86,36 @@ async def arrange(
 ) -> Arranged:
     """A page of the ranking `fetch` gives. `pooled`: the ranking cannot be paged by the
     store (a fusion of two); `exclude`: photo ids that are no result (the examples of a
-    more-like-this) and no one's near-duplicate either."""
+    more-like-this) and no one's near-duplicate either. With facets asked, they are counted
+    over the same ranking while the page is read (query_api/facets.py)."""
+    arranging = _arranged(
+        calls, reranking, kind, collection, page, stages, fetch, pooled=pooled, exclude=exclude
+    )
+    if not asked(page):
+        return await arranging
+
+    def read_pool(limit: int) -> list[Hit]:
+        return fetch(limit, 0, False, limit).hits
+
+    counting = count_facets(
+        calls, collection, page, stages, read_pool, pool=reranking.facet_pool, exclude=exclude
+    )
+    arranged, facets = await alongside(arranging, counting)
+    return replace(arranged, facets=facets)
+
+
+async def _arranged(
+    calls: StoreCalls,
+    reranking: Reranking,
+    kind: str,
+    collection: str,
+    page: Page,
+    stages: Stages,
+    fetch: Fetch,
+    *,
+    pooled: bool,
+    exclude: tuple[str, ...],
+) -> Arranged:
     if not (pooled or page.rearranged() or reranking.boosts.active(page)):
         with stages.timed("search"):
             ranking = await calls.run(

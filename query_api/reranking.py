@@ -38,8 +38,11 @@ class Reranking:
         timeout_s: float,
         retry_after_s: int,
         on_timeout: Callable[[], None] = lambda: None,
+        facet_pool: int = 1000,
     ) -> None:
         self.pool = pool
+        # The candidates facet counts are counted over (query_api/facets.py).
+        self.facet_pool = facet_pool
         self.diversity_window = diversity_window
         self.timeout_s = timeout_s
         self.retry_after_s = retry_after_s
@@ -56,6 +59,7 @@ class Reranking:
             timeout_s=api.rerank_timeout_s,
             retry_after_s=api.retry_after_s,
             on_timeout=on_timeout,
+            facet_pool=api.facet_pool,
         )
 
     @property

@@ -16,6 +16,13 @@ from pydantic import (
 )
 
 from core.vectorstore import SearchFilter
+from query_api.schemas_facets import (
+    FACET_NAMES,
+    MAX_FACET_LIMIT,
+    FacetCounts,
+    FacetName,
+    facet_names,
+)
 
 MAX_QUERY_CHARS = 500
 MAX_LIMIT = 100
@@ -177,6 +184,21 @@ class Page(Filters):
         description="newest: the most relevant candidates (PHOTOSEARCH_API__RERANK_POOL, and "
         "above score_threshold), newest created_at first.",
     )
+
+    facets: list[FacetName] = Field(
+        default_factory=list,
+        description="Count the values of these fields among the photos that match, beside "
+        "the results (comma-separated or repeated: facets=tags,color): "
+        f"{', '.join(FACET_NAMES)}. Counted on the first page (offset 0) only: `facets` "
+        "in the answer. With a score_threshold, over every photo that passes it; without, "
+        "over the search's first PHOTOSEARCH_API__FACET_POOL candidates.",
+    )
+    facet_limit: int = Field(
+        10, ge=1, le=MAX_FACET_LIMIT, description="Values per facet, the most held first."
+    )
+
+    _facet_names = field_validator("facets", mode="before")(facet_names)
+    _facet_limit = field_validator("facet_limit", mode="before")(_not_a_boolean)
 
     @field_validator("collapse", mode="before")
     @classmethod
@@ -402,6 +424,11 @@ class SearchResponse(BaseModel):
     took_ms: float
     search_id: str = Field(
         description="This answer's random id: events on its results name it (POST /v1/events)."
+    )
+    facets: FacetCounts | None = Field(
+        None,
+        description="The counts the search's `facets` asked for (first page only); null when "
+        "none were asked, or on a later page.",
     )
 
 

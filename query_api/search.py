@@ -140,6 +140,7 @@ def _response(
         next_offset=page.offset + page.limit if more else None,
         took_ms=round((time.perf_counter() - start) * 1000, 2),
         search_id=new_search_id(),
+        facets=arranged.facets,
     )
 
 

@@ -24,6 +24,7 @@ STAGES = (
     "retrieve",
     "embed",
     "search",
+    "facets",
     "rerank",
 )
 # What each stage is, for the header's `desc` (browsers' developer tools show it).
@@ -38,6 +39,7 @@ _DESCRIPTIONS = {
     "retrieve": "stored vector",
     "embed": "Triton: queue + batch + compute",
     "search": "vector and keyword search",
+    "facets": "facet counts: candidates + counts (beside the search)",
     "rerank": "fusion + collapse + diversity + sort",
     "other": "routing + validation + serialization",
     "total": "the API's whole time",

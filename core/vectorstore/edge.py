@@ -40,6 +40,7 @@ from core.vectorstore.engine import (
     SetPayload,
     SetVectors,
     Upsert,
+    Where,
     Write,
     hit_of,
     stored_of,
@@ -278,9 +279,9 @@ class EdgeEngine:
             return shard.count(qe.CountRequest(exact=True))
 
     def facet(
-        self, collection: str, field: str, *, limit: int, exact: bool
+        self, collection: str, field: str, *, limit: int, exact: bool, where: Where | None = None
     ) -> list[tuple[str, int]]:
-        request = qe.FacetRequest(key=field, limit=limit, exact=exact)
+        request = qe.FacetRequest(key=field, limit=limit, exact=exact, filter=to.where(where))
         with self._shard(collection) as shard:
             hits = shard.facet(request).hits
         return [(str(hit.value), hit.count) for hit in hits]

@@ -277,9 +277,10 @@ class Engine(Protocol):
         """Exact number of points."""
 
     def facet(
-        self, collection: str, field: str, *, limit: int, exact: bool
+        self, collection: str, field: str, *, limit: int, exact: bool, where: Where | None = None
     ) -> list[tuple[str, int]]:
-        """The values of a payload field and how many points hold each, most first."""
+        """The values of a payload field and how many points hold each, most first; only the
+        points that match `where` are counted (None: all)."""
 
 
 F = TypeVar("F")

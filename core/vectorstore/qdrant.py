@@ -29,6 +29,7 @@ from core.vectorstore.engine import (
     Scroll,
     Search,
     Upsert,
+    Where,
     Write,
     hit_of,
     stored_of,
@@ -254,10 +255,12 @@ class QdrantEngine:
             return self._client.count(collection, exact=True).count
 
     def facet(
-        self, collection: str, field: str, *, limit: int, exact: bool
+        self, collection: str, field: str, *, limit: int, exact: bool, where: Where | None = None
     ) -> list[tuple[str, int]]:
         with self._op(collection):
-            hits = self._client.facet(collection, field, limit=limit, exact=exact).hits
+            hits = self._client.facet(
+                collection, field, facet_filter=to.where(where), limit=limit, exact=exact
+            ).hits
         return [(str(hit.value), hit.count) for hit in hits]
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ from core.vectorstore.base import (
 from core.vectorstore.engine import (
     DeletePoints,
     Engine,
+    HasIds,
     Match,
     NewPoint,
     Retrieve,
@@ -122,6 +123,27 @@ class Points:
         if limit <= 0:
             return []
         return self._engine.facet(collection, field, limit=limit, exact=False)
+
+    def facet_counts(
+        self,
+        collection: str,
+        field: str,
+        *,
+        filter: SearchFilter | None = None,
+        photo_ids: Sequence[str] | None = None,
+        limit: int,
+    ) -> list[tuple[str, int]]:
+        """The `limit` most held values of a payload field (each item of a list field) among
+        the photos that match the filter and, when given, are among photo_ids, with the exact
+        number of those photos that hold each: most first."""
+        where = filters.search_filter(filter)
+        if photo_ids is not None:
+            if not photo_ids:
+                return []
+            ids = HasIds(frozenset(point_id(pid) for pid in photo_ids))
+            where = filters.both(ids, where)
+        # Exact: the engine reads the matching points' values, not its index's estimate.
+        return self._engine.facet(collection, field, limit=limit, exact=True, where=where)
 
     def points(
         self, collection: str, *, shard: str | None = None, unlabelled: bool = False
