@@ -362,6 +362,18 @@ class IndexerSettings(BaseModel):
         "photo written joins its nearest neighbour's near-duplicate group (the searches "
         "collapse a group into one result).",
     )
+    tag_vocabulary: Path | None = Field(
+        None,
+        description="Automatic tags: the vocabulary file (one tag a line, '#' comments); "
+        "unset: the shipped stock-photo vocabulary. Read at every job step: a changed file "
+        "re-tags every photo at the next sync, from its stored vector.",
+    )
+    auto_tags: bool = Field(
+        True,
+        description="Store automatic tags from each photo's image embedding, for model "
+        "versions whose manifest has an enabled tag calibration (`photosearch model "
+        "calibrate-tags`); false: none are stored.",
+    )
     metrics_host: str = Field(
         "127.0.0.1",
         description="`photosearch worker`: address of its Prometheus listener (0.0.0.0 in a "

@@ -19,18 +19,26 @@ from indexer.skips import Skipped
 
 class Action(StrEnum):
     EMBED = "embed"  # new, or a new version of its file
-    PAYLOAD = "payload"  # the same file: its metadata, key or shard label changed
+    # The same file: its metadata, key, shard label or automatic tags' vocabulary changed.
+    PAYLOAD = "payload"
     UNCHANGED = "unchanged"
     KNOWN_BAD = "known_bad"  # failed before at this very version: not retried
 
 
 def classify(
-    photo: Photo, point: IndexedPoint | None, label: str, bad_version: str | None
+    photo: Photo,
+    point: IndexedPoint | None,
+    label: str,
+    bad_version: str | None,
+    tagging: str | None = None,
 ) -> Action:
-    """What a listed photo needs, given its stored point (if any)."""
+    """What a listed photo needs, given its stored point (if any). `tagging`: the key of the
+    automatic tags the collection's model version makes now (indexer/autotags.py); a point
+    tagged with another is re-tagged from its stored vector (None: not compared)."""
     if point is not None and point.content_version == photo.version:
         same = point.meta_hash == photo.meta_hash and point.key == photo.key
-        return Action.UNCHANGED if same and point.shard == label else Action.PAYLOAD
+        tagged = tagging is None or point.auto_tags_vocabulary == tagging
+        return Action.UNCHANGED if same and tagged and point.shard == label else Action.PAYLOAD
     if bad_version == photo.version:
         # A bad new file leaves the point of the old one in place until it is fixed.
         return Action.KNOWN_BAD
@@ -38,14 +46,19 @@ def classify(
 
 
 def resolve(
-    photo: Photo, found: IndexedPoint | None, label: str, bad_version: str | None, other_there: bool
+    photo: Photo,
+    found: IndexedPoint | None,
+    label: str,
+    bad_version: str | None,
+    other_there: bool,
+    tagging: str | None = None,
 ) -> Action | None:
     """A listed photo whose id has no point in its shard; `found` is the id's point elsewhere,
     `other_there` whether that point's file is still in the source. None: another photo
     keeps the id (the smaller key wins, so both shards agree which)."""
     if found is not None and found.key != photo.key and other_there and found.key < photo.key:
         return None
-    return classify(photo, found, label, bad_version)
+    return classify(photo, found, label, bad_version, tagging)
 
 
 @dataclass
@@ -74,10 +87,13 @@ class ShardPlan:
 class ShardDiff:
     """Feed it the shard's points one by one (see), then take the plan (finish)."""
 
-    def __init__(self, catalog: Catalog, skipped: Skipped, label: str) -> None:
+    def __init__(
+        self, catalog: Catalog, skipped: Skipped, label: str, tagging: str | None = None
+    ) -> None:
         self.catalog = catalog
         self.skipped = skipped
         self.label = label
+        self.tagging = tagging
         self.plan = ShardPlan()
         self._seen: set[str] = set()
 
@@ -91,7 +107,8 @@ class ShardDiff:
         if photo is None:
             return True
         self._seen.add(point.photo_id)
-        self.plan.add(photo, classify(photo, point, self.label, self.bad_version(photo.key)))
+        bad = self.bad_version(photo.key)
+        self.plan.add(photo, classify(photo, point, self.label, bad, self.tagging))
         return False
 
     def finish(self) -> ShardPlan:

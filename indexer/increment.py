@@ -19,6 +19,7 @@ from core.jobs import JobKind, JobStatus
 from core.settings import IndexerSettings
 from core.sources import Source, is_photo
 from core.vectorstore import VectorStore
+from indexer.autotags import Tagger
 from indexer.catalog import Manifests, folder_of, photo_of, refusal
 from indexer.deleteguard import DeletesRefused, reserve
 from indexer.diff import ShardPlan, classify
@@ -46,6 +47,7 @@ def plan_feed(
     readers: Executor,
     settings: IndexerSettings,
     worker: str,
+    taggers: Callable[[int], Tagger] | None = None,
     now: Callable[[], float] = time.time,
 ) -> Planned:
     """One chunk of the `feed` (opened for it, closed here once the chunk is acknowledged or
@@ -53,6 +55,8 @@ def plan_feed(
     parts = PlanParts(
         source=source, store=store, records=records, readers=readers, settings=settings
     )
+    if taggers is not None:
+        parts["taggers"] = taggers
     started = now()
     try:
         chunk = feed.read(settings.feed_chunk, until=job.started_at)
@@ -93,9 +97,11 @@ def plan_keys(
     settings: IndexerSettings,
     worker: str,
     started: float,
+    taggers: Callable[[int], Tagger] | None = None,
     now: Callable[[], float] = time.time,
 ) -> Planned:
-    """What the changed keys need in the live collection; `readers` ask each key's state."""
+    """What the changed keys need in the live collection; `readers` ask each key's state,
+    `taggers` give the automatic tags of the job's version (planner.plan_shard)."""
     names = settings.metadata_files
     changed_manifests = [k for k in keys if PurePosixPath(k).name in names]
     wanted = [k for k in keys if PurePosixPath(k).name not in names]
@@ -109,7 +115,9 @@ def plan_keys(
     manifests = Manifests(source, names, here.__contains__, lambda _: False)
     manifests.load_above(here, unless=lambda _: False, threads=readers)
 
-    writes = Writes(store, records.jobs, job, source)
+    tagger = taggers(job.model_version) if taggers else None
+    tagging = tagger.key if tagger else None
+    writes = Writes(store, records.jobs, job, source, tagger)
     plan = ShardPlan()
     labels: dict[str, str] = {}
     unmatched = []
@@ -143,14 +151,14 @@ def plan_keys(
         if point is None:
             unmatched.append((photo, label))
         else:
-            plan.add(photo, classify(photo, point, label, bad[0] if bad else None))
+            plan.add(photo, classify(photo, point, label, bad[0] if bad else None, tagging))
     reserve(records.jobs, settings.max_delete_share, job, unit_id, sum(map(len, gone.values())))
     for shard, ids in gone.items():
         writes.delete(shard, ids)
     warnings = list(manifests.warnings)
     versions = {key: version for key, (version, _) in skipped.items()}
     resolve_unmatched(
-        store, readers, job.collection, source, unmatched, versions, plan, labels, warnings
+        store, readers, job.collection, source, unmatched, versions, plan, labels, warnings, tagging
     )
     batches, counts = carry_out(records.skips, job, writes, plan, labels, settings.batch_size)
     records.jobs.note_problems(job.id, warnings)

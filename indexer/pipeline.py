@@ -15,6 +15,7 @@ from core.embedding.images import ImageLimits, Reserve
 from core.embedding.manifest import MAX_BATCH_SIZE, ModelManifest
 from core.sources import Source
 from core.vectorstore import VectorStore
+from indexer.autotags import Tagger
 from indexer.reader import GONE, read_batch
 from indexer.writer import ShardPhoto, utc_now, write_points
 
@@ -52,6 +53,7 @@ def embed_photos(
     reserve: Reserve | None = None,
     group_with_stored: bool = True,
     on_grouped: Callable[[], None] = lambda: None,
+    tagger: Tagger | None = None,
     now: Callable[[], datetime] = utc_now,
 ) -> BatchResult:
     """Embed and upsert a batch. Bad photos are skipped; Triton/store/I-O failures raise.
@@ -60,7 +62,7 @@ def embed_photos(
     through `reserve` (the worker's budget; None: unbounded); on a CPU target `cpu_chunk` images
     go to Triton at a time. group_with_stored: search the stored photos for each one's
     near-duplicate group, then call `on_grouped` (False: the batch alone, in a reindex's
-    load)."""
+    load). `tagger` tags each photo from its new vector (indexer/autotags.py)."""
     manifest = embedder.manifest(model_version)
     spec = manifest.image
     # Searches share the image model; on a CPU one chunk is what a search may wait behind.
@@ -95,6 +97,7 @@ def embed_photos(
             duplicate_threshold=duplicate_threshold,
             group_with_stored=group_with_stored,
             attributes=attributes,
+            tagger=tagger,
             now=now,
         )
         if group_with_stored:

@@ -19,12 +19,13 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from itertools import islice
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from core.jobs import JobKind, Jobs, JobStatus
 from core.settings import IndexerSettings
 from core.sources import Source
 from core.vectorstore import IndexedPoint, VectorStore
+from indexer.autotags import Tagger, with_tags
 from indexer.catalog import Photo, ShardTooBig, read_catalog
 from indexer.deleteguard import guarded, holds_back, reserve
 from indexer.diff import ShardDiff, ShardPlan, resolve
@@ -54,13 +55,15 @@ class Planned:
 class PlanParts(TypedDict):
     """What both planners (`plan_shard`, indexer/increment.py's `plan_keys`) read and write,
     as their keyword arguments: the job's source, the store, the job's records in Redis, the
-    threads that read the source and the indexer's settings."""
+    threads that read the source and the indexer's settings; and the worker's automatic
+    taggers by model version (indexer/autotags.py; left out: tags are not looked at)."""
 
     source: Source
     store: VectorStore
     records: JobRecords
     readers: Executor
     settings: IndexerSettings
+    taggers: NotRequired[Callable[[int], Tagger]]
 
 
 def shard_unit(shard: ShardRange, confirm: bool = False) -> tuple[str, dict[str, Any]]:
@@ -96,8 +99,16 @@ def keyed(point: IndexedPoint, source: Source) -> IndexedPoint:
 class Writes:
     """The writes a plan makes at once, and what they count."""
 
-    def __init__(self, store: VectorStore, jobs: Jobs, job: JobStatus, source: Source) -> None:
+    def __init__(
+        self,
+        store: VectorStore,
+        jobs: Jobs,
+        job: JobStatus,
+        source: Source,
+        tagger: Tagger | None = None,
+    ) -> None:
         self.store, self.jobs, self.job, self.source = store, jobs, job, source
+        self.tagger = tagger
         self.deleted = 0
         self.updated = 0
 
@@ -110,10 +121,12 @@ class Writes:
     def payloads(self, photos: Sequence[tuple[Photo, str]]) -> None:
         version = self.job.model_version
         for chunk in chunks(photos, WRITE_CHUNK):
-            self.store.set_payloads(
-                self.job.collection,
-                {p.photo_id: build_payload(p, self.source, version, label) for p, label in chunk},
-            )
+            payloads = {
+                p.photo_id: build_payload(p, self.source, version, label) for p, label in chunk
+            }
+            if self.tagger is not None:  # from the stored vectors: no image is embedded
+                payloads = with_tags(self.store, self.job.collection, self.tagger, payloads)
+            self.store.set_payloads(self.job.collection, payloads)
             self.jobs.add(self.job.id, updated=len(chunk), changes=len(chunk))
             self.updated += len(chunk)
 
@@ -128,9 +141,11 @@ def resolve_unmatched(
     plan: ShardPlan,
     labels: dict[str, str],
     warnings: list[str],
+    tagging: str | None = None,
 ) -> None:
     """Photos with no point under their shard's label: new, moved from another shard, or
-    another photo's id. Looked up by id in the whole collection, a chunk at a time."""
+    another photo's id. Looked up by id in the whole collection, a chunk at a time.
+    `tagging`: the key of the tags the collection's version makes now (diff.classify)."""
     for chunk in chunks(photos, LOOKUP_CHUNK):
         ids = [photo.photo_id for photo, _ in chunk]
         found = {p.photo_id: keyed(p, source) for p in store.points_by_id(collection, ids)}
@@ -141,7 +156,8 @@ def resolve_unmatched(
         for photo, label in chunk:
             point = found.get(photo.photo_id)
             other_there = point is not None and there.get(point.key) is not None
-            action = resolve(photo, point, label, bad_version.get(photo.key), other_there)
+            bad = bad_version.get(photo.key)
+            action = resolve(photo, point, label, bad, other_there, tagging)
             if action is None:
                 assert point is not None
                 warnings.append(
@@ -202,11 +218,13 @@ def plan_shard(
     readers: Executor,
     settings: IndexerSettings,
     worker: str,
+    taggers: Callable[[int], Tagger] | None = None,
     confirm: bool = False,
     now: Callable[[], float] = time.time,
 ) -> Planned:
     """Diff one shard of the source against its points; confirm: never held back. `readers`
-    look up the photos that may have moved; `now` stamps the record."""
+    look up the photos that may have moved; `taggers` give the job's version's automatic
+    tags (a point tagged otherwise is re-tagged); `now` stamps the record."""
     started = now()
     try:
         catalog = read_catalog(
@@ -225,8 +243,10 @@ def plan_shard(
             now=now,
         )
     skipped = records.skips.in_range(job.collection, shard.lo, shard.hi)
-    diff = ShardDiff(catalog, skipped, shard.lo)
-    writes = Writes(store, records.jobs, job, source)
+    tagger = taggers(job.model_version) if taggers else None
+    tagging = tagger.key if tagger else None
+    diff = ShardDiff(catalog, skipped, shard.lo, tagging)
+    writes = Writes(store, records.jobs, job, source, tagger)
     # The ids of what is gone are held until the whole shard is seen (no more than its points,
     # as `kept`), so that the guard decides before the first deletion.
     gone: list[str] = []
@@ -251,7 +271,16 @@ def plan_shard(
     bad = {key: version for key, (version, _) in skipped.items()}
     unmatched = [(photo, shard.lo) for photo in plan.unmatched]
     resolve_unmatched(
-        store, readers, job.collection, source, unmatched, bad, plan, labels, catalog.warnings
+        store,
+        readers,
+        job.collection,
+        source,
+        unmatched,
+        bad,
+        plan,
+        labels,
+        catalog.warnings,
+        tagging,
     )
     batches, counts = carry_out(records.skips, job, writes, plan, labels, settings.batch_size)
     if job.kind == JobKind.SYNC:  # the live side: collections that follow it log the keys

@@ -19,6 +19,7 @@ from core.jobs import Jobs
 from core.settings import Settings
 from core.sources import Source, open_source
 from core.vectorstore import VectorStore, open_store
+from indexer.autotags import Taggers
 from indexer.capture import ChangeLog
 from indexer.metrics import worker_metrics
 from indexer.records import JobRecords
@@ -98,6 +99,13 @@ class Runtime:
         # The parts the plain functions take (indexer/planner.py, pipeline.py).
         self.records = JobRecords(self.jobs, self.skips, self.capture, self.work)
         self.images = BlockingEmbedder(self.embedder, self.run)
+        # Each model version's vocabulary embedded once in this process, and kept on disk.
+        self.taggers = Taggers(
+            settings.indexer,
+            manifest=self.embedder.manifest,
+            embed=self.embed_texts,
+            cache_dir=settings.data_dir / "tags",
+        )
 
     async def _make_client(self) -> EmbeddingClient:
         # The gRPC aio channel belongs to the loop it was created on. Indexing waits behind
@@ -105,6 +113,10 @@ class Runtime:
         return EmbeddingClient.from_settings(
             self.settings, executor=self.readers, priority=Priority.INDEXING
         )
+
+    def embed_texts(self, texts: list[str], version: int) -> Embeddings:
+        """Texts embedded at a model version by Triton, from a task thread."""
+        return self.run(self.embedder.encode_texts(texts, model_version=version, timeout_s=120))
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run a coroutine on the client loop from a task thread and wait for it."""

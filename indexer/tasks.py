@@ -35,12 +35,13 @@ from core.jobs import FINISHED, JobKind, JobState
 from core.sources import SourceError, check_source
 from core.submit import start_queued, submit_sync
 from core.taskqueue import EMBED_BATCH, FINALIZE, OPTIMIZE, PLAN, REINDEX, settings_of
-from core.vectorstore import StoreError
+from core.vectorstore import LIVE_ALIAS, StoreError, model_version_of
 from indexer import pause as pausing
 from indexer import reindex as reindexing
 from indexer import rollback as rollingback
 from indexer import sync as syncing
 from indexer import units
+from indexer.autotags import note_off
 from indexer.catalog import Photo
 from indexer.deleteguard import DeletesRefused, refuse
 from indexer.pipeline import embed_photos
@@ -271,6 +272,7 @@ def embed_batch(self: Task[Any, Any], job_id: str) -> None:
             duplicate_threshold=rt.duplicate_threshold(job.model_version),
             group_with_stored=not reindexing.loading(job),
             on_grouped=rt.metrics.duplicate_searches.labels("write").inc,
+            tagger=rt.taggers(job.model_version),
         )
     rt.metrics.photos.labels("done").inc(len(result.done))
     rt.metrics.photos.labels("skipped").inc(len(result.skipped))
@@ -359,6 +361,7 @@ def sync(self: Task[Any, Any], job_id: str, source_uri: str) -> None:
         records=rt.records,
         max_delete_share=settings.indexer.max_delete_share,
     )
+    note_off(rt.jobs, job_id, rt.taggers, model_version_of(collection))
     pump(self.app, rt, job_id)
 
 
@@ -376,6 +379,7 @@ def increment(self: Task[Any, Any], job_id: str, source_uri: str) -> None:
     except IndexerError as exc:
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
         return
+    note_off(rt.jobs, job_id, rt.taggers, model_version_of(rt.store.resolve(LIVE_ALIAS)))
     pump(self.app, rt, job_id)
 
 
@@ -400,6 +404,7 @@ def reindex(self: Task[Any, Any], job_id: str, model_version: int, source_uri: s
     except IndexerError as exc:
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
         return
+    note_off(rt.jobs, job_id, rt.taggers, model_version)
     pump(self.app, rt, job_id)
 
 

@@ -73,6 +73,7 @@ def plan_parts(rt: Runtime, job: JobStatus) -> PlanParts:
         records=rt.records,
         readers=rt.readers,
         settings=rt.settings.indexer,
+        taggers=rt.taggers,
     )
 
 

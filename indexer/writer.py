@@ -10,6 +10,7 @@ from core.embedding.arrays import Embeddings
 from core.sources import Source
 from core.terms import TERMS_FIELD, photo_terms
 from core.vectorstore import GROUP_FIELD, KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
+from indexer.autotags import Tagger
 from indexer.catalog import Photo
 from indexer.duplicates import assign, assign_groups
 
@@ -67,6 +68,7 @@ def write_points(
     duplicate_threshold: float,
     group_with_stored: bool = True,
     attributes: Sequence[Mapping[str, Any]] | None = None,
+    tagger: Tagger | None = None,
     now: Callable[[], datetime] = utc_now,
 ) -> None:
     """Upsert, each photo in its near-duplicate group; ids derive from photo ids, so writing a
@@ -75,6 +77,9 @@ def write_points(
     `attributes`: each photo's visual attributes from its decode, in the payload (None: none)."""
     ids = [photo.photo_id for photo, _ in photos]
     visual = attributes if attributes is not None else [{}] * len(ids)
+    if tagger is not None:  # `tagger`: the version's automatic tags, from the new vectors
+        tags = tagger.fields(vectors)
+        visual = [{**seen, **tagged} for seen, tagged in zip(visual, tags, strict=True)]
     if group_with_stored:
         groups = assign_groups(store, collection, ids, vectors, duplicate_threshold)
     else:

@@ -99,3 +99,19 @@ def test_an_id_found_elsewhere_is_a_move_or_another_photo_s_id() -> None:
     assert resolve(new, elsewhere, "b", None, other_there=True) is None
     smaller = photo("x", "v9", key="0/x.jpg")
     assert resolve(smaller, elsewhere, "0", None, other_there=True) == Action.EMBED
+
+
+def test_a_point_tagged_with_another_vocabulary_is_rewritten_not_embedded() -> None:
+    tagged = IndexedPoint("x", "x.jpg", "v1", "", LABEL, auto_tags_vocabulary="k1")
+    assert classify(photo("x"), tagged, LABEL, None, "k1") == Action.UNCHANGED
+    assert classify(photo("x"), tagged, LABEL, None, "k2") == Action.PAYLOAD
+    assert classify(photo("x"), tagged, LABEL, None, "") == Action.PAYLOAD  # tags turned off
+    assert classify(photo("x"), tagged, LABEL, None) == Action.UNCHANGED  # not compared
+    assert classify(photo("x", "v2"), tagged, LABEL, None, "k2") == Action.EMBED
+    # A point of before automatic tags, its version now storing none: nothing to do.
+    assert classify(photo("x"), point("x"), LABEL, None, "") == Action.UNCHANGED
+    assert resolve(photo("x"), tagged, LABEL, None, False, "k2") == Action.PAYLOAD
+    catalog = catalog_of(photo("x"))
+    shard = ShardDiff(catalog, {}, LABEL, "k2")
+    shard.see(tagged)
+    assert [p.photo_id for p in shard.finish().payload] == ["x"]
