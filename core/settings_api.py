@@ -332,6 +332,40 @@ class ApiSettings(BaseModel):
     events_batch_max: int = Field(
         50, ge=1, le=1000, description="Events one POST /v1/events may carry."
     )
+    # A rare query of one person (a name, an address) is never shown to another: only what
+    # several sessions searched is suggested (docs/searching/suggest.md).
+    suggest_min_sessions: int = Field(
+        3,
+        ge=2,
+        description="Different sessions (X-Session-Id) that must have searched a query, within "
+        "half the feedback retention, before GET /v1/suggest offers it to anyone.",
+    )
+    suggest_queries: int = Field(
+        50_000,
+        ge=0,
+        le=1_000_000,
+        description="Popular queries each replica holds for suggestions; the log keeps twice "
+        "as many candidates per period (trimmed to them past four times).",
+    )
+    suggest_terms: int = Field(
+        100_000,
+        ge=0,
+        le=1_000_000,
+        description="Words of titles and tags (and whole tags) each replica holds for "
+        "suggestions: the most frequent, read from the live collection's payload index.",
+    )
+    suggest_refresh_s: float = Field(
+        30.0,
+        gt=0,
+        description="How often a replica rereads the popular queries for suggestions (in the "
+        "background, never on a request).",
+    )
+    suggest_vocabulary_refresh_s: float = Field(
+        600.0,
+        gt=0,
+        description="How often a replica rereads the words of titles and tags from the store "
+        "(and at once when the live collection changes).",
+    )
     experiment_share: float = Field(
         0.05,
         gt=0,

@@ -28,6 +28,8 @@ from photosearch_client.models import (
     PhotoMetadata,
     Result,
     SearchPage,
+    Suggestion,
+    SuggestPage,
 )
 
 __all__ = [
@@ -49,4 +51,6 @@ __all__ = [
     "Result",
     "SearchOptions",
     "SearchPage",
+    "SuggestPage",
+    "Suggestion",
 ]

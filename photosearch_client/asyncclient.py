@@ -20,6 +20,7 @@ from photosearch_client.models import (
     ModelInfo,
     Photo,
     SearchPage,
+    SuggestPage,
 )
 
 
@@ -104,6 +105,11 @@ class AsyncClient:
     ) -> EventsAccepted:
         """Record what a searcher did with search results (Client.events)."""
         return calls.parse(EventsAccepted, await self._send(calls.events(events, session)))
+
+    async def suggest(self, q: str, *, limit: int = 8) -> SuggestPage:
+        """Completions of what a searcher typed (1 to 100 characters, not blank), best first:
+        popular queries, then tags and words of titles (`limit`: 1 to 20)."""
+        return calls.parse(SuggestPage, await self._send(calls.suggest(q, limit)))
 
     async def photo(self, photo_id: str) -> Photo:
         """A photo's metadata."""

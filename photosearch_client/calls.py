@@ -118,6 +118,10 @@ def similar(photo_id: str, opts: SearchOptions) -> Call:
     return Call("GET", photo_path(photo_id, "similar"), options_query(opts))
 
 
+def suggest(q: str, limit: int) -> Call:
+    return Call("GET", "/v1/suggest", (("q", q), ("limit", str(limit))))
+
+
 def check(response: httpx.Response, call: Call) -> httpx.Response:
     """The response, if its status is one the call expects; ApiError otherwise."""
     if response.status_code in call.answers:

@@ -20,6 +20,7 @@ from photosearch_client.models import (
     ModelInfo,
     Photo,
     SearchPage,
+    SuggestPage,
 )
 
 
@@ -123,6 +124,11 @@ class Client:
         together). `session`: a random id of the searcher's session, never anything personal:
         the click judgements count distinct sessions."""
         return calls.parse(EventsAccepted, self._send(calls.events(events, session)))
+
+    def suggest(self, q: str, *, limit: int = 8) -> SuggestPage:
+        """Completions of what a searcher typed (1 to 100 characters, not blank), best first:
+        popular queries, then tags and words of titles (`limit`: 1 to 20)."""
+        return calls.parse(SuggestPage, self._send(calls.suggest(q, limit)))
 
     def photo(self, photo_id: str) -> Photo:
         """A photo's metadata."""

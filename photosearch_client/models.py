@@ -67,6 +67,25 @@ class SearchPage(BaseModel):
     search_id: str | None = None
 
 
+class Suggestion(BaseModel):
+    """One completion of the typed text: the whole query to search, and where it comes from
+    ("query": searched by several visitors; "tag"; "title": a word of titles and tags)."""
+
+    model_config = _ANSWER
+
+    text: str
+    source: Literal["query", "tag", "title"]
+
+
+class SuggestPage(BaseModel):
+    """Completions of `q`, best first."""
+
+    model_config = _ANSWER
+
+    q: str
+    suggestions: list[Suggestion]
+
+
 class Event(BaseModel):
     """What a searcher did with one result of a search: the search's `search_id`, the photo,
     its rank (1: the first result) and the action."""

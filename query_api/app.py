@@ -25,9 +25,10 @@ from query_api.clientaddress import ClientAddress
 from query_api.errors import install_handlers
 from query_api.guards import BodyLimit, SecurityHeaders
 from query_api.metrics import Metrics, MetricsMiddleware
-from query_api.routes import admin, events, experiments, health, model, photos, search
+from query_api.routes import admin, events, experiments, health, model, photos, search, suggest
 from query_api.services import Services
 from query_api.shedding import Shedding
+from query_api.suggestions import suggestions_of
 
 
 class Companion(Protocol):
@@ -97,7 +98,7 @@ def create_app(
     )
     install_handlers(app, api.retry_after_s, api.overload_retry_after_s)
     routers = (search.router, model.router, photos.router, events.router, admin.router)
-    for router in (*routers, experiments.router, health.router):
+    for router in (*routers, suggest.router, experiments.router, health.router):
         app.include_router(router)
     upload = api.max_upload_bytes + _MULTIPART_SLACK
     app.add_middleware(
@@ -148,6 +149,8 @@ def services_lifespan(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         services = Services.open(settings, store, metrics)
         app.state.services = services
+        # Suggestions' index, refreshed in the background until the services close.
+        app.state.suggestions = suggestions = suggestions_of(services).start()
         try:
             # Companions stop (a worker finishing its tasks) before the store they use closes.
             with ExitStack() as running:
@@ -157,6 +160,7 @@ def services_lifespan(
                 ]
                 yield
         finally:
+            await suggestions.stop()
             await services.close()
 
     return lifespan

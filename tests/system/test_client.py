@@ -32,6 +32,8 @@ from photosearch_client import (
     Photo,
     Result,
     SearchPage,
+    Suggestion,
+    SuggestPage,
 )
 from photosearch_client.models import Duplicates, PhotoMetadata
 from query_api.app import create_app
@@ -275,6 +277,8 @@ def test_the_client_s_models_name_the_api_s_fields() -> None:
         "ModelResponse": ModelInfo,
         "Event": Event,
         "EventsAccepted": EventsAccepted,
+        "SuggestResponse": SuggestPage,
+        "SuggestionItem": Suggestion,
     }
     for name, model in mirrors.items():
         assert set(model.model_fields) == set(models[name]["properties"]), name
