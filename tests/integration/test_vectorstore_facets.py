@@ -1,0 +1,134 @@
+"""Facet counts (VectorStore.facet_counts) the same on Qdrant Edge, on qdrant-client's local
+mode and on a Qdrant server (the stand-in of tests.support): each count equals the number of
+matching photos, among the given ids, whose stored payload holds the value, counted here."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from core.settings import QdrantSettings, Settings
+from core.vectorstore import PhotoPoint, SearchFilter, VectorStore, collection_name, open_store
+from tests.support.qdrant_server import clear, qdrant_stand_in
+from tests.support.stores import ENGINES, engine_store
+
+DIM = 8
+COLL = collection_name(4, "facets")
+TAGS = ("beach", "city", "dog", "food", "night", "snow")
+FIELDS = ("tags", "license", "photographer")
+
+
+def payload(i: int) -> dict[str, Any]:
+    rng = np.random.default_rng(100 + i)
+    body: dict[str, Any] = {
+        "title": f"photo {i}",
+        # None to three tags: a photo holding a value twice still counts once.
+        "tags": [str(t) for t in rng.choice(TAGS, i % 4)],
+        "license": ("cc-by", "royalty-free", "editorial")[i % 3],
+    }
+    if i % 7:  # one photo in seven has no photographer: it counts under none
+        body["photographer"] = ("ana", "ben", "chen", "dee", "eve")[(i * 3) % 5]
+    return body
+
+
+def vector(i: int) -> np.ndarray[Any, np.dtype[np.float32]]:
+    v = np.random.default_rng(i).normal(size=DIM)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+POINTS = [PhotoPoint(f"p{i:02d}", vector(i), payload(i)) for i in range(50)]
+ALL = [p.photo_id for p in POINTS]
+
+
+@pytest.fixture(scope="module")
+def qdrant_url() -> Iterator[str]:
+    with qdrant_stand_in() as url:
+        yield url
+
+
+@pytest.fixture(scope="module", params=[*ENGINES, "qdrant-http"])
+def store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[VectorStore]:
+    folder = tmp_path_factory.mktemp("facets")
+    s: VectorStore
+    if request.param == "qdrant-http":
+        url: str = request.getfixturevalue("qdrant_url")
+        clear(url)
+        s = open_store(Settings(data_dir=folder, qdrant=QdrantSettings(url=url)))
+        s.create_collection(COLL, DIM)
+    else:
+        s = engine_store(request.param, folder, (COLL,), DIM)
+    s.upsert(COLL, POINTS)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def counted(
+    store: VectorStore,
+    field: str,
+    photo_ids: Sequence[str],
+    holds: Callable[[dict[str, Any]], bool] = lambda payload: True,
+) -> list[tuple[str, int]]:
+    """The count of each value among these photos' stored payloads that pass `holds`: most
+    first, equal counts by value."""
+    values: Counter[str] = Counter()
+    for photo in store.retrieve(COLL, photo_ids):
+        if holds(photo.payload):
+            held = photo.payload.get(field)
+            values.update(set(held) if isinstance(held, list) else [] if held is None else [held])
+    return sorted(values.items(), key=lambda vc: (-vc[1], vc[0]))
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_every_photo_s_values_are_counted_exactly(store: VectorStore, field: str) -> None:
+    assert store.facet_counts(COLL, field, limit=100) == counted(store, field, ALL)
+
+
+def test_the_limit_keeps_the_most_held_values(store: VectorStore) -> None:
+    every = counted(store, "photographer", ALL)
+    assert len(every) == 5
+    assert store.facet_counts(COLL, "photographer", limit=2) == every[:2]
+
+
+def test_a_filter_counts_only_the_photos_that_match_it(store: VectorStore) -> None:
+    only = SearchFilter(license="cc-by", tags_any=("dog", "snow"))
+
+    def matches(p: dict[str, Any]) -> bool:
+        return p["license"] == "cc-by" and bool({"dog", "snow"} & set(p["tags"]))
+
+    for field in FIELDS:
+        found = store.facet_counts(COLL, field, filter=only, limit=100)
+        assert found == counted(store, field, ALL, matches), field
+    assert store.facet_counts(COLL, "license", filter=only, limit=10) == [
+        ("cc-by", sum(matches(p.payload) for p in POINTS))
+    ]
+
+
+def test_ids_count_only_those_photos_and_the_filter_narrows_them(store: VectorStore) -> None:
+    some = ALL[5:35:2]
+    for field in FIELDS:
+        assert store.facet_counts(COLL, field, photo_ids=some, limit=100) == counted(
+            store, field, some
+        )
+    editorial = SearchFilter(license="editorial", exclude_ids=("p11",))
+
+    def matches(p: dict[str, Any]) -> bool:
+        return p["license"] == "editorial" and p["photo_id"] != "p11"
+
+    found = store.facet_counts(COLL, "tags", filter=editorial, photo_ids=some, limit=100)
+    assert found == counted(store, "tags", some, matches)
+    assert found  # the case counts something
+
+
+def test_no_photo_counts_no_value(store: VectorStore) -> None:
+    assert store.facet_counts(COLL, "tags", photo_ids=[], limit=10) == []
+    assert store.facet_counts(COLL, "tags", photo_ids=["unknown"], limit=10) == []
+    nobody = SearchFilter(photographer="nobody")
+    assert store.facet_counts(COLL, "tags", filter=nobody, limit=10) == []
