@@ -86,7 +86,7 @@ export async function call(url, init = {}) {
     if ((response.status === 503 || response.status === 429) && retry) {
       message += `${/[.!?]$/.test(message) ? "" : "."} Try again in ${retry} s.`;
     }
-    throw new Error(message);
+    throw Object.assign(new Error(message), { status: response.status, body });
   }
   if (!body || typeof body !== "object") throw new Error("The answer was not understood.");
   return body;
@@ -97,6 +97,16 @@ export async function searchPage(url, init = {}) {
   const body = await call(url, init);
   if (!Array.isArray(body.results)) throw new Error("The answer was not understood.");
   return body;
+}
+
+// Whether the API refused a request for a parameter it does not know (an older API: the page
+// asks again without it).
+export function refusesParameter(error, name) {
+  const details = error && error.status === 422 && error.body && error.body.details;
+  return (
+    Array.isArray(details) &&
+    details.some((detail) => Array.isArray(detail.loc) && detail.loc.includes(name))
+  );
 }
 
 // A photo's title for a heading, or its id where the API cannot tell.

@@ -1,10 +1,24 @@
 // PhotoSearch's page: text, image, "more like this", near-duplicate and recommend searches
-// over the query API. Each search is a URL of the page (state.js): opening one runs it, and
-// Back and Forward walk the searches made.
+// over the query API, a filter panel with counts, and a photo's detail view. Each search is
+// a URL of the page (state.js): opening one runs it, and Back and Forward walk the searches
+// made.
 
-import { call, checkModel, photoPath, searchPage, storeKey, storedKey, titleOf } from "./api.js";
+import { checkModel, storeKey, storedKey, titleOf } from "./api.js";
+import { closeDetail, openDetail } from "./detail.js";
+import { changeOf, renderChips, renderFacets } from "./facets.js";
 import { recordEvent } from "./feedback.js";
-import { card, knownTitle, MAX_MARKS, marked, renderMarks, setMarks, toggleMark } from "./results.js";
+import { PALETTE } from "./palette.js";
+import { closeOnOutsideClick, disclosure } from "./panels.js";
+import {
+  card,
+  knownTitle,
+  MAX_MARKS,
+  marked,
+  renderMarks,
+  setMarks,
+  shownPhoto,
+  toggleMark,
+} from "./results.js";
 import {
   apiParams,
   fillForm,
@@ -12,8 +26,11 @@ import {
   formTextView,
   lastOffset,
   pageParams,
+  refined,
   viewOf,
 } from "./state.js";
+import { attachSuggestions } from "./suggest.js";
+import { plural, sourceOf } from "./views.js";
 
 const $ = (id) => document.getElementById(id);
 const form = $("search-form");
@@ -25,6 +42,8 @@ const status = $("status");
 const heading = $("results-heading");
 const grid = $("results");
 const more = $("more");
+const facets = $("facets");
+const chips = $("chips");
 
 // A page URL's offset loads its pages one by one; past this many it stops (a hand-made URL).
 const MAX_PAGES = 10;
@@ -36,82 +55,21 @@ let sequence = 0; // answers to an older request than the latest are dropped
 const uploads = new Map();
 let uploadCount = 0;
 
-// The hrefs of a card's links, with the form's filters as they are when it is shown.
+// The page URLs of a photo's views, with the form's filters as they are when it is shown.
 const links = {
   similar: (id) => `?${pageParams({ kind: "similar", id })}`,
   duplicates: (id) => `?${pageParams({ kind: "duplicates", id })}`,
 };
-
-function plural(count, noun) {
-  return `${count} ${noun}${count === 1 ? "" : "s"}`;
-}
-
-function titled(id, named) {
-  return named(knownTitle(id) || id);
-}
-
-// How to fetch a view's pages, and what to call it.
-function sourceOf(view, params) {
-  const query = (offset) => apiParams(params, offset);
-  switch (view.kind) {
-    case "text":
-      return {
-        heading: `Results for “${view.q}”`,
-        text: true,
-        page: (offset) => searchPage(`v1/search?${query(offset)}`),
-      };
-    case "similar": {
-      const named = (title) => `More like ${title}`;
-      return {
-        heading: titled(view.id, named),
-        named,
-        page: (offset) =>
-          searchPage(`v1/photos/${photoPath(view.id)}/similar?${query(offset)}`),
-      };
-    }
-    case "duplicates": {
-      const named = (title) => `Similar shots of ${title}`;
-      return {
-        heading: titled(view.id, named),
-        named,
-        noun: "similar shot",
-        page: async () => {
-          const body = await call(`v1/photos/${photoPath(view.id)}/duplicates`);
-          if (!Array.isArray(body.photos)) throw new Error("The answer was not understood.");
-          return { results: body.photos, next_offset: null };
-        },
-      };
-    }
-    case "recommend": {
-      const unliked = view.unlike.length ? `, not like ${view.unlike.length}` : "";
-      return {
-        heading: `More like ${plural(view.like.length, "liked photo")}${unliked}`,
-        page: (offset) => searchPage(`v1/search/recommend?${query(offset)}`),
-      };
-    }
-    case "image_url":
-      return {
-        heading: `Photos like ${view.url}`,
-        page: (offset) =>
-          searchPage(`v1/search/image?${query(offset)}`, {
-            method: "POST",
-            headers: { "Content-Type": "application/json" },
-            body: JSON.stringify({ url: view.url }),
-          }),
-      };
-    case "upload":
-      return {
-        heading: `Photos like ${view.file.name}`,
-        page: (offset) => {
-          const data = new FormData();
-          data.append("file", view.file, view.file.name);
-          return searchPage(`v1/search/image?${query(offset)}`, { method: "POST", body: data });
-        },
-      };
-    default:
-      throw new Error(`unknown view ${view.kind}`);
-  }
-}
+// What the detail view links to, and its "more like this" strip's API query.
+const detailLinks = {
+  similarHref: links.similar,
+  duplicatesHref: links.duplicates,
+  similarQuery: (id, limit) => {
+    const query = apiParams(pageParams({ kind: "similar", id }), 0);
+    query.set("limit", String(limit));
+    return query;
+  },
+};
 
 function describe(body) {
   const noun = current.source.noun || "result";
@@ -137,6 +95,13 @@ function showError(message) {
   status.textContent = message;
 }
 
+// The filters a search holds, as chips, and their number on the phone's Filters button.
+function showFilters(params) {
+  const count = renderChips(chips, params);
+  $("refine-count").hidden = count === 0;
+  $("refine-count").textContent = count ? String(count) : "";
+}
+
 // Loads the pages of the search on screen from offset `from` through the page at `through`.
 async function load(mine, from, through, focus) {
   grid.setAttribute("aria-busy", "true");
@@ -149,6 +114,7 @@ async function load(mine, from, through, focus) {
     do {
       body = await current.source.page(offset);
       if (mine !== sequence) return;
+      if (offset === 0) renderFacets(facets, $("facets-note"), body.facets, current.params);
       // A search's answer has an id and an offset; a duplicates listing has neither.
       const shownBy = (i) =>
         body.search_id ? { searchId: body.search_id, rank: body.offset + i + 1 } : null;
@@ -175,10 +141,12 @@ function run(params, { upload = null, focus = false } = {}) {
   const mine = ++sequence;
   grid.dataset.requests = String(sequence);
   grid.replaceChildren();
+  renderFacets(facets, $("facets-note"), null, params);
   more.hidden = true;
   status.classList.remove("error");
   status.textContent = "";
   const view = upload ? { kind: "upload", file: upload } : viewOf(params);
+  showFilters(view && view.kind !== "duplicates" ? params : null);
   if (!view) {
     current = null;
     heading.hidden = true;
@@ -200,6 +168,7 @@ function run(params, { upload = null, focus = false } = {}) {
 
 // A new search: a new history entry, so Back returns to the one before.
 function navigate(params, { upload = null, focus = false } = {}) {
+  suggestions.cancel();
   const url = `?${params}`;
   let state = null;
   if (upload) {
@@ -216,6 +185,7 @@ function navigate(params, { upload = null, focus = false } = {}) {
 
 // Shows the search of the history entry (or URL) the page is at: on load, Back and Forward.
 function restore() {
+  closeDetail();
   const params = new URLSearchParams(location.search);
   fillForm(params);
   const view = viewOf(params);
@@ -234,6 +204,20 @@ function restore() {
   }
 }
 
+// A facet value chosen or a chip removed: the search on screen with that filter changed.
+function refine(changes) {
+  if (!current) return;
+  let params = current.params;
+  for (const { name, value, on } of changes) params = refined(params, name, value, on);
+  fillForm(params);
+  navigate(params, { upload: current.upload });
+}
+
+const suggestions = attachSuggestions(input, $("suggestions"), (text) => {
+  input.value = text;
+  form.requestSubmit();
+});
+
 form.addEventListener("submit", (event) => {
   event.preventDefault();
   const view = formTextView();
@@ -245,14 +229,28 @@ form.addEventListener("submit", (event) => {
   }
 });
 
+const photoPanel = $("photo-panel");
+const setPhotoPanel = disclosure($("by-photo"), photoPanel, (panel, open) => {
+  panel.hidden = !open;
+  if (open) imageInput.focus();
+});
+closeOnOutsideClick($("by-photo"), photoPanel, setPhotoPanel);
+
+const setRefine = disclosure($("open-refine"), $("refine"), (panel, open) => {
+  panel.classList.toggle("open", open);
+});
+
 imageInput.addEventListener("change", () => {
   const [file] = imageInput.files;
-  if (file) navigate(formOptions(), { upload: file });
+  if (!file) return;
+  setPhotoPanel(false);
+  navigate(formOptions(), { upload: file });
 });
 
 function searchImageUrl() {
   const url = imageUrl.value.trim();
   if (url) {
+    setPhotoPanel(false);
     navigate(pageParams({ kind: "image_url", url }));
   } else {
     showError("Paste the address of an image.");
@@ -267,16 +265,27 @@ imageUrl.addEventListener("keydown", (event) => {
   searchImageUrl();
 });
 
-// A card's links: a plain click shows the view here; a modified one opens a tab as links do.
-grid.addEventListener("click", (event) => {
+// A link to a view: a plain click shows it here; a modified one opens a tab as links do.
+function followed(event) {
   const link = event.target.closest("a[data-view]");
-  if (link && link.dataset.view === "similar") recordEvent(link.closest("li"), "opened");
-  if (link) {
-    if (event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) {
-      return;
-    }
-    event.preventDefault();
-    navigate(pageParams({ kind: link.dataset.view, id: link.dataset.id }), { focus: true });
+  if (!link) return false;
+  if (event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) {
+    return true;
+  }
+  event.preventDefault();
+  closeDetail();
+  navigate(pageParams({ kind: link.dataset.view, id: link.dataset.id }), { focus: true });
+  return true;
+}
+
+grid.addEventListener("click", (event) => {
+  if (followed(event)) return;
+  const open = event.target.closest("button[data-testid=result]");
+  if (open) {
+    const tile = open.closest("li");
+    recordEvent(tile, "opened");
+    const rank = tile.dataset.rank ? Number(tile.dataset.rank) : null;
+    openDetail(shownPhoto(open.dataset.id), open, detailLinks, rank);
     return;
   }
   const button = event.target.closest("button[data-mark]");
@@ -284,6 +293,14 @@ grid.addEventListener("click", (event) => {
     showError(`At most ${MAX_MARKS} photos can be marked each way.`);
   }
 });
+$("detail").addEventListener("click", followed);
+
+for (const panel of [facets, chips]) {
+  panel.addEventListener("click", (event) => {
+    const changes = current && changeOf(event.target, current.params);
+    if (changes && changes.length) refine(changes);
+  });
+}
 
 $("recommend").addEventListener("click", () => {
   const view = { kind: "recommend", like: marked("like"), unlike: marked("unlike") };
@@ -310,6 +327,7 @@ $("diversity").addEventListener("input", () => {
   $("diversity-value").value = $("diversity").value;
 });
 
+for (const name of PALETTE) $("color").append(new Option(name, name));
 keyInput.value = storedKey();
 keyInput.addEventListener("change", () => {
   storeKey(keyInput.value.trim());
@@ -317,6 +335,7 @@ keyInput.addEventListener("change", () => {
 });
 checkModel($("model-notice"));
 renderMarks();
+setRefine(false);
 restore();
 
 // "/" anywhere but in a field moves to the search box.

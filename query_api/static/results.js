@@ -11,6 +11,18 @@ export const MAX_MARKS = 20;
 export const marks = new Map();
 // Titles of the photos shown, for the headings of the views that name one.
 const titles = new Map();
+// The photos shown, by id, as the API gave them: what their detail view shows.
+const shownPhotos = new Map();
+
+export function shownPhoto(id) {
+  return shownPhotos.get(id);
+}
+
+// Keeps a photo the page shows (a tile, or one in a detail view's strips) for its detail view.
+export function remember(photo) {
+  titles.set(photo.id, titleOfPhoto(photo));
+  shownPhotos.set(photo.id, photo);
+}
 
 export function knownTitle(id) {
   return titles.get(id);
@@ -54,10 +66,24 @@ export function renderMarks() {
   $("recommend").disabled = liked === 0;
 }
 
-function scoreText(score) {
+export function scoreText(score) {
   // Three places: a hybrid search's rank fusion scores are all near 1/60. A score just below
   // zero would read "-0.000", which looks like a bug to a visitor.
   return score.toFixed(3).replace(/^-(0\.000)$/, "$1");
+}
+
+// A photo's width / height from its attributes; 4:3 for one indexed before they existed.
+export function aspectOf(photo) {
+  const attributes = photo.attributes;
+  if (attributes && attributes.width > 0 && attributes.height > 0) {
+    return attributes.width / attributes.height;
+  }
+  if (attributes && attributes.aspect_ratio > 0) return attributes.aspect_ratio;
+  return 4 / 3;
+}
+
+export function titleOfPhoto(photo) {
+  return (photo.metadata && photo.metadata.title) || photo.id;
 }
 
 function span(className, testid, text) {
@@ -80,41 +106,41 @@ function markButton(id, title, kind, label) {
   return button;
 }
 
-// One result's card. `links` gives the hrefs of its "more like this" and near-duplicates
-// views; the page follows them itself on a plain click (app.js), a new tab opens them anew.
-// `shownBy`: the search that showed it and its rank there, for the events on it (feedback.js).
+// A photo's thumbnail at its own aspect ratio: the justified grid sizes a tile by it (the
+// ratio is a CSS variable, set through the CSSOM: the page's policy refuses style attributes).
+export function thumbnail(photo, title) {
+  const img = document.createElement("img");
+  img.alt = title;
+  img.decoding = "async";
+  loadThumbnail(img, photo.thumbnail_url);
+  return img;
+}
+
+// One result's tile: a button that opens its detail view (app.js), its like / not like marks
+// and its near-duplicates' link (`links` gives the href; the page follows it itself on a plain
+// click). `shownBy`: the search that showed it and its rank there, for the events on it
+// (feedback.js). Scores stay out of sight: the detail view's developer section tells them.
 export function card(result, links, shownBy = null) {
-  const title = (result.metadata && result.metadata.title) || result.id;
-  titles.set(result.id, title);
+  const title = titleOfPhoto(result);
+  remember(result);
   const item = document.createElement("li");
-  item.className = "card";
+  item.className = "tile";
   item.dataset.id = result.id;
+  item.style.setProperty("--ar", aspectOf(result).toFixed(4));
   if (shownBy) {
     item.dataset.searchId = shownBy.searchId;
     item.dataset.rank = String(shownBy.rank);
   }
 
-  const open = document.createElement("a");
+  const open = document.createElement("button");
+  open.type = "button";
   open.className = "open";
-  open.href = links.similar(result.id);
   open.dataset.testid = "result";
   open.dataset.id = result.id;
-  open.dataset.view = "similar";
-  const img = document.createElement("img");
-  img.alt = title;
-  img.decoding = "async";
-  loadThumbnail(img, result.thumbnail_url);
-  open.append(img, span("title", "result-title", title));
+  open.setAttribute("aria-haspopup", "dialog");
   // A near-duplicate group's listing has no scores: it is not a ranking.
-  if (typeof result.score === "number") {
-    const score = scoreText(result.score);
-    open.dataset.score = score;
-    open.append(span("score", "result-score", score));
-    open.setAttribute("aria-label", `${title}, score ${score}: show more like this`);
-  } else {
-    open.setAttribute("aria-label", `${title}: show more like this`);
-  }
-  open.append(span("hint", "result-hint", "More like this"));
+  if (typeof result.score === "number") open.dataset.score = scoreText(result.score);
+  open.append(thumbnail(result, title), span("caption", "result-title", title));
 
   const actions = document.createElement("div");
   actions.className = "actions";
@@ -122,6 +148,7 @@ export function card(result, links, shownBy = null) {
     markButton(result.id, title, "like", "Like"),
     markButton(result.id, title, "unlike", "Not like"),
   );
+  item.append(open, actions);
   if (result.duplicates) {
     const count = result.duplicates.count;
     const dups = document.createElement("a");
@@ -132,8 +159,7 @@ export function card(result, links, shownBy = null) {
     dups.dataset.id = result.id;
     dups.textContent = `+${count} similar shot${count === 1 ? "" : "s"}`;
     dups.setAttribute("aria-label", `${dups.textContent} of ${title}`);
-    actions.append(dups);
+    item.append(dups);
   }
-  item.append(open, actions);
   return item;
 }

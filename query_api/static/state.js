@@ -15,6 +15,9 @@ const DATE = /^\d{4}-\d{2}-\d{2}$/;
 const FILTERS = [
   "tags_any",
   "tags_all",
+  "auto_tags_all",
+  "color",
+  "orientation",
   "photographer",
   "license",
   "created_from",
@@ -24,6 +27,19 @@ const FILTERS = [
 ];
 const OPTIONS = ["collapse", "diversity", "sort"];
 const COMMON = [...FILTERS, ...OPTIONS];
+// The filters the "More filters" section alone shows (the others are chips and facets).
+const MORE_FILTERS = ["tags_any", "created_from", "created_to", "score_threshold", "limit"];
+// The facet fields the page asks counts of, and the filter that choosing a value sets.
+export const FACETS = {
+  tags: "tags_all",
+  auto_tags: "auto_tags_all",
+  color: "color",
+  orientation: "orientation",
+  license: "license",
+  photographer: "photographer",
+};
+// Filters that hold a list (every value must hold); the others hold one value.
+const LISTED = new Set(["tags_any", "tags_all", "auto_tags_all"]);
 
 function split(text) {
   return text
@@ -50,7 +66,8 @@ export function formOptions() {
   const params = new URLSearchParams();
   for (const tag of split($("tags-any").value)) params.append("tags_any", tag);
   for (const tag of split($("tags-all").value)) params.append("tags_all", tag);
-  for (const name of ["photographer", "license"]) {
+  for (const tag of split($("auto-tags-all").value)) params.append("auto_tags_all", tag);
+  for (const name of ["color", "orientation", "photographer", "license"]) {
     const value = $(name).value.trim();
     if (value) params.set(name, value);
   }
@@ -96,6 +113,15 @@ function fill(id, value) {
   $(id).value = value;
 }
 
+// A select shows a value from a hand-made URL too (a page size, a colour as hex).
+function choose(id, value) {
+  const select = $(id);
+  if (![...select.options].some((option) => option.value === value)) {
+    select.append(new Option(value));
+  }
+  select.value = value;
+}
+
 // Shows a page URL's search in the form, opening the sections that hold anything set.
 export function fillForm(params) {
   const view = viewOf(params);
@@ -106,6 +132,9 @@ export function fillForm(params) {
   fill("image-url", params.get("image_url") || "");
   fill("tags-any", params.getAll("tags_any").join(", "));
   fill("tags-all", params.getAll("tags_all").join(", "));
+  fill("auto-tags-all", params.getAll("auto_tags_all").join(", "));
+  choose("color", params.get("color") || "");
+  choose("orientation", params.get("orientation") || "");
   fill("photographer", params.get("photographer") || "");
   fill("license", params.get("license") || "");
   // A date input holds a day: a time in a hand-made URL is shown as its day.
@@ -116,13 +145,9 @@ export function fillForm(params) {
   fill("diversity", params.get("diversity") || "0");
   $("diversity-value").value = $("diversity").value;
   fill("sort", params.get("sort") || DEFAULT_SORT);
-  const limit = params.get("limit") || DEFAULT_LIMIT;
-  if (![...$("limit").options].some((option) => option.value === limit)) {
-    $("limit").append(new Option(limit)); // a page size from a hand-made URL
-  }
-  fill("limit", limit);
+  choose("limit", params.get("limit") || DEFAULT_LIMIT);
 
-  if (FILTERS.some((name) => params.has(name))) $("filters").open = true;
+  if (MORE_FILTERS.some((name) => params.has(name))) $("filters").open = true;
   if (["mode", "not", ...OPTIONS].some((name) => params.has(name))) $("options").open = true;
 }
 
@@ -155,4 +180,29 @@ export function apiParams(params, offset) {
 export function lastOffset(params) {
   const offset = Number.parseInt(params.get("offset") || "0", 10);
   return Number.isFinite(offset) && offset > 0 ? offset : 0;
+}
+
+// A page URL's search with one filter value set (on) or taken off: a new search, from its
+// first page. A one-value filter's new value replaces the old one.
+export function refined(params, name, value, on) {
+  const next = new URLSearchParams();
+  for (const [key, old] of params) {
+    if (key === "offset") continue;
+    if (key === name && (old === value || (on && !LISTED.has(name)))) continue;
+    next.append(key, old);
+  }
+  if (on) next.append(name, value);
+  return next;
+}
+
+// The filters a page URL sets, as chips name them: [{name, value}], in the URL's order.
+export function activeFilters(params) {
+  return [...params]
+    .filter(([name]) => FILTERS.includes(name) && name !== "limit")
+    .map(([name, value]) => ({ name, value }));
+}
+
+// Whether a page URL's search holds this filter value (a facet value shown as chosen).
+export function holds(params, name, value) {
+  return params.getAll(name).includes(value);
 }

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import Page
@@ -40,12 +43,11 @@ def search(page: Page, q: str) -> None:
 
 
 def cards(page: Page) -> list[tuple[str, str]]:
-    """(id, shown score) of every result card, in order; "" where a card has no score (a
-    photo's near-duplicates are a list, not a ranking)."""
+    """(id, score) of every result tile, in order, the score as the tile holds it for its
+    detail view's developer section; "" where a tile has no score (a photo's near-duplicates
+    are a list, not a ranking)."""
     found: list[list[str]] = page.eval_on_selector_all(
-        "[data-testid=result]",
-        "els => els.map(e => [e.dataset.id, e.querySelector('[data-testid=result-score]')"
-        "?.textContent ?? ''])",
+        "[data-testid=result]", "els => els.map(e => [e.dataset.id, e.dataset.score ?? ''])"
     )
     return [(i, s) for i, s in found]
 
@@ -61,3 +63,40 @@ def thumbnails_loaded(page: Page) -> None:
         ".every(i => i.complete && i.naturalWidth > 0)",
         timeout=WAIT_MS,
     )
+
+
+def more_like_this(page: Page, nth: int = 0) -> None:
+    """Opens a result's detail view and follows its "More like this" (?similar=ID)."""
+    page.get_by_test_id("result").nth(nth).click()
+    before = started(page)
+    page.get_by_test_id("detail-similar").click()
+    settle(page, before)
+
+
+# axe-core from the installed axe-playwright-python wheel: no network at test time.
+AXE = files("axe_playwright_python").joinpath("axe.min.js")
+SERIOUS = ("serious", "critical")
+
+
+def accessibility_violations(page: Page) -> list[str]:
+    """axe-core's serious and critical violations on the page as it is now, one line each
+    (rule, impact, the elements' selectors)."""
+    page.evaluate(AXE.read_text(encoding="utf-8"))
+    found: list[dict[str, Any]] = page.evaluate(
+        "() => axe.run(document, {resultTypes: ['violations']}).then(r => r.violations)"
+    )
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']]}"
+        for v in found
+        if v["impact"] in SERIOUS
+    ]
+
+
+def screenshot(page: Page, name: str, fallback: Path) -> Path:
+    """Saves the page's screenshot as NAME.png under $PHOTOSEARCH_SCREENSHOTS, else under
+    `fallback` (the test's own temporary folder)."""
+    folder = Path(os.environ.get("PHOTOSEARCH_SCREENSHOTS") or fallback)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    page.screenshot(path=path)
+    return path

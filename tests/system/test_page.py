@@ -138,11 +138,12 @@ def test_filters_narrow_the_results_as_the_api_does(site: Site, page: Page) -> N
 
 
 def test_keyboard_only_more_like_this_and_more_results(site: Site, page: Page) -> None:
-    """/ focuses the box; Enter searches; Tab reaches a card; Enter shows its neighbours."""
+    """/ focuses the box; Enter searches; Tab reaches a tile; Enter opens its detail view,
+    whose "More like this" shows its neighbours."""
     page.goto(site.url)
     open_filters(page)
     page.get_by_label("Per page").select_option("10")
-    page.get_by_role("heading", name="PhotoSearch").click()  # focus leaves the form
+    page.evaluate("document.activeElement.blur()")  # focus leaves the form
 
     page.keyboard.press("/")
     assert page.evaluate("document.activeElement.dataset.testid") == "search-input"
@@ -154,7 +155,7 @@ def test_keyboard_only_more_like_this_and_more_results(site: Site, page: Page) -
     body = site.api("/v1/search", q=query, limit=10)
     assert cards(page) == shown(body)
 
-    for _ in range(30):  # the form's controls first, then the grid
+    for _ in range(200):  # the bar's and the filter panel's controls first, then the grid
         page.keyboard.press("Tab")
         if page.evaluate("document.activeElement.dataset.testid") == "result":
             break
@@ -164,9 +165,16 @@ def test_keyboard_only_more_like_this_and_more_results(site: Site, page: Page) -
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline not in ("", "none")
 
+    page.keyboard.press("Enter")
+    expect(page.get_by_test_id("detail")).to_be_visible()
+    for _ in range(10):
+        if page.evaluate("document.activeElement.dataset.testid") == "detail-similar":
+            break
+        page.keyboard.press("Tab")
     before = started(page)
     page.keyboard.press("Enter")
     settle(page, before)
+    expect(page.get_by_test_id("detail")).to_be_hidden()
     similar = site.api(f"/v1/photos/{first['id']}/similar", limit=10)
     assert cards(page) == shown(similar)
     assert len(similar["results"]) == 10 and first["id"] not in ids_of(similar)

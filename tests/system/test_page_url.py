@@ -19,7 +19,7 @@ from playwright.sync_api import Page, expect
 from core.vectorstore import GROUP_FIELD, PhotoPoint
 from model.triton_server import TritonServer
 from tests.support.api import Indexed, api_settings, index_photos, own_store, serving
-from tests.support.browser import cards, search, settle, shown, started
+from tests.support.browser import cards, more_like_this, search, settle, shown, started
 
 # An exact copy of a photo, indexed under another name (with a slash, as a source's path
 # has): the two are one near-duplicate group, which a search collapses to one result.
@@ -206,7 +206,7 @@ def test_back_and_forward_walk_the_searches_and_more_like_this(site: Site, page:
 
     target = second_cards[0][0]
     title = site.indexed.payloads[target]["title"]
-    click(page, "[data-testid=result]")
+    more_like_this(page)
     assert query_of(page) == {"similar": [target], "photographer": ["ana"]}
     similar = site.api(f"/v1/photos/{target}/similar", photographer="ana", limit=20)
     assert cards(page) == shown(similar)
@@ -352,6 +352,7 @@ def test_search_by_image_address_and_by_upload_are_history_entries(site: Site, p
     page.goto(site.url)
     photo_id = site.indexed.ids[7]
     address = f"{site.url}/v1/photos/{photo_id}/image"
+    page.get_by_test_id("by-photo").click()  # the bar's "search by photo" opens its panel
     box = page.get_by_label("or by image address")
     box.fill(address)
     before = started(page)
@@ -384,6 +385,7 @@ def test_search_by_image_address_and_by_upload_are_history_entries(site: Site, p
     expect(page.get_by_test_id("results-heading")).to_have_text(f"Photos like {path.name}")
 
     refused = "file:///etc/passwd"
+    page.get_by_test_id("by-photo").click()
     box.fill(refused)
     before = started(page)
     page.get_by_test_id("image-url-button").click()
