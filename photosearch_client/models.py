@@ -30,6 +30,7 @@ class Photo(BaseModel):
     metadata: PhotoMetadata
     model_version: int | None = None
     indexed_at: str | None = None
+    auto_tags: list[str] = Field(default_factory=list)  # the model's, apart from metadata.tags
     image_url: str
     thumbnail_url: str
 

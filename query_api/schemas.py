@@ -348,6 +348,11 @@ class Photo(BaseModel):
     metadata: PhotoMetadata
     model_version: int | None = None
     indexed_at: str | None = None
+    auto_tags: list[str] = Field(
+        default_factory=list,
+        description="Tags the model gave the photo from its image embedding, best first, "
+        "apart from the photographer's tags; empty where its model version stores none.",
+    )
     image_url: str
     thumbnail_url: str
 

@@ -22,6 +22,7 @@ from core.embedding.manifest import ModelManifest
 from core.feedback.searchlog import new_search_id
 from core.querycache import normalize_query
 from core.vectorstore import CollectionNotFound, StoredPhoto, VectorStore, model_version_of
+from core.vectorstore.base import AUTO_TAGS_FIELD
 from core.vectorstore.engine import Boosted
 from query_api.admission import Admission
 from query_api.arrange import Arranged, Fetch, Ranking, arrange
@@ -77,6 +78,7 @@ def to_photo(root: str, photo_id: str, payload: dict[str, Any]) -> dict[str, Any
         "metadata": PhotoMetadata(**metadata),
         "model_version": payload.get("model_version"),
         "indexed_at": payload.get("indexed_at"),
+        "auto_tags": list(payload.get(AUTO_TAGS_FIELD) or []),
         **photo_urls(root, photo_id),
     }
 

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import pytest
 
-from core.vectorstore import LIVE_ALIAS, VectorStore, collection_name
+from core.vectorstore import LIVE_ALIAS, StoredPhoto, VectorStore, collection_name
 from query_api.embedquery import QueryEmbedder
 from query_api.errors import ApiError
 from query_api.reranking import Reranking
 from query_api.schemas import Page, RecommendSearch, SearchResponse, TextSearch
-from query_api.search import recommend_search, similar_search, text_embeddings, text_search
+from query_api.search import (
+    recommend_search,
+    similar_search,
+    stored_photo,
+    text_embeddings,
+    text_search,
+)
 from query_api.services import LiveCollection, StoreCalls
 from query_api.timing import Stages
 from tests.unit.query_api.conftest import (
@@ -187,3 +193,10 @@ def test_a_text_search_makes_an_embedding_per_distinct_text_it_uses() -> None:
     # Texts alike once normalized are embedded once; with no weight `not` is not embedded.
     assert text_embeddings(TextSearch(q="a cat", not_=["Dogs", "dogs ", "A cat"])) == 2
     assert text_embeddings(TextSearch(q="a cat", not_=nots, not_weight=0)) == 1
+
+
+def test_a_photo_shows_its_automatic_tags_apart_from_the_photographer_s() -> None:
+    payload = {"title": "Harbour", "tags": ["boat"], "auto_tags": ["sea", "boat"]}
+    photo = stored_photo(ROOT, StoredPhoto("p1", payload))
+    assert (photo.auto_tags, photo.metadata.tags) == (["sea", "boat"], ["boat"])
+    assert stored_photo(ROOT, StoredPhoto("p2", {"title": "Old"})).auto_tags == []
