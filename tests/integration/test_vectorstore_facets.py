@@ -101,7 +101,7 @@ def test_a_filter_counts_only_the_photos_that_match_it(store: VectorStore) -> No
     only = SearchFilter(license="cc-by", tags_any=("dog", "snow"))
 
     def matches(p: dict[str, Any]) -> bool:
-        return p["license"] == "cc-by" and bool({"dog", "snow"} & set(p["tags"]))
+        return bool(p["license"] == "cc-by" and {"dog", "snow"} & set(p["tags"]))
 
     for field in FIELDS:
         found = store.facet_counts(COLL, field, filter=only, limit=100)
@@ -120,7 +120,7 @@ def test_ids_count_only_those_photos_and_the_filter_narrows_them(store: VectorSt
     editorial = SearchFilter(license="editorial", exclude_ids=("p11",))
 
     def matches(p: dict[str, Any]) -> bool:
-        return p["license"] == "editorial" and p["photo_id"] != "p11"
+        return bool(p["license"] == "editorial" and p["photo_id"] != "p11")
 
     found = store.facet_counts(COLL, "tags", filter=editorial, photo_ids=some, limit=100)
     assert found == counted(store, "tags", some, matches)
