@@ -64,7 +64,8 @@ SHARE_MIN = 0.01
 SQUARE_TOLERANCE = 0.05
 # Copy space (room for a caption): one palette colour covers at least 60% of the photo and
 # those pixels are plain, their lightness spread (standard deviation of L*) under 10, so a
-# clear sky or a studio backdrop counts and a lawn or a crowd in one hue does not.
+# clear sky or a studio backdrop counts and a lawn or a crowd in one hue does not. Stored
+# as 1 or 0.
 COPY_SPACE_SHARE = 0.6
 COPY_SPACE_SPREAD = 10.0
 # The attributes are computed on the image shrunk to at most this many pixels on its longer
@@ -191,5 +192,6 @@ def visual_attributes(image: Image.Image, original_size: tuple[int, int]) -> dic
         "color_shares": {
             NAMES[i]: round(float(shares[i]), 3) for i in order if shares[i] >= SHARE_MIN
         },
-        "copy_space": bool(shares[top] >= COPY_SPACE_SHARE) and plain,
+        # 0 or 1, not a bool: a filter on Qdrant Edge can match only that (engine.Flag).
+        "copy_space": int(bool(shares[top] >= COPY_SPACE_SHARE) and plain),
     }

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from core.embedding.arrays import Embeddings
+from core.embedding.attributes import NAMES as PALETTE_NAMES
 
 if TYPE_CHECKING:
     from core.settings import QdrantSettings
@@ -40,9 +41,17 @@ KEYWORD_FIELDS = (
     SHARD_FIELD,
     KEY_FIELD,
     GROUP_FIELD,
+    # The visual filters (core/embedding/attributes.py) and the automatic tags.
+    "auto_tags",
+    "colors",
+    "orientation",
 )
 DATETIME_FIELDS = ("created_at",)
-INTEGER_FIELDS = ("model_version",)
+# copy_space is a flag stored as 0 or 1: Qdrant Edge's Python binding turns a bool in a
+# filter into an integer, which never matches a JSON true (engine.Flag).
+INTEGER_FIELDS = ("model_version", "width", "height", "copy_space")
+# A colour's share of a photo, for a filter's minimum share: one index per palette name.
+FLOAT_FIELDS: tuple[str, ...] = tuple(f"color_shares.{name}" for name in PALETTE_NAMES)
 # A photo's automatic tags (indexer/autotags.py), and the key of the vocabulary and rule that
 # made them: a point whose key is not its version's current one is re-tagged by a sync.
 AUTO_TAGS_FIELD = "auto_tags"
@@ -173,6 +182,14 @@ class SearchFilter:
     created_from: datetime | None = None
     created_to: datetime | None = None
     exclude_ids: tuple[str, ...] = field(default=())
+    # Automatic tags and visual attributes (core/embedding/attributes.py).
+    auto_tags_all: tuple[str, ...] = ()
+    color: str | None = None  # a palette name
+    color_min_share: float = 0.0  # with color: its share of the photo at least this
+    orientation: str | None = None
+    min_width: int | None = None
+    min_height: int | None = None
+    copy_space: bool | None = None
 
     def is_empty(self) -> bool:
         return self == SearchFilter()

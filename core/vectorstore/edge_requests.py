@@ -15,6 +15,7 @@ from core.vectorstore.engine import (
     DeletePoints,
     DeleteVectors,
     FieldKind,
+    Flag,
     HasIds,
     HasVector,
     IsEmpty,
@@ -22,6 +23,7 @@ from core.vectorstore.engine import (
     Match,
     Nearest,
     Prefetch,
+    Range,
     Recommend,
     Rrf,
     Scroll,
@@ -39,6 +41,7 @@ KINDS: dict[FieldKind, qe.PayloadSchemaType] = {
     "keyword": qe.PayloadSchemaType.Keyword,
     "datetime": qe.PayloadSchemaType.Datetime,
     "integer": qe.PayloadSchemaType.Integer,
+    "float": qe.PayloadSchemaType.Float,
 }
 
 
@@ -66,6 +69,10 @@ def condition(c: Leaf) -> qe.ConditionType:
                 lte=None if until is None else until.isoformat(),
             )
             return qe.FieldCondition(key=field, range=bounds)
+        case Range(field, gte, lte):
+            return qe.FieldCondition(key=field, range=qe.RangeFloat(gte=gte, lte=lte))
+        case Flag(field, value):
+            return qe.FieldCondition(key=field, match=qe.MatchValue(int(value)))
         case HasIds(ids):
             return qe.HasIdCondition(set(_id_list(ids)))
         case IsEmpty(field):

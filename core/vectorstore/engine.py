@@ -41,6 +41,24 @@ class DateRange:
 
 
 @dataclass(frozen=True)
+class Range:
+    """The payload field is a number within these bounds (inclusive; None: open)."""
+
+    field: str
+    gte: float | None = None
+    lte: float | None = None
+
+
+@dataclass(frozen=True)
+class Flag:
+    """The payload field holds this flag, stored as 0 or 1: Qdrant Edge 0.9's Python binding
+    reads a bool in a condition as an integer, so a payload's JSON true could never match."""
+
+    field: str
+    value: bool
+
+
+@dataclass(frozen=True)
 class HasIds:
     point_ids: frozenset[str]
 
@@ -65,7 +83,7 @@ class Where:
     must_not: tuple[Condition, ...] = ()
 
 
-Leaf = Match | DateRange | HasIds | IsEmpty | HasVector
+Leaf = Match | DateRange | Range | Flag | HasIds | IsEmpty | HasVector
 Condition = Leaf | Where
 
 # ---- Queries: what scores a point.
@@ -212,7 +230,7 @@ class DeletePoints:
 Write = Upsert | SetPayload | SetVectors | DeleteVectors | DeletePoints
 
 # The payload indexes a collection has: field -> kind.
-FieldKind = Literal["keyword", "datetime", "integer"]
+FieldKind = Literal["keyword", "datetime", "integer", "float"]
 
 
 class Engine(Protocol):

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from core.embedding.attributes import SHARE_MIN
 from core.vectorstore.base import KEY_FIELD, SHARD_FIELD, SearchFilter, point_id
-from core.vectorstore.engine import Condition, DateRange, HasIds, IsEmpty, Match, Where
+from core.vectorstore.engine import (
+    Condition,
+    DateRange,
+    Flag,
+    HasIds,
+    IsEmpty,
+    Match,
+    Range,
+    Where,
+)
 
 
 def search_filter(f: SearchFilter | None) -> Where | None:
@@ -22,12 +32,32 @@ def search_filter(f: SearchFilter | None) -> Where | None:
         must.append(Match("license", (f.license,)))
     if f.created_from is not None or f.created_to is not None:
         must.append(DateRange("created_at", f.created_from, f.created_to))
+    must.extend(_visual(f))
     must_not: tuple[Condition, ...] = ()
     if f.exclude_ids:
         must_not = (HasIds(frozenset(point_id(pid) for pid in f.exclude_ids)),)
     if not must and not must_not:
         return None
     return Where(tuple(must), must_not)
+
+
+def _visual(f: SearchFilter) -> list[Condition]:
+    """The conditions on automatic tags and visual attributes (core/embedding/attributes.py):
+    a photo indexed before it had them matches none of them."""
+    must: list[Condition] = [Match("auto_tags", (tag,)) for tag in f.auto_tags_all]
+    if f.color is not None:
+        # Shares under SHARE_MIN are not stored: a minimum of 0 is "any share recorded".
+        least = max(f.color_min_share, SHARE_MIN)
+        must.append(Range(f"color_shares.{f.color}", gte=least))
+    if f.orientation is not None:
+        must.append(Match("orientation", (f.orientation,)))
+    if f.min_width is not None:
+        must.append(Range("width", gte=f.min_width))
+    if f.min_height is not None:
+        must.append(Range("height", gte=f.min_height))
+    if f.copy_space is not None:
+        must.append(Flag("copy_space", f.copy_space))
+    return must
 
 
 def shard_condition(shard: str | None) -> Condition:

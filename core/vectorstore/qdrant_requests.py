@@ -15,6 +15,7 @@ from core.vectorstore.engine import (
     DeletePoints,
     DeleteVectors,
     FieldKind,
+    Flag,
     HasIds,
     HasVector,
     IsEmpty,
@@ -23,6 +24,7 @@ from core.vectorstore.engine import (
     Nearest,
     NewPoint,
     Prefetch,
+    Range,
     Recommend,
     Rrf,
     Scroll,
@@ -39,6 +41,7 @@ KINDS: dict[FieldKind, qm.PayloadSchemaType] = {
     "keyword": qm.PayloadSchemaType.KEYWORD,
     "datetime": qm.PayloadSchemaType.DATETIME,
     "integer": qm.PayloadSchemaType.INTEGER,
+    "float": qm.PayloadSchemaType.FLOAT,
 }
 
 
@@ -58,6 +61,10 @@ def condition(c: Leaf) -> qm.Condition:
             return qm.FieldCondition(key=field, match=qm.MatchAny(any=list(values)))
         case DateRange(field, since, until):
             return qm.FieldCondition(key=field, range=qm.DatetimeRange(gte=since, lte=until))
+        case Range(field, gte, lte):
+            return qm.FieldCondition(key=field, range=qm.Range(gte=gte, lte=lte))
+        case Flag(field, value):
+            return qm.FieldCondition(key=field, match=qm.MatchValue(value=int(value)))
         case HasIds(ids):
             return qm.HasIdCondition(has_id=sorted(ids))
         case IsEmpty(field):

@@ -10,6 +10,7 @@ from functools import partial
 from core.embedding.arrays import Embeddings
 from core.vectorstore.base import (
     DATETIME_FIELDS,
+    FLOAT_FIELDS,
     GROUP_FIELD,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
@@ -29,6 +30,7 @@ PAYLOAD_INDEXES: dict[str, FieldKind] = {
     **dict.fromkeys(KEYWORD_FIELDS, "keyword"),
     **dict.fromkeys(DATETIME_FIELDS, "datetime"),
     **dict.fromkeys(INTEGER_FIELDS, "integer"),
+    **dict.fromkeys(FLOAT_FIELDS, "float"),
 }
 
 

@@ -16,7 +16,8 @@ from core.embedding.attributes import (
     orientation_of,
     visual_attributes,
 )
-from core.embedding.images import ImagePreprocessing, prepare_photo
+from core.embedding.images import prepare_photo
+from core.embedding.manifest import ImagePreprocessing
 from model.synthetic import COLOURS
 from tests.support.images import encode
 
@@ -149,20 +150,20 @@ def test_copy_space_is_one_plain_colour_over_most_of_the_photo() -> None:
     # A small subject on a plain backdrop: copy space.
     backdrop = plain(PALETTE["teal"], (400, 300))
     ImageDraw.Draw(backdrop).ellipse([20, 20, 140, 140], fill=PALETTE["orange"])  # ~9%
-    assert visual_attributes(backdrop, (400, 300))["copy_space"] is True
+    assert visual_attributes(backdrop, (400, 300))["copy_space"] == 1
     # A jittered backdrop (JPEG-like noise) is still plain.
-    assert visual_attributes(noisy(COLOURS["blue"], (400, 300), 15), (400, 300))["copy_space"]
+    assert visual_attributes(noisy(COLOURS["blue"], (400, 300), 15), (400, 300))["copy_space"] == 1
     # Two colours, half and half: no colour holds 60%.
     halves = plain(PALETTE["white"], (400, 300))
     ImageDraw.Draw(halves).rectangle([200, 0, 399, 299], fill=PALETTE["black"])
-    assert visual_attributes(halves, (400, 300))["copy_space"] is False
+    assert visual_attributes(halves, (400, 300))["copy_space"] == 0
     # One hue over the whole photo, but a texture (stripes of light and dark green): not plain.
     stripes = plain((30, 120, 40), (400, 300))
     draw = ImageDraw.Draw(stripes)
     for left in range(0, 400, 40):
         draw.rectangle([left, 0, left + 19, 299], fill=(120, 220, 110))
     found = visual_attributes(stripes, (400, 300))
-    assert found["colors"] == ["green"] and found["copy_space"] is False
+    assert found["colors"] == ["green"] and found["copy_space"] == 0
 
 
 @pytest.mark.parametrize(
@@ -196,4 +197,4 @@ def test_the_attributes_are_computed_on_a_small_sample_of_a_large_decode() -> No
     assert large["colors"] == small["colors"] == ["purple", "yellow"]
     for found in (large, small):
         assert abs(found["color_shares"]["yellow"] - 0.3) <= SHARE_TOLERANCE
-        assert (found["width"], found["height"], found["copy_space"]) == (3000, 2000, True)
+        assert (found["width"], found["height"], found["copy_space"]) == (3000, 2000, 1)

@@ -149,7 +149,7 @@ def test_each_photo_is_written_with_the_visual_attributes_of_its_decode(
         "orientation": "landscape",
         "colors": ["yellow"],
         "color_shares": {"yellow": 1.0},
-        "copy_space": True,
+        "copy_space": 1,
     }
     for payload in stored.values():
         assert set(FIELDS) <= set(payload)

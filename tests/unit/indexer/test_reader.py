@@ -71,7 +71,7 @@ def test_a_photo_is_decoded_once_into_its_pixels_and_its_attributes(tmp_path: Pa
     )
     found = read_photo(LocalSource(tmp_path), Photo("red.jpg", "red.jpg", "v"), SPEC, ImageLimits())
     assert isinstance(found, Decoded) and found.pixels.shape == (32, 32, 3)
-    assert found.attributes["colors"] == ["red"] and found.attributes["copy_space"] is True
+    assert found.attributes["colors"] == ["red"] and found.attributes["copy_space"] == 1
     assert (found.attributes["width"], found.attributes["height"]) == (300, 600)
     assert found.attributes["orientation"] == "portrait"
 

@@ -11,7 +11,16 @@ from qdrant_client import models as qm
 from core.vectorstore import KEY_FIELD, SHARD_FIELD, SearchFilter, point_id
 from core.vectorstore import edge_requests as edge
 from core.vectorstore import qdrant_requests as server
-from core.vectorstore.engine import DateRange, HasIds, HasVector, IsEmpty, Match, Where
+from core.vectorstore.engine import (
+    DateRange,
+    Flag,
+    HasIds,
+    HasVector,
+    IsEmpty,
+    Match,
+    Range,
+    Where,
+)
 from core.vectorstore.filters import both, in_shard, search_filter, shard_filter, with_keys
 
 SINCE = datetime(2024, 1, 5, tzinfo=UTC)
@@ -95,3 +104,45 @@ def test_an_edge_filter_holds_each_condition(where: Where) -> None:
     shown = repr(made)
     for part in ("cat", "created_at", "keywords", point_id("p1"), "shard"):
         assert (part in shown) == (where is EVERY_KIND), part
+
+
+def test_the_visual_and_automatic_tag_conditions_of_a_search_filter() -> None:
+    f = SearchFilter(
+        auto_tags_all=("beach", "sunset"),
+        color="red",
+        color_min_share=0.2,
+        orientation="portrait",
+        min_width=1200,
+        min_height=800,
+        copy_space=True,
+    )
+    assert search_filter(f) == Where(
+        must=(
+            Match("auto_tags", ("beach",)),
+            Match("auto_tags", ("sunset",)),
+            Range("color_shares.red", gte=0.2),
+            Match("orientation", ("portrait",)),
+            Range("width", gte=1200),
+            Range("height", gte=800),
+            Flag("copy_space", True),
+        )
+    )
+    # A colour without a minimum: any share the payload records (1% and up).
+    assert search_filter(SearchFilter(color="teal")) == Where(
+        (Range("color_shares.teal", gte=0.01),)
+    )
+    assert search_filter(SearchFilter(copy_space=False)) == Where((Flag("copy_space", False),))
+
+
+def test_ranges_and_flags_in_each_engines_classes() -> None:
+    where = Where((Range("width", gte=1200), Range("color_shares.red", lte=0.5), Flag("b", False)))
+    assert server.where(where) == qm.Filter(
+        must=[
+            qm.FieldCondition(key="width", range=qm.Range(gte=1200)),
+            qm.FieldCondition(key="color_shares.red", range=qm.Range(lte=0.5)),
+            qm.FieldCondition(key="b", match=qm.MatchValue(value=0)),
+        ]
+    )
+    shown = repr(edge.where(where))
+    for part in ("width", "1200", "color_shares.red", "0.5", "RangeFloat", "MatchValue(value=0)"):
+        assert part in shown, (part, shown)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from core.embedding.attributes import PALETTE
 from core.keywords import document_vector
 from core.vectorstore import (
     KEYWORDS_VECTOR,
@@ -46,8 +47,14 @@ def test_both_engines_serve_the_one_store_with_every_filtered_field_indexed(
 ) -> None:
     assert isinstance(store, VectorStore)
     filtered = {"tags", "photographer", "license", "created_at", "shard", "source_key"}
+    # The visual filters and the automatic tags (core/embedding/attributes.py).
+    visual = {"auto_tags", "colors", "orientation", "width", "height", "copy_space"}
+    shares = {f"color_shares.{name}" for name in PALETTE}
+    filtered |= visual | shares
     # And the identity, the groups, the version, and the words suggestions complete.
     read = {"dup_group", "photo_id", "model_version", "terms"}
     assert filtered | read == set(PAYLOAD_INDEXES)
     assert PAYLOAD_INDEXES["created_at"] == "datetime"
     assert PAYLOAD_INDEXES["model_version"] == "integer"
+    assert PAYLOAD_INDEXES["copy_space"] == PAYLOAD_INDEXES["width"] == "integer"
+    assert {PAYLOAD_INDEXES[field] for field in shares} == {"float"}
