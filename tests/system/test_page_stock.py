@@ -151,6 +151,8 @@ def test_the_first_result_is_in_view_and_the_grid_keeps_each_photos_shape(
     body = site.api("/v1/search", q=QUERY, limit=20)
     assert cards(page) == shown(body)
     thumbnails_loaded(page)
+    name = "desktop" if viewport == DESKTOP else "phone"
+    screenshot(page, f"results-{name}", tmp_path)
     assert page.evaluate("window.scrollY") == 0
     first = box_of(page, "[data-testid=results] > li")
     assert first["x"] >= 0 and first["y"] >= 0
@@ -172,8 +174,6 @@ def test_the_first_result_is_in_view_and_the_grid_keeps_each_photos_shape(
         assert max(heights) - min(heights) <= 1.0, rows
     # Scores stay in the detail view's developer section: no tile shows a number.
     expect(page.locator("[data-testid=results] [data-testid=result-score]")).to_have_count(0)
-    name = "desktop" if viewport == DESKTOP else "phone"
-    screenshot(page, f"results-{name}", tmp_path)
 
 
 def test_the_detail_view_opens_and_closes_by_keyboard(
@@ -198,6 +198,8 @@ def test_the_detail_view_opens_and_closes_by_keyboard(
     expect(dialog).to_have_attribute("aria-modal", "true")
     expect(dialog).to_have_accessible_name(photo["metadata"]["title"])
     assert page.evaluate("document.getElementById('detail').contains(document.activeElement)")
+    expect(page.get_by_test_id("detail-image")).to_have_js_property("complete", True)
+    screenshot(page, "detail-desktop", tmp_path)
     meta = photo["metadata"]
     expect(page.get_by_test_id("detail-photographer")).to_have_text(meta["photographer"])
     expect(page.get_by_test_id("detail-license")).to_have_text(meta["license"])
@@ -211,7 +213,6 @@ def test_the_detail_view_opens_and_closes_by_keyboard(
     expect(page.get_by_test_id("detail-colors").locator("li")).to_have_text(
         [f"{c['name']} {round(c['share'] * 100)}%" for c in attributes["colors"]]
     )
-    expect(page.get_by_test_id("detail-image")).to_have_js_property("complete", True)
     # The score is there for a developer, behind a disclosure.
     expect(page.get_by_test_id("result-score")).to_be_hidden()
     expect(page.get_by_test_id("result-score")).to_have_text(shown(body)[0][1])
@@ -229,7 +230,6 @@ def test_the_detail_view_opens_and_closes_by_keyboard(
     for _ in range(40):  # round and round: the focus never leaves the dialog
         page.keyboard.press("Tab")
         assert page.evaluate("document.getElementById('detail').contains(document.activeElement)")
-    screenshot(page, "detail-desktop", tmp_path)
     page.keyboard.press("Escape")
     expect(dialog).to_be_hidden()
     assert focused(page) == "result" and focused(page, "id") == photo["id"]
@@ -377,3 +377,14 @@ def test_a_suggestion_is_chosen_by_keyboard_and_searched(site: Site, page: Page)
     expect(listbox).to_be_hidden()
     assert query_of(page) == {"q": [chosen]}
     assert cards(page) == shown(site.api("/v1/search", q=chosen, limit=20))
+
+    # And by mouse: a click on an option searches for it.
+    box.fill("")
+    page.keyboard.type(prefix)
+    expect(options).to_have_text([t for t in expected if t != prefix])
+    before = started(page)
+    options.last.click()
+    settle(page, before)
+    clicked = [t for t in expected if t != prefix][-1]
+    expect(box).to_have_value(clicked)
+    assert query_of(page) == {"q": [clicked]}
