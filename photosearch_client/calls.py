@@ -25,6 +25,8 @@ class SearchOptions(TypedDict, total=False):
     `photographer`, `license`, `created_from` / `created_to` (ISO 8601 or a date),
     `score_threshold` (-1..1). `collapse` (default true): one photo per near-duplicate group;
     `diversity` (0..1): trade relevance for variety; `sort`: "relevance" or "newest".
+    `facets` (tags, auto_tags, color, orientation, license, photographer): count their values
+    among the matching photos, `facet_limit` values each (the page's `facets`).
     """
 
     limit: int
@@ -39,6 +41,8 @@ class SearchOptions(TypedDict, total=False):
     collapse: bool
     diversity: float
     sort: Literal["relevance", "newest"]
+    facets: Sequence[str]
+    facet_limit: int
 
 
 @dataclass(frozen=True)

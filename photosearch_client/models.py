@@ -50,6 +50,28 @@ class Result(Photo):
     duplicates: Duplicates | None = None
 
 
+class FacetValue(BaseModel):
+    """One value of a field and how many of the photos counted hold it."""
+
+    model_config = _ANSWER
+
+    value: str
+    count: int
+
+
+class FacetCounts(BaseModel):
+    """The values of each asked field among the photos that match a search, most held first:
+    over "score_threshold" (every photo above it) or "pool" (the ranking's first candidates);
+    `capped`: more photos match than were counted."""
+
+    model_config = _ANSWER
+
+    over: Literal["score_threshold", "pool"]
+    photos: int
+    capped: bool
+    fields: dict[str, list[FacetValue]]
+
+
 class SearchPage(BaseModel):
     """One page of a search's results, and where the next page starts."""
 
@@ -66,6 +88,8 @@ class SearchPage(BaseModel):
     took_ms: float
     # What to name in events on these results (Client.events); absent from an older API.
     search_id: str | None = None
+    # The counts `facets` asked for, on a first page; None otherwise.
+    facets: FacetCounts | None = None
 
 
 class Suggestion(BaseModel):

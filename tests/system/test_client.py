@@ -27,6 +27,8 @@ from photosearch_client import (
     DuplicatesPage,
     Event,
     EventsAccepted,
+    FacetCounts,
+    FacetValue,
     Health,
     ModelInfo,
     Photo,
@@ -130,6 +132,17 @@ def test_text_search_applies_filters_options_and_pages(api: Api, client: Client)
     rest = search(first.next_offset)
     assert len(rest.results) == 1 and rest.next_offset is None
     assert set(ids(first)) | set(ids(rest)) == expected
+
+
+def test_a_search_s_facet_counts_come_typed(api: Api, client: Client) -> None:
+    page = client.search("street at night", facets=["license", "tags"], facet_limit=1)
+    raw = api.raw("/v1/search", q="street at night", facets="license,tags", facet_limit=1)
+    assert isinstance(page.facets, FacetCounts)
+    assert page.facets.model_dump() == raw["facets"]
+    # 12 photos, fewer than the pool: every one counted, half of them under each licence.
+    assert (page.facets.over, page.facets.photos, page.facets.capped) == ("pool", 12, False)
+    assert page.facets.fields["license"] == [FacetValue(value="cc-by", count=6)]
+    assert client.search("street at night").facets is None
 
 
 def test_search_by_image_bytes_and_by_url_find_the_photo_first(api: Api, client: Client) -> None:
@@ -279,6 +292,8 @@ def test_the_client_s_models_name_the_api_s_fields() -> None:
         "EventsAccepted": EventsAccepted,
         "SuggestResponse": SuggestPage,
         "SuggestionItem": Suggestion,
+        "FacetCounts": FacetCounts,
+        "FacetValue": FacetValue,
     }
     for name, model in mirrors.items():
         assert set(model.model_fields) == set(models[name]["properties"]), name
