@@ -32,6 +32,7 @@ from indexer.planner import (
     resolve_unmatched,
     shard_unit,
 )
+from indexer.popularity import joined
 from indexer.records import JobRecords
 from indexer.shards import load_map, prefix_range
 
@@ -135,7 +136,7 @@ def plan_keys(
                 suffix = PurePosixPath(key).suffix or "(no extension)"
                 plan.rejected[key] = (obj.version, f"unsupported file type {suffix}")
             continue
-        photo = photo_of(obj, manifests.rows.get(key))
+        (photo,) = joined([photo_of(obj, manifests.rows.get(key))], records.popularity)
         why = refusal(photo)
         if why is not None:  # a point of it (an earlier id, say) goes as the listing's would
             if point is not None:

@@ -29,6 +29,7 @@ from indexer.autotags import Tagger, with_tags
 from indexer.catalog import Photo, ShardTooBig, read_catalog
 from indexer.deleteguard import guarded, holds_back, reserve
 from indexer.diff import ShardDiff, ShardPlan, resolve
+from indexer.popularity import joined
 from indexer.records import JobRecords
 from indexer.shards import ShardMap, ShardRange, split_bounds
 from indexer.skips import SkipRecords
@@ -230,6 +231,9 @@ def plan_shard(
         catalog = read_catalog(
             source, settings.metadata_files, shard, limit=2 * settings.shard_size
         )
+        # Popularity joins the metadata: a change of it is a payload write, captured alike.
+        photos = joined(list(catalog.photos.values()), records.popularity)
+        catalog.photos = {photo.photo_id: photo for photo in photos}
     except ShardTooBig:
         return split_shard(
             job,

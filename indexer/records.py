@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.feedback.popularity import Popularity
 from core.jobs import Jobs
 from indexer.capture import ChangeLog
 from indexer.skips import SkipRecords
@@ -20,3 +21,5 @@ class JobRecords:
     skips: SkipRecords
     capture: ChangeLog
     work: WorkQueue
+    # Each photo's popularity, joined into its metadata (indexer/popularity.py); None: none.
+    popularity: Popularity | None = None

@@ -15,6 +15,7 @@ from core.embedding.budget import MB, MemoryBudget, return_freed_pixels
 from core.embedding.client import EmbeddingClient
 from core.embedding.errors import ModelVersionUnavailable
 from core.embedding.manifest import ModelManifest, Priority
+from core.feedback.popularity import Popularity
 from core.jobs import Jobs
 from core.settings import Settings
 from core.sources import Source, open_source
@@ -97,7 +98,13 @@ class Runtime:
         self._loop_thread.start()
         self.embedder = self.run(self._make_client())
         # The parts the plain functions take (indexer/planner.py, pipeline.py).
-        self.records = JobRecords(self.jobs, self.skips, self.capture, self.work)
+        self.records = JobRecords(
+            self.jobs,
+            self.skips,
+            self.capture,
+            self.work,
+            Popularity(self.redis, settings.redis.prefix),
+        )
         self.images = BlockingEmbedder(self.embedder, self.run)
         # Each model version's vocabulary embedded once in this process, and kept on disk.
         self.taggers = Taggers(

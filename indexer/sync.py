@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from redis import Redis
 from redis.lock import Lock
@@ -117,7 +118,21 @@ def start_increment(
         raise IndexerError("the live collection has points of an earlier release: sync once")
     running(records.jobs, job_id, source_uri, collection)
     open_budget(records.jobs, job_id, store.count(collection), settings.max_delete_share)
-    records.work.start_round(job_id, 0, [("feed:0", {"kind": "feed", "seq": 0})])
+    units: list[tuple[str, dict[str, Any]]] = [("feed:0", {"kind": "feed", "seq": 0})]
+    # Photos whose popularity changed (photosearch feedback popularity): planned as keys.
+    pending = popular_keys(store, collection, records)
+    for n, start in enumerate(range(0, len(pending), settings.feed_chunk)):
+        keys = pending[start : start + settings.feed_chunk]
+        units.append((f"popularity:{n}", {"kind": "replay", "id": f"popularity:{n}", "keys": keys}))
+    records.work.start_round(job_id, 0, units)
+
+
+def popular_keys(store: VectorStore, collection: str, records: JobRecords) -> list[str]:
+    """The keys of the photos whose popularity changed since the last increment, taken."""
+    if records.popularity is None:
+        return []
+    ids = records.popularity.take_pending()
+    return sorted({p.key for p in store.points_by_id(collection, ids) if p.key})
 
 
 def nightly_kind(store: VectorStore, feed: str | None) -> JobKind:

@@ -16,7 +16,7 @@ from photosearch.calibrate_tags_cli import calibrate_tags_command
 from photosearch.embedded import serve_embedded_command
 from photosearch.eval_cli import eval_command
 from photosearch.experiment_cli import experiment_app
-from photosearch.feedback_cli import analytics_command, judgements_app
+from photosearch.feedback_cli import analytics_command, feedback_app, judgements_app
 from photosearch.up.cli import up_command
 from query_api.cli import api_app
 
@@ -59,6 +59,7 @@ app.command("worker")(worker_command)
 app.command("beat")(beat_command)
 app.add_typer(judgements_app, name="judgements")
 app.command("analytics")(analytics_command)
+app.add_typer(feedback_app, name="feedback")
 app.command("eval")(eval_command)
 app.add_typer(experiment_app, name="experiment", callback=_find_running_up)
 app.command("serve-embedded", hidden=True)(serve_embedded_command)

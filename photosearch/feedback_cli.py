@@ -18,6 +18,7 @@ import typer
 from core.feedback.analytics import Analytics, analyse
 from core.feedback.clickmodel import judgements
 from core.feedback.events import StoredEvent, read_events
+from core.feedback.popularity import WEIGHTS, Popularity, popularity_of
 from core.feedback.searchlog import SearchRecord, read_searches
 from core.quality.judgements import write_judgements
 from core.settings import Settings, get_settings
@@ -28,6 +29,9 @@ RANKS_SHOWN = 20
 
 judgements_app = typer.Typer(
     no_args_is_help=True, help="Judgement sets made of what searchers did with the results."
+)
+feedback_app = typer.Typer(
+    no_args_is_help=True, help="What the events on search results make of the catalogue."
 )
 
 
@@ -131,3 +135,36 @@ def report(figures: Analytics, days: int) -> str:
         ),
     ]
     return "\n".join(lines)
+
+
+@feedback_app.command("popularity")
+def popularity_command(
+    since: Annotated[
+        int | None,
+        typer.Option(
+            "--since", min=1, help="Count the events of the last DAYS days (default: all kept)."
+        ),
+    ] = None,
+) -> None:
+    """Each photo's popularity (opens + 5 x downloads) from the events on search results,
+    for the popularity boost: the photos whose value changed are written by the next sync or
+    increment, as any other change of their metadata (docs/searching/boosts.md)."""
+    from redis import Redis
+
+    _adopt_running_up()
+    settings = get_settings()
+    days = since or settings.api.feedback_retention_days
+    _, events = read_log(settings, days, time.time())
+    values = popularity_of(events)
+    redis = Redis.from_url(settings.redis.url, socket_timeout=30, socket_connect_timeout=5)
+    try:
+        popularity = Popularity(redis, settings.redis.prefix)
+        changed = popularity.replace(values)
+        popularity.mark_pending(changed)
+    finally:
+        redis.close()
+    weights = ", ".join(f"{action} {w:g}" for action, w in WEIGHTS.items())
+    typer.echo(
+        f"{len(values)} photos with events in the last {days} days ({len(events)} events; "
+        f"{weights}); {len(changed)} changed, written by the next sync or increment"
+    )

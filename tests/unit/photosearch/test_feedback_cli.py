@@ -1,5 +1,6 @@
-"""`photosearch judgements from-clicks` and `photosearch analytics` on a log in the session's
-Redis: the hand-counted log of tests/unit/core/feedback, as the API would have kept it."""
+"""`photosearch judgements from-clicks`, `photosearch analytics` and `photosearch feedback
+popularity` on a log in the session's Redis: the hand-counted log of tests/unit/core/feedback,
+as the API would have kept it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typer.testing import CliRunner
 from core.feedback.analytics import analyse
 from core.feedback.clickmodel import query_id
 from core.feedback.events import events_key
+from core.feedback.popularity import Popularity
 from core.feedback.searchlog import record_search
 from core.quality.judgements import load_judgements
 from core.settings import get_settings
@@ -116,3 +118,30 @@ def test_the_report_of_an_empty_log_says_so() -> None:
     text = report(analyse([], []), 7)
     assert "the last 7 days: 0 searches (0 by text) in 0 sessions; 0 with a click" in text
     assert "events: none" in text
+
+
+async def test_feedback_popularity_keeps_each_photos_value_and_marks_the_changed(
+    prefix: str, redis: Redis, redis_url: str
+) -> None:
+    await log_at(redis_url, prefix, hours_ago(redis, 48), "2")
+    popularity = Popularity(redis, prefix)
+    answer = CliRunner().invoke(app, ["feedback", "popularity"])
+    assert answer.exit_code == 0, answer.output
+    assert "5 photos with events in the last 30 days (12 events; opened 1, downloaded 5)" in (
+        answer.output
+    )
+    assert "5 changed" in answer.output
+    assert popularity.lookup(["a", "b", "c", "d", "e", "y"]) == {
+        "a": 6.0,
+        "b": 2.0,
+        "c": 2.0,
+        "d": 1.0,
+        "y": 2.0,
+    }
+    assert popularity.take_pending() == ["a", "b", "c", "d", "y"]
+    # The events of the last day are none: every photo's value drops to 0.
+    quiet = CliRunner().invoke(app, ["feedback", "popularity", "--since", "1"])
+    assert quiet.exit_code == 0, quiet.output
+    assert "0 photos with events in the last 1 days (0 events" in quiet.output
+    assert popularity.lookup(["a"]) == {"a": 0.0}
+    assert popularity.take_pending() == ["a", "b", "c", "d", "y"]
