@@ -209,6 +209,28 @@ def chance(truth: AnyArray, tags_per_photo: float) -> dict[str, float]:
     return {"chance": base, "chance_recall": recall, "chance_f1": f1}
 
 
+def evaluate(
+    tags: list[list[str]], truth: list[frozenset[str]], names: tuple[str, ...]
+) -> dict[str, float]:
+    """Precision, recall, F1 and tags a photo of `tags` against `truth`, counting only the
+    names in `names` (a kind of tag, or the whole vocabulary), and chance's figures."""
+    column = {name: i for i, name in enumerate(names)}
+    made = np.zeros((len(truth), len(names)), dtype=bool)
+    wanted = np.zeros_like(made)
+    for row, (given, true) in enumerate(zip(tags, truth, strict=True)):
+        made[row, [column[t] for t in given if t in column]] = True
+        wanted[row, [column[t] for t in true if t in column]] = True
+    s = score(made, wanted, TagRule(0.0, 0.0))
+    return {
+        "precision": s.precision,
+        "recall": s.recall,
+        "f1": s.f1,
+        "tags_per_photo": s.tags_per_photo,
+        "truth_per_photo": float(wanted.sum(axis=1).mean()),
+        **chance(wanted, s.tags_per_photo),
+    }
+
+
 def decide(figures: Mapping[str, float]) -> tuple[bool, str]:
     """Whether the rule's tags are worth storing, and the reason said either way."""
     p, f1, base = figures["precision"], figures["f1"], figures["chance"]
@@ -251,18 +273,8 @@ def calibrate_tags(
     rule = grid[0].rule
     # The figures of the rule exactly as the indexer applies it.
     tags = auto_tags(photos, vocabulary.names, tag_vectors, rule, max_tags=max_tags)
-    column = {name: i for i, name in enumerate(vocabulary.names)}
-    made = np.zeros_like(wanted)
-    for r, row in enumerate(tags):
-        made[r, [column[t] for t in row]] = True
-    best = score(made, wanted, rule)
     figures = {
-        "precision": best.precision,
-        "recall": best.recall,
-        "f1": best.f1,
-        "tags_per_photo": best.tags_per_photo,
-        "truth_per_photo": float(wanted.sum(axis=1).mean()),
-        **chance(wanted, best.tags_per_photo),
+        **evaluate(tags, [truth[ids[i]] for i in rows], vocabulary.names),
         "photos": float(len(rows)),
         "vocabulary_size": float(len(vocabulary)),
     }

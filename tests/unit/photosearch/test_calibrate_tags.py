@@ -19,6 +19,7 @@ from photosearch.calibrate_tags import (
     TagCalibrationError,
     chance,
     decide,
+    evaluate,
     read_labels,
     save_tags,
     search_grid,
@@ -172,3 +173,14 @@ def test_the_command_refuses_what_cannot_calibrate(own_repository: Path, tmp_pat
     assert empty.exit_code == 1 and "no readable photo" in empty.output
     assert tagging(1, own_repository) is None
     assert calibrate_tags_command.__doc__ is not None
+
+
+def test_evaluation_counts_only_the_names_of_one_kind() -> None:
+    tags = [["red", "circle", "striped"], ["blue"], []]
+    truth = [frozenset({"red", "square"}), frozenset({"blue", "star"}), frozenset({"green"})]
+    colours = evaluate(tags, truth, ("red", "blue", "green"))
+    assert colours["precision"] == 1.0 and colours["recall"] == pytest.approx(2 / 3)
+    assert colours["tags_per_photo"] == pytest.approx(2 / 3)
+    assert colours["chance"] == pytest.approx(1 / 3)
+    shapes = evaluate(tags, truth, ("circle", "square", "star"))
+    assert shapes["precision"] == 0.0 and shapes["f1"] == 0.0
