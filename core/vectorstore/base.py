@@ -50,8 +50,12 @@ DATETIME_FIELDS = ("created_at",)
 # copy_space is a flag stored as 0 or 1: Qdrant Edge's Python binding turns a bool in a
 # filter into an integer, which never matches a JSON true (engine.Flag).
 INTEGER_FIELDS = ("model_version", "width", "height", "copy_space")
-# A colour's share of a photo, for a filter's minimum share: one index per palette name.
-FLOAT_FIELDS: tuple[str, ...] = tuple(f"color_shares.{name}" for name in PALETTE_NAMES)
+# A colour's share of a photo, for a filter's minimum share: one index per palette name; and
+# a photo's popularity, which the popularity boost reads (core/vectorstore/boosts.py).
+FLOAT_FIELDS: tuple[str, ...] = (
+    *(f"color_shares.{name}" for name in PALETTE_NAMES),
+    "popularity",
+)
 # A photo's automatic tags (indexer/autotags.py), and the key of the vocabulary and rule that
 # made them: a point whose key is not its version's current one is re-tagged by a sync.
 AUTO_TAGS_FIELD = "auto_tags"

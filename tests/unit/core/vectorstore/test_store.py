@@ -51,10 +51,12 @@ def test_both_engines_serve_the_one_store_with_every_filtered_field_indexed(
     visual = {"auto_tags", "colors", "orientation", "width", "height", "copy_space"}
     shares = {f"color_shares.{name}" for name in PALETTE}
     filtered |= visual | shares
-    # And the identity, the groups, the version, and the words suggestions complete.
-    read = {"dup_group", "photo_id", "model_version", "terms"}
+    # And the identity, the groups, the version, the words suggestions complete and the
+    # popularity the boost reads.
+    read = {"dup_group", "photo_id", "model_version", "terms", "popularity"}
     assert filtered | read == set(PAYLOAD_INDEXES)
     assert PAYLOAD_INDEXES["created_at"] == "datetime"
     assert PAYLOAD_INDEXES["model_version"] == "integer"
     assert PAYLOAD_INDEXES["copy_space"] == PAYLOAD_INDEXES["width"] == "integer"
     assert {PAYLOAD_INDEXES[field] for field in shares} == {"float"}
+    assert PAYLOAD_INDEXES["popularity"] == "float"
