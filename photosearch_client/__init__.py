@@ -17,6 +17,7 @@ from photosearch_client.calls import Mode, SearchOptions
 from photosearch_client.client import Client
 from photosearch_client.errors import ApiError, ApiUnreachable, PhotoSearchError
 from photosearch_client.models import (
+    ColorShare,
     Duplicates,
     DuplicatesPage,
     Event,
@@ -27,6 +28,7 @@ from photosearch_client.models import (
     Image,
     ModelInfo,
     Photo,
+    PhotoAttributes,
     PhotoMetadata,
     Result,
     SearchPage,
@@ -39,6 +41,7 @@ __all__ = [
     "ApiUnreachable",
     "AsyncClient",
     "Client",
+    "ColorShare",
     "Duplicates",
     "DuplicatesPage",
     "Event",
@@ -50,6 +53,7 @@ __all__ = [
     "Mode",
     "ModelInfo",
     "Photo",
+    "PhotoAttributes",
     "PhotoMetadata",
     "PhotoSearchError",
     "Result",

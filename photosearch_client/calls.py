@@ -23,8 +23,12 @@ class SearchOptions(TypedDict, total=False):
 
     Every given filter must hold: `tags_any` (at least one), `tags_all` (every one),
     `photographer`, `license`, `created_from` / `created_to` (ISO 8601 or a date),
-    `score_threshold` (-1..1). `collapse` (default true): one photo per near-duplicate group;
-    `diversity` (0..1): trade relevance for variety; `sort`: "relevance" or "newest".
+    `score_threshold` (-1..1); `auto_tags_all` (every one of the model's tags), `color` (a
+    palette name or a hex colour, covering at least `color_min_share` of the photo, default
+    0.1), `orientation` ("landscape", "portrait", "square"), `min_width` / `min_height`
+    (pixels), `copy_space` (mostly one plain colour). `collapse` (default true): one photo
+    per near-duplicate group; `diversity` (0..1): trade relevance for variety; `sort`:
+    "relevance" or "newest".
     `facets` (tags, auto_tags, color, orientation, license, photographer): count their values
     among the matching photos, `facet_limit` values each (the page's `facets`).
     """
@@ -38,6 +42,13 @@ class SearchOptions(TypedDict, total=False):
     created_from: datetime | date | str
     created_to: datetime | date | str
     score_threshold: float
+    auto_tags_all: Sequence[str]
+    color: str
+    color_min_share: float
+    orientation: Literal["landscape", "portrait", "square"]
+    min_width: int
+    min_height: int
+    copy_space: bool
     collapse: bool
     diversity: float
     sort: Literal["relevance", "newest"]

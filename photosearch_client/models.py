@@ -21,6 +21,28 @@ class PhotoMetadata(BaseModel):
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
+class ColorShare(BaseModel):
+    model_config = _ANSWER
+
+    name: str  # a palette colour: red, orange, ..., black, grey, white
+    share: float  # of the photo's pixels, 0 to 1
+
+
+class PhotoAttributes(BaseModel):
+    """What the indexer saw in a photo's pixels: its original size (upright), orientation,
+    the colours covering 5% of it or more (largest first), and whether it is mostly one
+    plain colour (copy space)."""
+
+    model_config = _ANSWER
+
+    width: int
+    height: int
+    aspect_ratio: float
+    orientation: Literal["landscape", "portrait", "square"]
+    colors: list[ColorShare]
+    copy_space: bool
+
+
 class Photo(BaseModel):
     """A stored photo: its id, metadata, and the API paths of its original and thumbnail."""
 
@@ -31,6 +53,7 @@ class Photo(BaseModel):
     model_version: int | None = None
     indexed_at: str | None = None
     auto_tags: list[str] = Field(default_factory=list)  # the model's, apart from metadata.tags
+    attributes: PhotoAttributes | None = None  # None: indexed before they were computed
     image_url: str
     thumbnail_url: str
 

@@ -97,7 +97,9 @@ RootPath = Annotated[str, Depends(root_path)]
 
 
 # The query parameters a caller may repeat (lists); any other given twice is ambiguous.
-_REPEATABLE = frozenset({"tags_any", "tags_all", "not", "positive", "negative", "facets"})
+_REPEATABLE = frozenset(
+    {"tags_any", "tags_all", "auto_tags_all", "not", "positive", "negative", "facets"}
+)
 
 
 async def once_each(request: Request) -> None:

@@ -16,6 +16,13 @@ from pydantic import (
 )
 
 from core.vectorstore import SearchFilter
+from query_api.schemas_attributes import (
+    PALETTE_TEXT,
+    Orientation,
+    PhotoAttributes,
+    palette_color,
+    query_flag,
+)
 from query_api.schemas_facets import (
     FACET_NAMES,
     MAX_FACET_LIMIT,
@@ -50,6 +57,14 @@ _PHOTO_EXAMPLE: dict[str, Any] = {
     "metadata": _METADATA_EXAMPLE,
     "model_version": 2,
     "indexed_at": "2024-06-02T02:04:11+00:00",
+    "attributes": {
+        "width": 6000,
+        "height": 4000,
+        "aspect_ratio": 1.5,
+        "orientation": "landscape",
+        "colors": [{"name": "red", "share": 0.41}, {"name": "brown", "share": 0.33}],
+        "copy_space": False,
+    },
     "image_url": "/v1/photos/2024/06/red-bicycle.jpg/image",
     "thumbnail_url": "/v1/photos/2024/06/red-bicycle.jpg/thumbnail",
 }
@@ -89,8 +104,44 @@ class Filters(BaseModel):
     score_threshold: float | None = Field(
         None, ge=-1.0, le=1.0, description="Leave out results with a lower cosine score."
     )
+    # What the indexer saw in the pixels, and the model's tags (docs/searching/filters.md).
+    auto_tags_all: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_TAGS,
+        description="Every one of these automatic tags (the model's, a result's `auto_tags`).",
+    )
+    color: str | None = Field(
+        None,
+        max_length=40,
+        description=f"Photos showing this colour: a palette name ({PALETTE_TEXT}) or a hex "
+        "colour (#1e90ff or 1e90ff), which means its nearest palette colour.",
+    )
+    color_min_share: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="With color: the least share of the photo's pixels it must cover "
+        "(0: any share the index records, 1% and up).",
+    )
+    orientation: Orientation | None = Field(
+        None, description="landscape, portrait, or square (width / height within 5% of 1)."
+    )
+    min_width: int | None = Field(
+        None, ge=1, le=1_000_000, description="The original is at least this wide (pixels)."
+    )
+    min_height: int | None = Field(
+        None, ge=1, le=1_000_000, description="The original is at least this tall (pixels)."
+    )
+    copy_space: StrictBool | None = Field(
+        None,
+        description="true: photos mostly of one plain colour (room for a caption); false: "
+        "the others.",
+    )
 
-    @field_validator("tags_any", "tags_all")
+    _color = field_validator("color", mode="before")(palette_color)
+    _copy_space = field_validator("copy_space", mode="before")(query_flag)
+
+    @field_validator("tags_any", "tags_all", "auto_tags_all")
     @classmethod
     def _tags_not_blank(cls, tags: list[str]) -> list[str]:
         for tag in tags:
@@ -132,6 +183,13 @@ class Filters(BaseModel):
             created_from=self.created_from,
             created_to=self.created_to,
             exclude_ids=exclude_ids,
+            auto_tags_all=tuple(self.auto_tags_all),
+            color=self.color,
+            color_min_share=self.color_min_share,
+            orientation=self.orientation,
+            min_width=self.min_width,
+            min_height=self.min_height,
+            copy_space=self.copy_space,
         )
 
 
@@ -352,6 +410,11 @@ class Photo(BaseModel):
         default_factory=list,
         description="Tags the model gave the photo from its image embedding, best first, "
         "apart from the photographer's tags; empty where its model version stores none.",
+    )
+    attributes: PhotoAttributes | None = Field(
+        None,
+        description="Size, orientation and colours, seen in the pixels when the photo was "
+        "embedded; null for a photo indexed before (a reindex computes them).",
     )
     image_url: str
     thumbnail_url: str

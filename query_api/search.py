@@ -42,6 +42,7 @@ from query_api.schemas import (
     SearchResponse,
     TextSearch,
 )
+from query_api.schemas_attributes import attributes_of
 from query_api.services import LiveCollection, StoreCalls
 from query_api.timing import Stages
 
@@ -79,6 +80,7 @@ def to_photo(root: str, photo_id: str, payload: dict[str, Any]) -> dict[str, Any
         "model_version": payload.get("model_version"),
         "indexed_at": payload.get("indexed_at"),
         "auto_tags": list(payload.get(AUTO_TAGS_FIELD) or []),
+        "attributes": attributes_of(payload),
         **photo_urls(root, photo_id),
     }
 

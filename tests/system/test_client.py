@@ -24,6 +24,7 @@ from photosearch_client import (
     ApiUnreachable,
     AsyncClient,
     Client,
+    ColorShare,
     DuplicatesPage,
     Event,
     EventsAccepted,
@@ -32,6 +33,7 @@ from photosearch_client import (
     Health,
     ModelInfo,
     Photo,
+    PhotoAttributes,
     Result,
     SearchPage,
     Suggestion,
@@ -294,6 +296,8 @@ def test_the_client_s_models_name_the_api_s_fields() -> None:
         "SuggestionItem": Suggestion,
         "FacetCounts": FacetCounts,
         "FacetValue": FacetValue,
+        "PhotoAttributes": PhotoAttributes,
+        "ColorShare": ColorShare,
     }
     for name, model in mirrors.items():
         assert set(model.model_fields) == set(models[name]["properties"]), name
