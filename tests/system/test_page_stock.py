@@ -183,6 +183,7 @@ def test_the_detail_view_opens_and_closes_by_keyboard(
     tags, automatic tags, colours, size and orientation, its near-duplicates and more like
     it, as the API answers them; an opened event is sent; Tab stays inside; Escape closes it
     and the focus is back on the tile."""
+    page.set_viewport_size(DESKTOP)
     page.goto(site.url)
     search(page, QUERY)
     body = site.api("/v1/search", q=QUERY, limit=20)
