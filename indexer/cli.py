@@ -411,6 +411,10 @@ def status_command(
         return
     if found:
         typer.echo("\n".join(_status_table(found)))
+        if job_id:  # one job: its first problems too (photos skipped, automatic tags off)
+            typer.echo(
+                "".join(f"    problem: {line}\n" for line in jobs.problems(job_id)[:20]), nl=False
+            )
     else:
         typer.echo("no jobs")
     if stores is None:

@@ -76,6 +76,19 @@ def test_status_has_a_header_and_shows_a_finished_job_as_finished(
     assert _lasting(redis) == lasting  # no worker: nothing was sent, nothing stays
 
 
+def test_the_status_of_one_job_shows_its_problems(redis: Redis, prefix: str) -> None:
+    jobs = Jobs(redis, prefix)
+    job_id = jobs.create(JobKind.REINDEX, source="file:///photos")
+    jobs.start(job_id, state=JobState.RUNNING, collection="photos-m2-a", model_version=2)
+    off = "model version 2: auto tags off: not calibrated"
+    jobs.note_problems(job_id, [off, "day1/notes.txt: unsupported file type .txt"])
+    answer = CliRunner().invoke(index_app, ["status", job_id])
+    assert answer.exit_code == 0, answer.output
+    assert f"    problem: {off}\n" in answer.output
+    assert "problem: day1/notes.txt" in answer.output
+    assert "problem:" not in CliRunner().invoke(index_app, ["status"]).output
+
+
 def test_a_status_query_no_worker_answers_is_withdrawn(redis: Redis, prefix: str) -> None:
     # A worker that said it runs, then died: the question goes, and comes back out unanswered.
     redis.set(f"{prefix}:workers:gone-1", "1", ex=60)
