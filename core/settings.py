@@ -220,6 +220,12 @@ class IndexerSettings(BaseModel):
         description="With a feed: when beat runs the full sync that catches what the feed "
         "missed (cron; weekly).",
     )
+    popularity_cron: str | None = Field(
+        "30 1 * * *",
+        description="When beat counts each photo's popularity from the search feedback "
+        "events (cron; before the nightly job, which writes the changed ones); unset: only "
+        "`photosearch feedback popularity` does.",
+    )
     feed_chunk: int = Field(
         1000, ge=1, le=100_000, description="Changes one increment planning step takes."
     )

@@ -34,6 +34,7 @@ COLLECTIONS = "indexer.collections"
 EVALUATE = "indexer.evaluate"
 SCHEDULED_SYNC = "indexer.scheduled_sync"
 SCHEDULED_RECONCILE = "indexer.scheduled_reconcile"
+SCHEDULED_POPULARITY = "indexer.scheduled_popularity"
 
 
 class TaskApp(Celery):

@@ -9,7 +9,13 @@ from celery.schedules import crontab
 
 import indexer.tasks  # noqa: F401  (registers the shared tasks with every app made here)
 from core.settings import Settings
-from core.taskqueue import SCHEDULED_RECONCILE, SCHEDULED_SYNC, TaskApp, create_celery
+from core.taskqueue import (
+    SCHEDULED_POPULARITY,
+    SCHEDULED_RECONCILE,
+    SCHEDULED_SYNC,
+    TaskApp,
+    create_celery,
+)
 
 
 def nightly(cron: str) -> crontab:
@@ -22,7 +28,8 @@ def nightly(cron: str) -> crontab:
 
 
 def schedule(settings: Settings) -> dict[str, dict[str, object]]:
-    """The nightly job and, when a feed makes it an increment, the weekly full sync."""
+    """The nightly job, the weekly full sync when a feed makes it an increment, and the
+    daily count of each photo's popularity."""
     jobs: dict[str, dict[str, object]] = {
         "nightly-sync": {"task": SCHEDULED_SYNC, "schedule": nightly(settings.indexer.sync_cron)}
     }
@@ -30,6 +37,11 @@ def schedule(settings: Settings) -> dict[str, dict[str, object]]:
         jobs["reconciliation"] = {
             "task": SCHEDULED_RECONCILE,
             "schedule": nightly(settings.indexer.reconcile_cron),
+        }
+    if settings.indexer.popularity_cron:  # before the nightly job, which writes what changed
+        jobs["popularity"] = {
+            "task": SCHEDULED_POPULARITY,
+            "schedule": nightly(settings.indexer.popularity_cron),
         }
     return jobs
 

@@ -31,6 +31,7 @@ from core.embedding.errors import (
     TritonUnavailable,
 )
 from core.embedding.images import ImageLimits
+from core.feedback.popularity import refresh
 from core.jobs import FINISHED, JobKind, JobState
 from core.sources import SourceError, check_source
 from core.submit import start_queued, submit_sync
@@ -444,6 +445,17 @@ def scheduled_reconcile(self: Task[Any, Any]) -> str | None:
     """Beat's weekly full sync beside a feed: what the feed missed is found by listing. It
     waits for a nightly increment still running rather than skip a week."""
     return scheduled(self.app, runtime(self), JobKind.SYNC, "weekly full sync", wait=True)
+
+
+@shared_task(name="indexer.scheduled_popularity", bind=True, ignore_result=True)
+def scheduled_popularity(self: Task[Any, Any]) -> int:
+    """Beat's daily count of each photo's popularity from the feedback events (kept for the
+    feedback retention); the photos whose value changed, which the nightly job writes."""
+    rt = runtime(self)
+    now, retention_s = time.time(), rt.settings.api.feedback_retention_days * 86400
+    done = refresh(rt.redis, rt.settings.redis.prefix, since=0.0, now=now, retention_s=retention_s)
+    log.info("popularity: %d photos, %d changed", done.photos, len(done.changed))
+    return len(done.changed)
 
 
 @shared_task(name="indexer.optimize", bind=True, **RETRY)

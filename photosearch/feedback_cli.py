@@ -18,7 +18,7 @@ import typer
 from core.feedback.analytics import Analytics, analyse
 from core.feedback.clickmodel import judgements
 from core.feedback.events import StoredEvent, read_events
-from core.feedback.popularity import WEIGHTS, Popularity, popularity_of
+from core.feedback.popularity import WEIGHTS, refresh
 from core.feedback.searchlog import SearchRecord, read_searches
 from core.quality.judgements import write_judgements
 from core.settings import Settings, get_settings
@@ -154,17 +154,20 @@ def popularity_command(
     _adopt_running_up()
     settings = get_settings()
     days = since or settings.api.feedback_retention_days
-    _, events = read_log(settings, days, time.time())
-    values = popularity_of(events)
+    now = time.time()
     redis = Redis.from_url(settings.redis.url, socket_timeout=30, socket_connect_timeout=5)
     try:
-        popularity = Popularity(redis, settings.redis.prefix)
-        changed = popularity.replace(values)
-        popularity.mark_pending(changed)
+        done = refresh(
+            redis,
+            settings.redis.prefix,
+            since=now - days * DAY_S,
+            now=now,
+            retention_s=settings.api.feedback_retention_days * DAY_S,
+        )
     finally:
         redis.close()
     weights = ", ".join(f"{action} {w:g}" for action, w in WEIGHTS.items())
     typer.echo(
-        f"{len(values)} photos with events in the last {days} days ({len(events)} events; "
-        f"{weights}); {len(changed)} changed, written by the next sync or increment"
+        f"{done.photos} photos with events in the last {days} days ({done.events} events; "
+        f"{weights}); {len(done.changed)} changed, written by the next sync or increment"
     )

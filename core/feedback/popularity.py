@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from redis import Redis
 
-from core.feedback.events import StoredEvent
+from core.feedback.events import StoredEvent, read_events
 
 # What one event is worth: a download is a sale's intent, an open a look.
 WEIGHTS: dict[str, float] = {"opened": 1.0, "downloaded": 5.0}
@@ -66,3 +67,24 @@ class Popularity:
         """The photo ids waiting, removed: an increment plans them now."""
         taken = self.redis.spop(pending_key(self.prefix), 1_000_000)
         return sorted(k.decode() for k in taken or [])  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True)
+class Refreshed:
+    """What a refresh counted: events read, photos with a popularity, the photos changed."""
+
+    events: int
+    photos: int
+    changed: list[str]
+
+
+def refresh(redis: Redis, prefix: str, *, since: float, now: float, retention_s: int) -> Refreshed:
+    """Popularity counted anew from the events since `since` (within the retention at `now`),
+    kept, and the photos whose value changed marked for the next increment (`photosearch
+    feedback popularity`, and beat's daily task)."""
+    events = list(read_events(redis, prefix, since=since, now=now, retention_s=retention_s))
+    values = popularity_of(events)
+    popularity = Popularity(redis, prefix)
+    changed = popularity.replace(values)
+    popularity.mark_pending(changed)
+    return Refreshed(len(events), len(values), changed)

@@ -1,15 +1,15 @@
 """The indexer's tasks as a worker's app binds them: each that changes a job retries a
 dependency's failure a finite number of times, with backoff, and is acknowledged only once it
-ran; a photo that cannot be read is never a reason to retry."""
+ran; a photo that cannot be read is never a reason to retry; beat's schedule."""
 
 from __future__ import annotations
 
 from core.embedding.errors import InvalidImage, TritonUnavailable
 from core.settings import IndexerSettings, Settings
 from core.sources import SourceError, SourceUnavailable
-from core.taskqueue import EMBED_BATCH, FINALIZE, PLAN, REINDEX
+from core.taskqueue import EMBED_BATCH, FINALIZE, PLAN, REINDEX, SCHEDULED_POPULARITY
 from core.vectorstore import StoreError
-from indexer.app import create_app
+from indexer.app import create_app, nightly
 from indexer.tasks import RETRYABLE
 
 
@@ -29,3 +29,12 @@ def test_a_bad_photo_or_source_is_not_retried_and_an_outage_is() -> None:
         assert issubclass(outage, RETRYABLE), outage
     for refusal in (InvalidImage, SourceError):
         assert not issubclass(refusal, RETRYABLE), refusal
+
+
+def test_beat_counts_popularity_daily_before_the_nightly_job_unless_unset() -> None:
+    beat = create_app(Settings()).conf.beat_schedule
+    assert beat["popularity"]["task"] == SCHEDULED_POPULARITY
+    assert str(beat["popularity"]["schedule"]) == str(nightly("30 1 * * *"))
+    assert SCHEDULED_POPULARITY in create_app(Settings()).tasks
+    unset = Settings(indexer=IndexerSettings(popularity_cron=None))
+    assert "popularity" not in create_app(unset).conf.beat_schedule

@@ -8,7 +8,9 @@ import uuid
 import pytest
 from redis import Redis
 
-from core.feedback.popularity import WEIGHTS, Popularity, popularity_of
+from core.feedback.events import events_key
+from core.feedback.popularity import WEIGHTS, Popularity, popularity_of, refresh
+from core.feedback.searchlog import append
 from tests.unit.core.feedback.conftest import EVENTS
 
 
@@ -40,3 +42,27 @@ def test_the_pending_photos_are_taken_once(popularity: Popularity) -> None:
     popularity.mark_pending([])
     assert popularity.take_pending() == ["b", "c"]
     assert popularity.take_pending() == []
+
+
+def test_a_refresh_counts_the_kept_events_and_marks_what_changed(
+    popularity: Popularity, redis: Redis
+) -> None:
+    prefix = popularity.prefix
+    pipe = redis.pipeline(transaction=False)
+    for event in EVENTS:  # kept as the API keeps them, at their time (1000 s)
+        append(
+            pipe,
+            events_key(prefix),
+            {"event": event.model_dump_json()},
+            now=event.at,
+            retention_s=3600,
+        )
+    pipe.execute()
+    done = refresh(redis, prefix, since=0.0, now=2000.0, retention_s=3600)
+    assert (done.events, done.photos) == (len(EVENTS), 5)
+    assert done.changed == ["a", "b", "c", "d", "y"]
+    assert popularity.take_pending() == done.changed
+    # Past the retention the events count nothing: every value drops to 0, and is marked.
+    later = refresh(redis, prefix, since=0.0, now=1000.0 + 7200, retention_s=3600)
+    assert (later.events, later.photos, later.changed) == (0, 0, done.changed)
+    assert popularity.lookup(["a"]) == {"a": 0.0}
