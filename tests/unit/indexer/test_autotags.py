@@ -27,6 +27,7 @@ from core.vectorstore import VectorStore
 from core.vectorstore.base import AUTO_TAGS_FIELD, TAGGED_WITH_FIELD
 from indexer.autotags import Tagger, Taggers, note_off, with_tags
 from indexer.catalog import Photo
+from indexer.increment import plan_keys
 from indexer.pipeline import embed_photos
 from indexer.planner import Planned, PlanParts, plan_shard
 from indexer.records import JobRecords
@@ -278,3 +279,19 @@ def test_a_payload_write_keeps_tags_where_the_tagger_cannot_tell(
     assert off == {ids[0]: {"title": "x", AUTO_TAGS_FIELD: [], TAGGED_WITH_FIELD: ""}}
     gone = with_tags(store, COLLECTION, first, {"no-such-photo": {}})
     assert gone == {"no-such-photo": {AUTO_TAGS_FIELD: [], TAGGED_WITH_FIELD: ""}}
+
+
+def test_logged_keys_replayed_into_a_following_collection_are_re_tagged_with_its_version(
+    job: JobStatus, plan_parts: PlanParts, store: VectorStore, index: Index
+) -> None:
+    index(tagger("k1", "red", "blue"))
+    keys = sorted(p.key for p in store.points(COLLECTION))[:2]
+    # The version of the collection the keys replay into tags with another vocabulary.
+    follower = tagger("k2", "cyan", "magenta")
+    parts: PlanParts = {**plan_parts, "taggers": lambda version: follower}
+    planned = plan_keys(job, "replay:0", keys, **parts, worker="w1", started=0.0)
+    assert planned.batches == [] and planned.record["changes"] == 2
+    tags = stored_tags(store)
+    replayed = {p.photo_id for p in store.points(COLLECTION) if p.key in keys}
+    assert {pid for pid, (_, key) in tags.items() if key == "k2"} == replayed
+    assert all(set(tags[pid][0]) <= {"cyan", "magenta"} for pid in replayed)
