@@ -42,9 +42,10 @@ CALIBRATE = "not calibrated (run photosearch model calibrate-tags --version {ver
 @dataclass(frozen=True, eq=False)
 class Tagger:
     """What a model version tags with. `key` is what its photos' tags carry: the vocabulary
-    and rule when on; "" when tags are off (`reason` says why: none are stored); None when it
-    cannot tell (a vocabulary file that does not read, a version not in the repository): a
-    sync keeps the tags stored and new photos get none, until it can."""
+    and rule when on (`reason`: a caveat, if any); "" when tags are off (`reason` says why:
+    none are stored); None when it cannot tell (a vocabulary file that does not read, a version
+    not in the repository): a sync keeps the tags stored and new photos get none, until it
+    can."""
 
     version: int
     key: str | None
@@ -70,9 +71,12 @@ class Tagger:
         return [{AUTO_TAGS_FIELD: tags, TAGGED_WITH_FIELD: key} for tags in self.tag(vectors)]
 
     def note(self) -> str | None:
-        """The line a job's record shows when this version stores no tags; None when on."""
+        """The line a job's record shows when this version stores no tags, or tags with a
+        caveat (`reason` of a tagger that is on); None otherwise."""
         if self.on:
-            return None
+            return (
+                f"model version {self.version}: auto tags: {self.reason}" if self.reason else None
+            )
         return f"model version {self.version}: auto tags off: {self.reason}"
 
 
@@ -131,9 +135,20 @@ class Taggers:
         except VocabularyError as exc:
             return Tagger(version, None, str(exc)), None
         rule = calibration.rule()
+        measured = calibration.vocabulary_digest
+        # The margin is over the vocabulary's mean: another vocabulary shifts it. The tags are
+        # made all the same (a vocabulary change re-tags), and the job says to recalibrate.
+        caveat = (
+            f"the vocabulary (digest {vocabulary.digest}) is not the one its rule was "
+            f"calibrated with ({measured}): run photosearch model calibrate-tags --version "
+            f"{version} with it for a rule and figures that hold"
+            if measured and measured != vocabulary.digest
+            else ""
+        )
         tagger = Tagger(
             version,
             tagging_key(vocabulary.digest, rule, calibration.max_tags),
+            caveat,
             names=vocabulary.names,
             rule=rule,
             max_tags=calibration.max_tags,
@@ -193,7 +208,8 @@ class Taggers:
 
 
 def note_off(jobs: Jobs, job_id: str, taggers: Taggers, version: int) -> None:
-    """Say once in the job's record that its version stores no automatic tags, and why."""
+    """Say once in the job's record that its version stores no automatic tags, and why (or
+    that its rule was calibrated with another vocabulary)."""
     line = taggers.describe(version).note()
     if line is not None and line not in jobs.problems(job_id):
         jobs.note_problems(job_id, [line])

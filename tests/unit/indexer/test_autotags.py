@@ -137,6 +137,22 @@ def test_a_version_without_tags_stores_none_and_says_why(
     assert texts.calls == 0  # nothing embedded for a version that stores none
 
 
+def test_a_rule_calibrated_with_another_vocabulary_tags_and_says_to_recalibrate(
+    tmp_path: Path, texts: Texts
+) -> None:
+    other = CALIBRATED.model_copy(update={"vocabulary_digest": "0123456789abcdef"})
+    tagger = taggers_of(tmp_path, texts, other)(1)
+    digest = load_vocabulary(tmp_path / "vocabulary.txt").digest
+    assert tagger.on and tagger.tag_vectors is not None
+    assert tagger.note() == (
+        f"model version 1: auto tags: the vocabulary (digest {digest}) is not the one its rule "
+        "was calibrated with (0123456789abcdef): run photosearch model calibrate-tags "
+        "--version 1 with it for a rule and figures that hold"
+    )
+    same = CALIBRATED.model_copy(update={"vocabulary_digest": digest})
+    assert taggers_of(tmp_path, texts, same)(1).note() is None
+
+
 def test_a_tagger_that_cannot_tell_keeps_what_is_stored(tmp_path: Path, texts: Texts) -> None:
     taggers = taggers_of(tmp_path, texts)
     assert taggers(9).key is None and "no manifest" in taggers(9).reason
