@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
 # The one dense named vector of every collection: the CLIP image embedding.
 VECTOR_NAME = "image"
-# The sparse named vector: the words of a photo's title, tags and photographer, weighted for
-# BM25 by core/keywords.py; the engine multiplies each word by its IDF over the collection.
+# The sparse named vector: the words of a photo's title, tags and photographer (and, weighed
+# less, of its automatic tags), weighted for BM25 by core/keywords.py; the engine multiplies
+# each word by its IDF over the collection.
 KEYWORDS_VECTOR = "keywords"
 # A photo's near-duplicate group: the id of the group's first photo (indexer/duplicates.py).
 GROUP_FIELD = "dup_group"
