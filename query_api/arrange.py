@@ -97,9 +97,7 @@ async def arrange(
     def read_pool(limit: int) -> list[Hit]:
         return fetch(limit, 0, False, limit).hits
 
-    counting = count_facets(
-        calls, collection, page, stages, read_pool, pool=reranking.facet_pool, exclude=exclude
-    )
+    counting = count_facets(calls, collection, page, stages, read_pool, pool=reranking.facet_pool)
     arranged, facets = await alongside(arranging, counting)
     return replace(arranged, facets=facets)
 

@@ -1,12 +1,13 @@
 """Facet counts beside a search's results: the values of the asked fields among the photos
-that pass its score threshold, or among its ranked candidate pool, counted exactly by the
-store's facet API over the search's filter and those photos' ids."""
+that pass its score threshold, or among its ranked candidate pool, counted exactly from the
+payloads of those photos as the store returns them."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
-from functools import partial
+import heapq
+from collections import Counter
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 from core.vectorstore import Hit
@@ -29,7 +30,7 @@ FIELDS: dict[FacetName, str] = {
 }
 
 # Reads the first `limit` photos of the search's ranking (with its filter and threshold),
-# blocking: run on the store's threads.
+# with their payloads, blocking: run on the store's threads.
 ReadPool = Callable[[int], list[Hit]]
 
 
@@ -37,6 +38,28 @@ def asked(page: Page) -> bool:
     """Whether a search of this page counts facets: they were asked for, on the first page.
     A later page has the first page's counts already (the same photos match): it skips them."""
     return bool(page.facets) and page.offset == 0
+
+
+def _held(value: object) -> Iterable[object]:
+    """The values a photo holds, each once: a list field's distinct items, or the one value."""
+    if value is None:
+        return ()
+    if isinstance(value, list):
+        return set(value) if len(value) > 1 else value
+    return (value,)
+
+
+def count_values(
+    hits: Sequence[Hit], names: Sequence[FacetName], limit: int
+) -> dict[FacetName, list[tuple[str, int]]]:
+    """Each facet's `limit` values held by the most of these photos, with how many hold each:
+    most first, equal counts by value (the order of the store's facet API)."""
+    counted: dict[FacetName, list[tuple[str, int]]] = {}
+    for name in names:
+        field = FIELDS[name]
+        held = Counter(str(v) for hit in hits for v in _held(hit.payload.get(field)))
+        counted[name] = heapq.nsmallest(limit, held.items(), key=lambda vc: (-vc[1], vc[0]))
+    return counted
 
 
 async def count_facets(
@@ -47,43 +70,34 @@ async def count_facets(
     read_pool: ReadPool,
     *,
     pool: int,
-    exclude: tuple[str, ...] = (),
 ) -> FacetCounts | None:
     """The page's facets (None: not asked, or not its first page). The photos counted: with a
     score_threshold, those above it, at most `pool` of them (the best); without one, the first
-    `pool` of the ranking, as the pages draw from it (not collapsed). Each field is then one
-    exact facet call of the store with the search's filter and those photos' ids, all at
-    once on the store's threads (a Qdrant server answers them side by side; the embedded
-    stores take them in turn)."""
+    `pool` of the ranking, as the pages draw from it (not collapsed). Their payloads come with
+    the ranking, so each value is counted from them, on the store's thread that read them.
+
+    The store's facet API (Qdrant's, VectorStore.facet_counts) counts the same given the
+    search's filter and the photos' ids, but its cost grows with the ids times the field's
+    values: on Qdrant Edge, ~0.6 s for the tags (500 values) of a pool of 1,000 among 50,000
+    photos, with the GIL held. Counting the payloads the ranking read anyway takes ~0.4 ms a
+    field."""
     if not asked(page):
         return None
-    store = calls.store
+
+    def read_and_count() -> tuple[int, bool, dict[FacetName, list[tuple[str, int]]]]:
+        hits = read_pool(pool)
+        photos = list({hit.photo_id: hit for hit in hits}.values())
+        return len(photos), len(hits) >= pool, count_values(photos, page.facets, page.facet_limit)
+
     with stages.timed("facets"):
-        hits = await calls.run("facets", partial(read_pool, pool))
-        photo_ids = list(dict.fromkeys(hit.photo_id for hit in hits))
-        where = page.to_store(exclude)
-
-        async def count(name: FacetName) -> list[tuple[str, int]]:
-            if not photo_ids:  # nothing matches: no value to count
-                return []
-            work = partial(
-                store.facet_counts,
-                collection,
-                FIELDS[name],
-                filter=where,
-                photo_ids=photo_ids,
-                limit=page.facet_limit,
-            )
-            return await calls.run("facets", work)
-
-        found = await asyncio.gather(*(count(name) for name in page.facets))
+        photos, capped, counted = await calls.run("facets", read_and_count)
     return FacetCounts(
         over="pool" if page.score_threshold is None else "score_threshold",
-        photos=len(photo_ids),
-        capped=len(hits) >= pool,
+        photos=photos,
+        capped=capped,
         fields={
-            name: [FacetValue(value=value, count=n) for value, n in counts]
-            for name, counts in zip(page.facets, found, strict=True)
+            name: [FacetValue(value=value, count=n) for value, n in values]
+            for name, values in counted.items()
         },
     )
 

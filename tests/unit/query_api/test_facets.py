@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core.vectorstore import PhotoPoint, SearchFilter, VectorStore, collection_name
+from core.vectorstore import Hit, PhotoPoint, SearchFilter, VectorStore, collection_name
 from query_api.arrange import Fetch, Ranking, arrange
 from query_api.errors import ApiError
-from query_api.facets import FIELDS, alongside, asked, count_facets
+from query_api.facets import FIELDS, alongside, asked, count_facets, count_values
 from query_api.hybrid import HybridPlan
 from query_api.metrics import Metrics
 from query_api.reranking import Reranking
@@ -115,6 +115,22 @@ async def counts(calls: StoreCalls, page: Page, fetch: Fetch, pool: int = POOL) 
         return fetch(limit, 0, False, limit).hits
 
     return await count_facets(calls, COLL, page, Stages(), read_pool, pool=pool)
+
+
+def test_a_list_field_counts_each_photo_once_per_value_most_first() -> None:
+    hits = [
+        Hit("a", 0.9, {"tags": ["sea", "sky", "sea"], "license": "cc-by"}),
+        Hit("b", 0.8, {"tags": ["sky"], "license": "editorial", "colors": ["red"]}),
+        Hit("c", 0.7, {"tags": [], "license": "cc-by", "orientation": "square"}),
+        Hit("d", 0.6, {"tags": ["tree"]}),
+    ]
+    counted = count_values(hits, ["tags", "license", "color", "orientation"], 2)
+    assert counted == {
+        "tags": [("sky", 2), ("sea", 1)],  # "sea" ties "tree": by value
+        "license": [("cc-by", 2), ("editorial", 1)],
+        "color": [("red", 1)],
+        "orientation": [("square", 1)],
+    }
 
 
 def test_facets_are_counted_when_asked_on_the_first_page_only() -> None:
@@ -246,6 +262,19 @@ async def test_the_page_and_its_counts_are_both_answered() -> None:
         return "page"
 
     assert await alongside(page(), counting()) == ("page", facets)
+
+
+async def test_the_counts_are_those_of_the_store_s_facet_api(calls: StoreCalls) -> None:
+    page = Page(facets=["tags", "license", "photographer"], license="editorial")
+    facets = await counts(calls, page, nearest(calls.store, page))
+    pool = [h.photo_id for h in calls.store.search(COLL, QUERY, limit=POOL, filter=page.to_store())]
+    by_the_store = {
+        name: calls.store.facet_counts(
+            COLL, FIELDS[name], filter=page.to_store(), photo_ids=pool, limit=page.facet_limit
+        )
+        for name in page.facets
+    }
+    assert answered(facets) == by_the_store
 
 
 def test_the_store_counts_the_photos_of_a_filter_among_ids(calls: StoreCalls) -> None:
