@@ -19,6 +19,7 @@ from core.embedding.errors import ModelVersionUnavailable
 from core.embedding.images import ImageLimits
 from core.embedding.manifest import ModelManifest, SearchCalibration, TagCalibration
 from core.jobs import JobStatus
+from core.keywords import query_vector
 from core.settings import IndexerSettings
 from core.sources import LocalSource
 from core.tagging.rule import TagRule, tagging_key
@@ -277,6 +278,13 @@ def test_a_batch_stores_each_photo_s_tags_and_a_changed_vocabulary_re_tags_by_a_
     for photo_id, (tags, _) in retagged.items():
         vector = vectors[photo_id]
         assert vector is not None and tags == second.tag(vector[None, :])[0]
+    # The payload write rewrote the keywords vectors: the new tags' words are found, the old
+    # ones' no more.
+    for word in ("cyan", "magenta", "yellow"):
+        hits = store.keyword_search(COLLECTION, query_vector(word), limit=PHOTOS)
+        holding = {pid for pid, (tags, _) in retagged.items() if word in tags}
+        assert {hit.photo_id for hit in hits} == holding
+    assert store.keyword_search(COLLECTION, query_vector("red blue green"), limit=PHOTOS) == []
 
 
 def test_a_payload_write_keeps_tags_where_the_tagger_cannot_tell(
