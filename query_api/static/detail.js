@@ -194,7 +194,10 @@ $("detail-close").addEventListener("click", closeDetail);
 dialog.addEventListener("click", (event) => {
   if (event.target === dialog) closeDetail();
   const strip = event.target.closest("button[data-testid=strip-photo]");
-  if (strip) show(shownPhoto(strip.dataset.id), null);
+  if (strip) {
+    show(shownPhoto(strip.dataset.id), null);
+    $("detail-close").focus(); // the pressed photo's strip was emptied: the focus stays inside
+  }
 });
 
 // Tab and Shift+Tab go round the dialog's own controls.

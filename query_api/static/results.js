@@ -140,7 +140,12 @@ export function card(result, links, shownBy = null) {
   open.setAttribute("aria-haspopup", "dialog");
   // A near-duplicate group's listing has no scores: it is not a ranking.
   if (typeof result.score === "number") open.dataset.score = scoreText(result.score);
-  open.append(thumbnail(result, title), span("caption", "result-title", title));
+  const caption = span("caption", "result-caption", "");
+  caption.append(span("title", "result-title", title));
+  const photographer = result.metadata && result.metadata.photographer;
+  if (photographer) caption.append(span("by", "result-by", `by ${photographer}`));
+  open.append(thumbnail(result, title), caption);
+  open.setAttribute("aria-label", photographer ? `${title}, by ${photographer}` : title);
 
   const actions = document.createElement("div");
   actions.className = "actions";
