@@ -10,7 +10,6 @@ from redis import Redis
 
 from core.feedback.events import events_key
 from core.feedback.popularity import WEIGHTS, Popularity, popularity_of, refresh
-from core.feedback.searchlog import append
 from tests.unit.core.feedback.conftest import EVENTS
 
 
@@ -48,16 +47,9 @@ def test_a_refresh_counts_the_kept_events_and_marks_what_changed(
     popularity: Popularity, redis: Redis
 ) -> None:
     prefix = popularity.prefix
-    pipe = redis.pipeline(transaction=False)
-    for event in EVENTS:  # kept as the API keeps them, at their time (1000 s)
-        append(
-            pipe,
-            events_key(prefix),
-            {"event": event.model_dump_json()},
-            now=event.at,
-            retention_s=3600,
-        )
-    pipe.execute()
+    for n, event in enumerate(EVENTS):  # kept as the API keeps them: ids at their time
+        entry = {"event": event.model_dump_json()}
+        redis.xadd(events_key(prefix), entry, id=f"{int(event.at * 1000)}-{n + 1}")  # type: ignore[arg-type]
     done = refresh(redis, prefix, since=0.0, now=2000.0, retention_s=3600)
     assert (done.events, done.photos) == (len(EVENTS), 5)
     assert done.changed == ["a", "b", "c", "d", "y"]
