@@ -19,7 +19,8 @@ from tests.support.stores import ENGINES, engine_store
 DIM = 8
 COLL = collection_name(4, "facets")
 TAGS = ("beach", "city", "dog", "food", "night", "snow")
-FIELDS = ("tags", "license", "photographer")
+COLORS = ("red", "blue", "green", "white", "black")
+FIELDS = ("tags", "license", "photographer", "auto_tags", "colors", "orientation")
 
 
 def payload(i: int) -> dict[str, Any]:
@@ -32,6 +33,14 @@ def payload(i: int) -> dict[str, Any]:
     }
     if i % 7:  # one photo in seven has no photographer: it counts under none
         body["photographer"] = ("ana", "ben", "chen", "dee", "eve")[(i * 3) % 5]
+    if i % 5:  # and one in five was indexed before the visual attributes and automatic tags
+        shares = dict(zip(rng.choice(COLORS, 2, replace=False), (0.7, 0.3), strict=True))
+        body |= {
+            "auto_tags": [str(t) for t in rng.choice(TAGS, 1 + i % 3, replace=False)],
+            "colors": list(shares),
+            "color_shares": {str(c): share for c, share in shares.items()},
+            "orientation": ("landscape", "portrait", "square")[i % 3],
+        }
     return body
 
 
@@ -125,6 +134,21 @@ def test_ids_count_only_those_photos_and_the_filter_narrows_them(store: VectorSt
     found = store.facet_counts(COLL, "tags", filter=editorial, photo_ids=some, limit=100)
     assert found == counted(store, "tags", some, matches)
     assert found  # the case counts something
+
+
+def test_the_visual_filters_narrow_the_counts_of_visual_fields(store: VectorStore) -> None:
+    mostly_red = SearchFilter(color="red", color_min_share=0.5, orientation="portrait")
+
+    def matches(p: dict[str, Any]) -> bool:
+        return p.get("color_shares", {}).get("red", 0) >= 0.5 and p.get("orientation") == "portrait"
+
+    for field in ("colors", "auto_tags", "orientation"):
+        found = store.facet_counts(COLL, field, filter=mostly_red, photo_ids=ALL[:40], limit=20)
+        assert found == counted(store, field, ALL[:40], matches), field
+    red = sum(matches(p.payload) for p in POINTS)
+    assert red > 0 and ("red", red) in store.facet_counts(
+        COLL, "colors", filter=mostly_red, limit=5
+    )
 
 
 def test_no_photo_counts_no_value(store: VectorStore) -> None:
