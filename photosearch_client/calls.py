@@ -31,6 +31,8 @@ class SearchOptions(TypedDict, total=False):
     "relevance" or "newest".
     `facets` (tags, auto_tags, color, orientation, license, photographer): count their values
     among the matching photos, `facet_limit` values each (the page's `facets`).
+    `boost_recency`, `boost_popularity` (0..10): add recency and popularity to each result's
+    score, weighted (0: off; left out: the server's defaults).
     """
 
     limit: int
@@ -54,6 +56,8 @@ class SearchOptions(TypedDict, total=False):
     sort: Literal["relevance", "newest"]
     facets: Sequence[str]
     facet_limit: int
+    boost_recency: float
+    boost_popularity: float
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,16 @@ def test_a_search_s_facet_counts_come_typed(api: Api, client: Client) -> None:
     assert client.search("street at night").facets is None
 
 
+def test_a_search_s_boosts_reach_the_api(api: Api, client: Client) -> None:
+    plain = client.search("street at night", mode="vector", collapse=False)
+    off = client.search("street at night", mode="vector", collapse=False, boost_popularity=0)
+    assert [(r.id, r.score) for r in off.results] == [(r.id, r.score) for r in plain.results]
+    with pytest.raises(ApiError) as refused:
+        client.search("street at night", boost_popularity=11)
+    assert (refused.value.status, refused.value.code) == (422, "invalid_request")
+    assert [d["loc"] for d in refused.value.details] == [["body", "boost_popularity"]]
+
+
 def test_search_by_image_bytes_and_by_url_find_the_photo_first(api: Api, client: Client) -> None:
     data = api.indexed.files[PHOTO].read_bytes()
     by_bytes = client.search_image(data, filename=PHOTO, limit=3, collapse=False)
