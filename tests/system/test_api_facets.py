@@ -25,9 +25,32 @@ SEARCH = {"X-API-Key": SEARCH_KEY}
 PHOTOS = 30
 POOL = 12  # PHOTOSEARCH_API__FACET_POOL here: fewer than the photos
 QUERY = "a cat sitting on a city street at night"
-ALL_FACETS = "tags,license,photographer"
+ALL_FACETS = "tags,auto_tags,color,orientation,license,photographer"
 # The API's facet names -> the payload fields they count.
-FIELDS = {"tags": "tags", "license": "license", "photographer": "photographer"}
+FIELDS = {
+    "tags": "tags",
+    "auto_tags": "auto_tags",
+    "color": "colors",
+    "orientation": "orientation",
+    "license": "license",
+    "photographer": "photographer",
+}
+COLORS = ("red", "blue", "green", "white", "black")
+
+
+def visual(i: int) -> dict[str, Any]:
+    """What the indexer derives of photo i: colours, orientation, automatic tags; none for
+    one photo in four (indexed before them)."""
+    if i % 4 == 0:
+        return {}
+    first, second = COLORS[i % 5], COLORS[(i * 3 + 1) % 5]
+    shares = {first: 0.6, second: 0.4} if first != second else {first: 1.0}
+    return {
+        "colors": list(shares),
+        "color_shares": shares,
+        "orientation": ("landscape", "portrait", "square")[i % 3],
+        "auto_tags": ["outdoors", "people"][: 1 + i % 2] if i % 3 else ["studio"],
+    }
 
 
 @dataclass
@@ -87,6 +110,9 @@ def api(
     settings = api_settings(tmp / "data", triton.url, repository, facet_pool=POOL)
     with indexed_api(settings, tmp / "photos", PHOTOS) as served:
         indexed = served.indexed
+        for n, pid in enumerate(indexed.ids):
+            indexed.payloads[pid] |= visual(n)
+        served.store.set_payloads(indexed.collection, indexed.payloads)
         records = served.store.retrieve(indexed.collection, indexed.ids, with_vectors=True)
         [query] = asyncio.run(embed_texts(settings, [QUERY], 1))
         yield Api(
@@ -118,6 +144,19 @@ def test_a_filtered_hybrid_search_counts_the_photos_that_match(api: Api) -> None
     assert (answer["facets"]["photos"], answer["facets"]["capped"]) == (len(want), False)
     assert counts_of(answer) == api.recounted(sorted(want), ALL_FACETS)
     assert counts_of(answer)["license"] == [["cc-by", len(want)]]
+
+
+def test_the_visual_filters_narrow_the_counts(api: Api) -> None:
+    answer = api.search(q=QUERY, color="red", orientation="portrait", facets=ALL_FACETS)
+    want = matching(
+        api,
+        lambda p: (
+            p.get("color_shares", {}).get("red", 0) >= 0.1 and p.get("orientation") == "portrait"
+        ),
+    )
+    assert 0 < len(want) < POOL and answer["facets"]["photos"] == len(want)
+    assert counts_of(answer) == api.recounted(sorted(want), ALL_FACETS)
+    assert ["red", len(want)] in counts_of(answer)["color"]
 
 
 def test_a_keyword_search_counts_its_matches(api: Api) -> None:
