@@ -40,6 +40,12 @@ def asked(page: Page) -> bool:
     return bool(page.facets) and page.offset == 0
 
 
+def facet_reads(page: Page, pool: int) -> int:
+    """The candidates a search of this page reads to count its facets: priced as candidates
+    re-ranked are (query_api.ratelimit.price)."""
+    return pool if asked(page) else 0
+
+
 def _held(value: object) -> Iterable[object]:
     """The values a photo holds, each once: a list field's distinct items, or the one value."""
     if value is None:

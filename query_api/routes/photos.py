@@ -11,6 +11,7 @@ from core.vectorstore import CollectionNotFound, StoredPhoto
 from query_api.deps import ReadCaller, RootPath, SearchMeter, ServicesDep, StagesDep, once_each
 from query_api.duplicates import photo_duplicates
 from query_api.errors import ApiError
+from query_api.facets import facet_reads
 from query_api.feedback import SearchRecorder
 from query_api.photos import (
     etag_of,
@@ -93,7 +94,8 @@ async def similar(
     """More like this: neighbours of the photo's stored vector, never the photo itself."""
     reranking = services.reranking
     reranking.check(page)
-    async with meter.paying(price(0, reranking.candidates(page, pooled=False))):
+    reads = reranking.candidates(page, pooled=False) + facet_reads(page, reranking.facet_pool)
+    async with meter.paying(price(0, reads)):
         answer = await similar_search(
             photo_id,
             page,

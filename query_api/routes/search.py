@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from query_api.candidate import NamedCollection
 from query_api.deps import RootPath, SearchMeter, ServicesDep, StagesDep, once_each
 from query_api.experiment import interleaved_search
+from query_api.facets import facet_reads
 from query_api.feedback import Recorder, SearchRecorder
 from query_api.imagebody import OPENAPI, fetch_caller, read_image_query
 from query_api.ratelimit import price
@@ -21,7 +22,7 @@ router = APIRouter(prefix="/v1/search", tags=["search"], dependencies=[Depends(o
 
 # Every search spends its price from the caller's rate limit before any work (a 422 for a
 # page past the diversity window spends nothing): one token per embedding, one per full
-# thousand candidates re-ranked (query_api.ratelimit.price).
+# thousand candidates re-ranked or counted for facets (query_api.ratelimit.price).
 
 # 400: FastAPI refuses a body that is not UTF-8 JSON (or not multipart) before validating.
 ERRORS: dict[int | str, dict[str, object]] = {
@@ -40,6 +41,7 @@ async def _text_search(
     reranking = services.reranking
     reranking.check(query)
     reranked = reranking.candidates(query, pooled=query.mode != "vector")
+    reranked += facet_reads(query, reranking.facet_pool)
 
     async def search_in(collection: str | None, at: Stages) -> SearchResponse:
         """The search of the live collection (None), or of an experiment's candidate."""
@@ -104,7 +106,8 @@ async def _recommend(
 ) -> SearchResponse:
     reranking = services.reranking
     reranking.check(query)
-    async with meter.paying(price(0, reranking.candidates(query, pooled=False))):
+    reads = reranking.candidates(query, pooled=False) + facet_reads(query, reranking.facet_pool)
+    async with meter.paying(price(0, reads)):
         answer = await recommend_search(
             query,
             calls=services.calls,
@@ -167,8 +170,9 @@ async def search_image(
     api = services.settings.api
     reranking = services.reranking
     reranking.check(page)
+    reads = reranking.candidates(page, pooled=False) + facet_reads(page, reranking.facet_pool)
     # Paid before the body is read or the URL fetched; an image's embedding is never cached.
-    async with meter.paying(price(1, reranking.candidates(page, pooled=False))):
+    async with meter.paying(price(1, reads)):
         query = await read_image_query(request, api)
         if isinstance(query, str):
             with stages.timed("fetch"):

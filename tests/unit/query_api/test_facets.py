@@ -15,7 +15,7 @@ import pytest
 from core.vectorstore import Hit, PhotoPoint, SearchFilter, VectorStore, collection_name
 from query_api.arrange import Fetch, Ranking, arrange
 from query_api.errors import ApiError
-from query_api.facets import FIELDS, alongside, asked, count_facets, count_values
+from query_api.facets import FIELDS, alongside, asked, count_facets, count_values, facet_reads
 from query_api.hybrid import HybridPlan
 from query_api.metrics import Metrics
 from query_api.reranking import Reranking
@@ -137,6 +137,12 @@ def test_facets_are_counted_when_asked_on_the_first_page_only() -> None:
     assert asked(Page(facets=["tags"]))
     assert not asked(Page())
     assert not asked(Page(facets=["tags"], offset=20))
+
+
+def test_the_pool_read_for_facets_is_priced_as_candidates() -> None:
+    assert facet_reads(Page(facets=["tags", "color"]), 1000) == 1000
+    assert facet_reads(Page(facets=["tags"], offset=20), 1000) == 0
+    assert facet_reads(Page(), 1000) == 0
 
 
 async def test_without_a_threshold_the_ranking_s_pool_is_counted(calls: StoreCalls) -> None:
