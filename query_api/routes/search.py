@@ -46,8 +46,10 @@ async def _text_search(
     async def search_in(collection: str | None, at: Stages) -> SearchResponse:
         """The search of the live collection (None), or of an experiment's candidate."""
         live = services.live if collection is None else NamedCollection(services.calls, collection)
+        # The answer's facets are the live search's: a candidate's would be read for nothing.
+        asked = query if collection is None else query.model_copy(update={"facets": []})
         return await text_search(
-            query,
+            asked,
             queries=services.queries,
             calls=services.calls,
             live=live,
