@@ -14,7 +14,7 @@ from core.embedding.arrays import Embeddings, Pixels
 from core.embedding.budget import MB, MemoryBudget, return_freed_pixels
 from core.embedding.client import EmbeddingClient
 from core.embedding.errors import ModelVersionUnavailable
-from core.embedding.manifest import ModelManifest, Priority
+from core.embedding.manifest import ModelManifest, Priority, load_manifest
 from core.feedback.popularity import Popularity
 from core.jobs import Jobs
 from core.settings import Settings
@@ -109,7 +109,7 @@ class Runtime:
         # Each model version's vocabulary embedded once in this process, and kept on disk.
         self.taggers = Taggers(
             settings.indexer,
-            manifest=self.embedder.manifest,
+            manifest=self.current_manifest,
             embed=self.embed_texts,
             cache_dir=settings.data_dir / "tags",
         )
@@ -120,6 +120,15 @@ class Runtime:
         return EmbeddingClient.from_settings(
             self.settings, executor=self.readers, priority=Priority.INDEXING
         )
+
+    def current_manifest(self, version: int) -> ModelManifest:
+        """Version N's manifest read again (the client keeps the first it read): a tag rule
+        that `photosearch model calibrate-tags` writes meanwhile counts from the next job step,
+        without a restart."""
+        try:
+            return load_manifest(self.settings.repository, version)
+        except FileNotFoundError as exc:
+            raise ModelVersionUnavailable(str(exc)) from None
 
     def embed_texts(self, texts: list[str], version: int) -> Embeddings:
         """Texts embedded at a model version by Triton, from a task thread."""
