@@ -94,13 +94,31 @@ function span(className, testid, text) {
   return element;
 }
 
+// The marks' icons (a heart; a circle struck through): small enough for a narrow tile.
+const ICONS = {
+  like: "M12 21 10.6 19.7C5.4 15 2 11.9 2 8.1 2 5 4.4 2.6 7.5 2.6c1.7 0 3.4.8 4.5 2.1 1.1-1.3 2.8-2.1 4.5-2.1C19.6 2.6 22 5 22 8.1c0 3.8-3.4 6.9-8.6 11.6L12 21Z",
+  unlike: "M12 2a10 10 0 1 0 0 20 10 10 0 0 0 0-20Zm0 2a8 8 0 0 1 6.3 12.9L7.1 5.7A8 8 0 0 1 12 4ZM4 12a8 8 0 0 1 1.7-4.9l11.2 11.2A8 8 0 0 1 4 12Z",
+};
+
+function icon(kind) {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("aria-hidden", "true");
+  const path = document.createElementNS("http://www.w3.org/2000/svg", "path");
+  path.setAttribute("d", ICONS[kind]);
+  path.setAttribute("fill", "currentColor");
+  svg.append(path);
+  return svg;
+}
+
 function markButton(id, title, kind, label) {
   const button = document.createElement("button");
   button.type = "button";
   button.className = "mark";
   button.dataset.mark = kind;
   button.dataset.testid = kind;
-  button.textContent = label;
+  button.title = label;
+  button.append(icon(kind));
   button.setAttribute("aria-label", `${label}: ${title}`);
   button.setAttribute("aria-pressed", String(marks.get(id) === kind));
   return button;
