@@ -127,9 +127,12 @@ class Suggestions:
         self.started += 1
         begun = self.started
         try:
+            read = (self.queries, self.vocabulary)
             await self._read_queries()
             await self._read_vocabulary()
-            # Sorting 150,000 entries takes a fraction of a second: off the event loop.
+            if (self.queries, self.vocabulary) == read and self.started > 1:
+                return  # the same index (a quiet site, or Redis down): no rebuild
+            # Building 150,000 entries takes a second of CPU: off the event loop.
             self.index = await asyncio.to_thread(SuggestIndex, self.queries, self.vocabulary)
             words = len(self.index.words)
             for kind, n in (("query", self.index.queries), ("word", words)):

@@ -137,8 +137,10 @@ async def test_the_vocabulary_is_reread_when_due_or_when_the_live_collection_cha
 ) -> None:
     ready = suggestions(readers, clock)
     await ready.refresh()
+    built = ready.index
     await ready.refresh()
     assert readers.vocabulary_reads == 1
+    assert ready.index is built  # nothing changed: not rebuilt
     clock.now += 601
     await ready.refresh()
     assert readers.vocabulary_reads == 2

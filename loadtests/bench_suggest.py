@@ -1,0 +1,180 @@
+"""Suggestion latency (GET /v1/suggest) over a realistic index: in-process lookups in the
+replica's index, and whole requests through the real app over HTTP.
+
+    python -m loadtests.bench_suggest [--queries 50000] [--terms 100000] [--tags 20000]
+                                      [--lookups 20000] [--requests 5000]
+
+The index holds `--queries` popular queries (1 to 4 words), `--terms` words of titles and
+tags and `--tags` tags, words drawn from a Zipf law as a stock site's titles are; the typed
+texts are every prefix of queries drawn by popularity, as a person types them (a page asks
+once per keystroke). It prints the index's build time (a refresh's CPU) and size, and the
+latency percentiles of a lookup and of a request (client to app and back, on this machine,
+one at a time over a kept-alive connection). No Redis, Triton or store answers a suggestion:
+the app starts with none reachable, its index set to the generated one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import threading
+import time
+import tracemalloc
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from core.feedback.suggestlog import PopularQuery
+from core.settings import RedisSettings, Settings
+from core.settings_api import ApiSettings
+from harness.processes import free_ports
+from query_api.app import create_app
+from query_api.suggestindex import SuggestIndex, Vocabulary
+from query_api.suggestions import Suggestions
+
+SEED = 35
+_LETTERS = "etaoinshrdlcumwfgypbvkjxqz"
+
+
+def words(n: int, rng: random.Random) -> list[str]:
+    """n distinct word-like strings of 3 to 12 letters, frequent letters first."""
+    found: dict[str, None] = {}
+    weights = [1 / (i + 1) for i in range(len(_LETTERS))]
+    while len(found) < n:
+        length = min(12, max(3, int(rng.gauss(7, 2))))
+        found["".join(rng.choices(_LETTERS, weights, k=length))] = None
+    return list(found)
+
+
+def zipf_weights(n: int) -> list[float]:
+    return [1 / (rank + 1) for rank in range(n)]
+
+
+def realistic(
+    n_queries: int, n_terms: int, n_tags: int, rng: random.Random
+) -> tuple[list[PopularQuery], Vocabulary]:
+    vocabulary = words(n_terms, rng)
+    weights = zipf_weights(n_terms)
+    photos = 100_000_000  # a word's photos: Zipf over a collection of 1e8
+    terms = [(w, max(1, int(photos * 0.01 / (i + 1)))) for i, w in enumerate(vocabulary)]
+    tags = [(w, count) for w, count in terms[:n_tags]]
+    queries: dict[str, None] = {}
+    while len(queries) < n_queries:
+        k = rng.choice((1, 2, 2, 3, 3, 4))
+        queries[" ".join(rng.choices(vocabulary, weights, k=k))] = None
+    popular = [
+        PopularQuery(text, max(3, 10_000 // (i + 1)), max(3, 30_000 // (i + 1)))
+        for i, text in enumerate(queries)
+    ]
+    return popular, Vocabulary(tuple(tags), tuple(terms))
+
+
+def typed(queries: Sequence[PopularQuery], n: int, rng: random.Random) -> list[str]:
+    """n texts as people type them: each prefix of a query drawn by its popularity, and one
+    word in five a word no query holds (a new search)."""
+    weights = zipf_weights(len(queries))
+    texts: list[str] = []
+    while len(texts) < n:
+        query = rng.choices(queries, weights)[0].text
+        if rng.random() < 0.2:
+            query = f"{query} {''.join(rng.choices(_LETTERS, k=6))}"
+        texts.extend(query[:end] for end in range(1, len(query) + 1) if query[:end].strip())
+    return texts[:n]
+
+
+def percentiles(seconds: Sequence[float]) -> str:
+    cuts = statistics.quantiles(seconds, n=100, method="inclusive")
+    ms = {"p50": cuts[49], "p95": cuts[94], "p99": cuts[98], "max": max(seconds)}
+    return "  ".join(f"{name} {value * 1000:.3f} ms" for name, value in ms.items())
+
+
+def in_process(index: SuggestIndex, texts: Sequence[str]) -> list[float]:
+    took = []
+    for text in texts:
+        start = time.perf_counter()
+        index.complete(text, 8)
+        took.append(time.perf_counter() - start)
+    return took
+
+
+def through_http(
+    queries: list[PopularQuery], vocabulary: Vocabulary, texts: Sequence[str]
+) -> list[float]:
+    """The real app under uvicorn on a thread, its index set; requests one at a time."""
+    with tempfile.TemporaryDirectory() as folder:
+        api_port, metrics_port, dead = free_ports(3)
+        settings = Settings(
+            data_dir=Path(folder),
+            # Nothing listens there: the refresh fails and keeps the index it was given.
+            redis=RedisSettings(
+                url=f"redis://127.0.0.1:{dead}/0", cache=f"redis://127.0.0.1:{dead}/1"
+            ),
+            api=ApiSettings(anonymous_search=True, metrics_port=metrics_port),
+        )
+        app = create_app(settings)
+        config = uvicorn.Config(app, host="127.0.0.1", port=api_port, log_level="error")
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.05)
+        suggestions: Suggestions = app.state.suggestions
+        while suggestions.finished < 1:  # the first refresh found nothing to read
+            time.sleep(0.05)
+        # Later refreshes read nothing either, and keep this index.
+        suggestions.index = SuggestIndex(queries, vocabulary)
+        took = []
+        try:
+            with httpx.Client(base_url=f"http://127.0.0.1:{api_port}") as client:
+                for text in texts[:200]:  # warm the connection and the app
+                    client.get("/v1/suggest", params={"q": text})
+                for text in texts:
+                    start = time.perf_counter()
+                    answer = client.get("/v1/suggest", params={"q": text})
+                    took.append(time.perf_counter() - start)
+                    if answer.status_code != 200:
+                        raise RuntimeError(f"{text!r}: {answer.status_code} {answer.text}")
+        finally:
+            server.should_exit = True
+            thread.join(15)
+    return took
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--queries", type=int, default=50_000)
+    parser.add_argument("--terms", type=int, default=100_000)
+    parser.add_argument("--tags", type=int, default=20_000)
+    parser.add_argument("--lookups", type=int, default=20_000)
+    parser.add_argument("--requests", type=int, default=5_000)
+    args = parser.parse_args()
+    rng = random.Random(SEED)
+    queries, vocabulary = realistic(args.queries, args.terms, args.tags, rng)
+    texts = typed(queries, max(args.lookups, args.requests), rng)
+
+    tracemalloc.start()
+    start = time.perf_counter()
+    index = SuggestIndex(queries, vocabulary)
+    built = time.perf_counter() - start
+    size = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    found = sum(1 for text in texts[: args.lookups] if index.complete(text, 8))
+    print(
+        f"index: {args.queries} queries, {len(index.whole) - index.queries} tags, "
+        f"{len(index.words)} words; built in {built:.2f} s; ~{size / 2**20:.0f} MiB of Python "
+        f"objects; {found / args.lookups:.0%} of typed prefixes get a suggestion"
+    )
+    lookups = in_process(index, texts[: args.lookups])
+    print(f"in-process lookup ({len(lookups)} typed prefixes, limit 8): {percentiles(lookups)}")
+    requests = through_http(queries, vocabulary, texts[: args.requests])
+    print(f"HTTP GET /v1/suggest ({len(requests)} sequential): {percentiles(requests)}")
+
+
+if __name__ == "__main__":
+    main()
