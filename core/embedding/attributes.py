@@ -68,7 +68,7 @@ SQUARE_TOLERANCE = 0.05
 # as 1 or 0.
 COPY_SPACE_SHARE = 0.6
 COPY_SPACE_SPREAD = 10.0
-# The attributes are computed on the image shrunk to at most this many pixels on its longer
+# The attributes are computed on a sample of at most this many pixels on the image's longer
 # side: 2,000 to 4,000 pixels are plenty for shares to the nearest percent, and cheap.
 SAMPLE_SIDE = 64
 
@@ -140,17 +140,20 @@ _SHIFT = 8 - _BITS
 
 
 @cache
-def _tables() -> tuple[NDArray[np.intp], FloatArray]:
-    """The palette index and the L* of each 5-bit colour, indexed by r << 10 | g << 5 | b."""
+def _tables() -> tuple[NDArray[np.uint8], NDArray[np.float16]]:
+    """The palette index and the L* of each 5-bit colour, indexed by r << 10 | g << 5 | b:
+    small types (96 KB in all), so that a lookup right after a decode stays in the cache."""
     levels = (np.arange(1 << _BITS, dtype=np.uint16) << _SHIFT) + (1 << (_SHIFT - 1))
     r, g, b = np.meshgrid(levels, levels, levels, indexing="ij")
     lab = to_lab(np.stack([r, g, b], axis=-1).reshape(-1, 3).astype(np.uint8))
-    return classify(lab), np.ascontiguousarray(lab[:, 0])
+    return classify(lab).astype(np.uint8), lab[:, 0].astype(np.float16)
 
 
-def _lookup(rgb: NDArray[np.uint8]) -> NDArray[np.intp]:
-    q = (rgb >> _SHIFT).astype(np.intp)
-    index: NDArray[np.intp] = (q[:, 0] << (2 * _BITS)) | (q[:, 1] << _BITS) | q[:, 2]
+_PLACES = np.array([1 << (2 * _BITS), 1 << _BITS, 1], dtype=np.uint16)
+
+
+def _lookup(rgb: NDArray[np.uint8]) -> NDArray[np.uint16]:
+    index: NDArray[np.uint16] = (rgb >> _SHIFT).astype(np.uint16) @ _PLACES
     return index
 
 
@@ -162,12 +165,17 @@ def orientation_of(width: int, height: int) -> str:
 
 
 def _sample(image: Image.Image) -> NDArray[np.uint8]:
-    """The image's pixels [N, 3], shrunk by a whole factor (a box filter, the cheapest) to at
-    most SAMPLE_SIDE on its longer side."""
-    factor = -(-max(image.size) // SAMPLE_SIDE)
-    if factor > 1:
-        image = image.reduce(factor)
-    return np.asarray(image.convert("RGB"), dtype=np.uint8).reshape(-1, 3)
+    """The image's pixels [N, 3], every k-th of every k-th row, so that the longer side keeps
+    at most SAMPLE_SIDE: the image is already a smooth resize of the photo (the encoder's), and
+    a nearest-neighbour resize reads only the pixels it keeps (a box filter costs more than the
+    rest of the attributes)."""
+    step = -(-max(image.size) // SAMPLE_SIDE)
+    if step > 1:
+        width, height = image.size
+        size = (-(-width // step), -(-height // step))
+        image = image.resize(size, Image.Resampling.NEAREST)
+    rgb = image if image.mode == "RGB" else image.convert("RGB")
+    return np.asarray(rgb, dtype=np.uint8).reshape(-1, 3)
 
 
 def visual_attributes(image: Image.Image, original_size: tuple[int, int]) -> dict[str, Any]:
@@ -177,21 +185,22 @@ def visual_attributes(image: Image.Image, original_size: tuple[int, int]) -> dic
     names_of, lightness_of = _tables()
     index = _lookup(_sample(image))
     names = names_of[index]
-    counts = np.bincount(names, minlength=len(NAMES))
-    shares = counts / max(int(counts.sum()), 1)
+    counts: list[int] = np.bincount(names, minlength=len(NAMES)).tolist()
+    shares = [count / max(len(names), 1) for count in counts]
     # Largest first; equal shares in the palette's order.
-    order = sorted(range(len(NAMES)), key=lambda i: (-shares[i], i))
+    order = sorted(range(len(NAMES)), key=lambda i: (-counts[i], i))
     top = order[0]
-    plain = bool(lightness_of[index[names == top]].std() < COPY_SPACE_SPREAD)
+    # The spread only where the share can make copy space (most photos cannot).
+    copy_space = shares[top] >= COPY_SPACE_SHARE and bool(
+        lightness_of[index[names == top]].astype(np.float32).std() < COPY_SPACE_SPREAD
+    )
     return {
         "width": width,
         "height": height,
         "aspect_ratio": round(width / height, 3),
         "orientation": orientation_of(width, height),
         "colors": [NAMES[i] for i in order if shares[i] >= COLOR_MIN_SHARE],
-        "color_shares": {
-            NAMES[i]: round(float(shares[i]), 3) for i in order if shares[i] >= SHARE_MIN
-        },
+        "color_shares": {NAMES[i]: round(shares[i], 3) for i in order if shares[i] >= SHARE_MIN},
         # 0 or 1, not a bool: a filter on Qdrant Edge can match only that (engine.Flag).
-        "copy_space": int(bool(shares[top] >= COPY_SPACE_SHARE) and plain),
+        "copy_space": int(copy_space),
     }
