@@ -44,7 +44,6 @@ _EXTRA_ANCHORS: tuple[tuple[str, tuple[int, int, int]], ...] = (
 NAMES = tuple(PALETTE)
 # The payload fields visual_attributes() writes (core/vectorstore indexes them).
 FIELDS = ("width", "height", "aspect_ratio", "orientation", "colors", "color_shares", "copy_space")
-ORIENTATIONS = ("landscape", "portrait", "square")
 
 # A pixel whose chroma (C*) is below this is a shade of grey: its lightness alone names it
 # (black, grey or white), whatever hue its few units of a* and b* lean to. JPEG noise and the
