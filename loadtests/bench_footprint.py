@@ -1,6 +1,6 @@
 """Measure what a collection costs on disk and in memory, part by part, on Qdrant Edge.
 
-    python -m loadtests.bench_footprint [--points 20000,50000] [--dim 512]
+    python -m loadtests.bench_footprint [--points 20000,100000] [--dim 512]
 
 For each size, a collection is built as the indexer builds one (core/vectorstore/edge.py: its
 config, payload indexes and keywords vector; the payload the indexer writes, shards of
@@ -10,7 +10,8 @@ config, payload indexes and keywords vector; the payload the indexer writes, sha
   preallocates sparse pages) are put under the part it belongs to: the original vectors, their
   int8 copies, the HNSW graph, each payload index, the keywords vector, the id tracker, the
   payload, and the rest (WAL, config);
-- a fresh process opens the store and serves searches (dense, filtered, keyword, a facet), and
+- a fresh process opens the store and serves searches (dense, filtered by a tag and by colour
+  and orientation, keyword, a facet), and
   psutil reads its resident memory before and after, split into anonymous memory (the engine's
   heap) and file-backed pages (mmap).
 
@@ -40,11 +41,9 @@ import numpy as np
 import psutil
 
 from core.keywords import query_vector
+from core.terms import TERMS_FIELD, photo_terms
 from core.vectorstore import (
-    DATETIME_FIELDS,
-    INTEGER_FIELDS,
     KEY_FIELD,
-    KEYWORD_FIELDS,
     SHARD_FIELD,
     PhotoPoint,
     SearchFilter,
@@ -52,9 +51,10 @@ from core.vectorstore import (
     collection_name,
 )
 from core.vectorstore.edge import EdgeStore
+from core.vectorstore.store import PAYLOAD_INDEXES
 from harness.machine import commit, machine
 from harness.store import store_clusters
-from harness.vocabulary import TAGS, photo_key, photo_payload
+from harness.vocabulary import PALETTE, TAGS, photo_key, photo_payload
 from loadtests.registry import Figure
 
 COLLECTION = collection_name(1, "footprint")
@@ -97,11 +97,15 @@ def build(path: Path, points: int, dim: int, m: int, ef_construct: int, shard: i
             batch = []
             for j in range(n):
                 photo_id, payload = photo_payload(r, start + j, 1, now)
-                # What indexer/writer.py adds: the shard's label, the key, the source's root.
+                # What indexer/writer.py adds: the words of title and tags, the shard's
+                # label, the key, the source's root; and copy_space as the flag's integer
+                # that core/embedding/attributes.py writes (a bool is not in an integer index).
                 payload |= {
+                    TERMS_FIELD: photo_terms(payload),
                     SHARD_FIELD: photo_key((start + j) // shard * shard),
                     KEY_FIELD: photo_id,
                     "source_root": "s3://photostock-originals",
+                    "copy_space": int(payload["copy_space"]),
                 }
                 batch.append(PhotoPoint(photo_id, vectors[j], payload))
             store.upsert(COLLECTION, batch)
@@ -112,8 +116,22 @@ def build(path: Path, points: int, dim: int, m: int, ef_construct: int, shard: i
         store.close()
 
 
+def index_name(field: str) -> str:
+    """The part a payload index is counted in: its field's, or one for the indexes of a dict's
+    keys (color_shares.<palette name>: "color_shares (12 floats)")."""
+    group, dot, _ = field.partition(".")
+    if not dot:
+        return field
+    siblings = [f for f in PAYLOAD_INDEXES if f.startswith(f"{group}.")]
+    return f"{group} ({len(siblings)} {PAYLOAD_INDEXES[field]}s)"
+
+
+# Every payload index the store creates (core/vectorstore/store.py), each dict's keys as one.
+INDEX_NAMES = tuple(dict.fromkeys(map(index_name, PAYLOAD_INDEXES)))
 # The payload indexes' folders are named "<hash>-<the field's first 8 characters>-<kind>".
-_INDEXED = {f[:8]: f for f in (*KEYWORD_FIELDS, *DATETIME_FIELDS, *INTEGER_FIELDS)}
+_INDEXED = {f[:8]: index_name(f) for f in PAYLOAD_INDEXES}
+if len(set(_INDEXED.values())) != len(INDEX_NAMES):  # two parts would be counted as one
+    raise RuntimeError(f"payload indexes share a folder prefix: {sorted(PAYLOAD_INDEXES)}")
 
 
 def part_of(relative: Path) -> str:
@@ -175,6 +193,8 @@ def serve(
     for query in queries:
         store.search(COLLECTION, query, limit=10)
         store.search(COLLECTION, query, limit=10, filter=SearchFilter(tags_any=(r.choice(TAGS),)))
+        visual = SearchFilter(color=r.choice(PALETTE), color_min_share=0.1, orientation="portrait")
+        store.search(COLLECTION, query, limit=10, filter=visual)
         store.keyword_search(COLLECTION, query_vector(r.choice(TAGS)), limit=10)
     store.shard_sizes(COLLECTION)
     after = me.memory_info()
@@ -276,7 +296,7 @@ PARTS = (
     "originals",
     "int8 copies",
     "HNSW graph",
-    *(f"index {name}" for name in (*KEYWORD_FIELDS, *DATETIME_FIELDS, *INTEGER_FIELDS)),
+    *(f"index {name}" for name in INDEX_NAMES),
     "keywords index",
     "keywords storage",
     "id tracker",
@@ -344,7 +364,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--points",
         type=lambda text: sorted(int(float(n)) for n in text.split(",")),
-        default=[20_000, 50_000],
+        default=[20_000, 100_000],
         help="collection sizes, comma-separated (at least two: per point is their slope)",
     )
     p.add_argument("--dim", type=int, default=512, help="ViT-B-32's embedding size")
