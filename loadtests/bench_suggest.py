@@ -3,6 +3,7 @@ replica's index, and whole requests through the real app over HTTP.
 
     python -m loadtests.bench_suggest [--queries 50000] [--terms 100000] [--tags 20000]
                                       [--lookups 20000] [--requests 5000]
+                                      [--store-photos 100000]
 
 The index holds `--queries` popular queries (1 to 4 words), `--terms` words of titles and
 tags and `--tags` tags, words drawn from a Zipf law as a stock site's titles are; the typed
@@ -10,7 +11,8 @@ texts are every prefix of queries drawn by popularity, as a person types them (a
 once per keystroke). It prints the index's build time (a refresh's CPU) and size, and the
 latency percentiles of a lookup and of a request (client to app and back, on this machine,
 one at a time over a kept-alive connection). No Redis, Triton or store answers a suggestion:
-the app starts with none reachable, its index set to the generated one.
+the app starts with none reachable, its index set to the generated one. --store-photos N
+also times a refresh's read of the vocabulary from N photos' payload indexes on Qdrant Edge.
 """
 
 from __future__ import annotations
@@ -26,11 +28,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
+import numpy as np
 import uvicorn
 
 from core.feedback.suggestlog import PopularQuery
 from core.settings import RedisSettings, Settings
 from core.settings_api import ApiSettings
+from core.vectorstore import PhotoPoint, collection_name
+from core.vectorstore.base import SearchTuning
+from core.vectorstore.edge import EdgeStore
 from harness.processes import free_ports
 from query_api.app import create_app
 from query_api.suggestindex import SuggestIndex, Vocabulary
@@ -144,6 +150,40 @@ def through_http(
     return took
 
 
+def vocabulary_read(photos: int, n_terms: int, rng: random.Random) -> str:
+    """What a refresh's vocabulary read costs: `photos` photos on Qdrant Edge, each with 12
+    words of a Zipf vocabulary in `terms` and 4 tags, the top `n_terms` of each read."""
+    vocabulary = words(n_terms, rng)
+    weights = zipf_weights(n_terms)
+    with tempfile.TemporaryDirectory() as folder:
+        store = EdgeStore(
+            Path(folder),
+            hnsw_m=16,
+            hnsw_ef_construct=64,
+            quantization=False,
+            tuning=SearchTuning(hnsw_ef=64),
+        )
+        try:
+            name = collection_name(1, "bench")
+            store.create_collection(name, 4)
+            vector = np.asarray([1, 0, 0, 0], dtype=np.float32)
+            for start in range(0, photos, 5000):
+                batch = []
+                for i in range(start, min(photos, start + 5000)):
+                    chosen = list(dict.fromkeys(rng.choices(vocabulary, weights, k=12)))
+                    payload = {"photo_id": f"p{i}", "terms": chosen, "tags": chosen[:4]}
+                    batch.append(PhotoPoint(f"p{i}", vector, payload))
+                store.upsert(name, batch)
+            took = {}
+            for field in ("tags", "terms"):
+                start_s = time.perf_counter()
+                found = store.value_counts(name, field, limit=n_terms)
+                took[field] = (time.perf_counter() - start_s, len(found))
+        finally:
+            store.close()
+    return ", ".join(f"{f} {s * 1000:.0f} ms ({n} values)" for f, (s, n) in took.items())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -153,6 +193,9 @@ def main() -> None:
     parser.add_argument("--tags", type=int, default=20_000)
     parser.add_argument("--lookups", type=int, default=20_000)
     parser.add_argument("--requests", type=int, default=5_000)
+    parser.add_argument(
+        "--store-photos", type=int, default=0, help="also time the vocabulary's read (Edge)"
+    )
     args = parser.parse_args()
     rng = random.Random(SEED)
     queries, vocabulary = realistic(args.queries, args.terms, args.tags, rng)
@@ -174,6 +217,9 @@ def main() -> None:
     print(f"in-process lookup ({len(lookups)} typed prefixes, limit 8): {percentiles(lookups)}")
     requests = through_http(queries, vocabulary, texts[: args.requests])
     print(f"HTTP GET /v1/suggest ({len(requests)} sequential): {percentiles(requests)}")
+    if args.store_photos:
+        read = vocabulary_read(args.store_photos, args.terms, rng)
+        print(f"vocabulary read, {args.store_photos} photos on Qdrant Edge: {read}")
 
 
 if __name__ == "__main__":
