@@ -33,22 +33,26 @@ BENCH_KEY_CHARS = 19
 KEY_CHARS = 40  # assumed
 NEAR_UNIQUE_FIELDS = ("photo_id", "source_key", "dup_group")
 
-# Measured (loadtests/bench_footprint.py, 2026-11-26: bytes per point on disk, the slope from
+# Measured (loadtests/bench_footprint.py, 2026-11-27: bytes per point on disk, the slope from
 # 2e4 to 1e5 points of 512 dims, the indexer's payload, keys of BENCH_KEY_CHARS).
 NEAR_UNIQUE_INDEX = 75.7  # each of NEAR_UNIQUE_FIELDS
 # shard 43.3, tags 95.5, photographer 34.9, license 32.6, created_at 40.2, model_version 68.2
 OTHER_INDEXES = 314.7
-KEYWORDS_INDEX = 48.6  # the inverted index of the title, tags and photographer's words
-KEYWORDS_VECTORS = 144.6  # the sparse vectors themselves
+# The indexes of search's features (issue 35): terms 124, auto_tags 50.6, colors 46.6,
+# orientation 32.6, width 68.2, height 68.2, copy_space 68.2, the 12 of color_shares 255
+# together, popularity 40.2.
+FEATURE_INDEXES = 753.6
+KEYWORDS_INDEX = 59.4  # the inverted index of the title, tags, photographer's and auto tags' words
+KEYWORDS_VECTORS = 168.0  # the sparse vectors themselves
 ID_TRACKER = 29.1  # a point's UUID, its offset and version
-PAYLOAD = 528.7
-WAL_BYTES = 62 * MiB  # per shard, at 2e4 as at 1e5 (two 31 MiB segments)
+PAYLOAD = 771.0
+WAL_BYTES = 37 * MiB  # per shard, whatever its size: the larger of 2e4's (37) and 1e5's (33.6)
 # The payload indexes, the keywords' index and the id tracker are loaded into the engine's
 # heap, where they take this many times their bytes on disk: a fresh process's anonymous
 # memory after serving searches, less the int8 copies, per point, over their bytes on disk.
 # (The int8 copies are an array loaded whole; the graph's file is mapped, all its pages
 # resident: both count once.)
-HEAP_PER_DISK_BYTE = 1.79
+HEAP_PER_DISK_BYTE = 1.35
 
 # Assumed: a keyword index keeps a key twice (point -> value, value -> points: its two files
 # were each about the key's length plus a fixed part).
@@ -56,12 +60,13 @@ INDEX_BYTES_PER_KEY_CHAR = 2
 PAYLOAD_BYTES_PER_KEY_CHAR = 4
 # Qdrant adds HNSW links for every payload index block of full_scan_threshold (5,000 points of
 # 512 dims) to ~N/7 points that the main graph leaves poorly connected: the photos of a tag,
-# of a shard label, of a created_at range. The graph file took 54 B a point at 2e4 (no block
-# that large), 150 B at 5e4 and 425 B at 1e5: at ~log2(n) bits a compressed link, ~6.8 times
-# the main graph's links at 1e5, so 6 subgraphs a point. Taken at 1e8 too (assumed: it
-# depends on how many of a photo's tags, its shard and its date range form such blocks in its
-# segment); 4 bytes a link, the uncompressed size, bounds the compression at any size.
-SUBGRAPHS = 6
+# of a shard label, of a created_at range, of a colour's share or an orientation. The graph
+# file took 54 B a point at 2e4 (no block that large) and 680 B at 1e5: at ~log2(n) bits a
+# compressed link (54 B x log2(1e5) / log2(2e4) = 63 B for the main graph at 1e5), ~10.8
+# times the main graph's links at 1e5, so 10 subgraphs a point (6 before issue 35's
+# indexes). Taken at 1e8 too (assumed: it depends on how many of a photo's values form such
+# blocks in its segment); 4 bytes a link, the uncompressed size, bounds the compression.
+SUBGRAPHS = 10
 LINK_BYTES = 4
 # A server's optimizer rebuilds a few segments at a time, not the whole collection as Qdrant
 # Edge's optimize() does (its room check in core/vectorstore/edge.py): assumed a quarter (two
@@ -134,6 +139,7 @@ def footprint(points: int, dim: int, layout: Layout, *, key_chars: int = KEY_CHA
         ("HNSW graph", graph_bytes_per_point(layout.m), 1.0, graph),
         ("payload indexes: photo_id, source_key, dup_group", 3 * near_unique, heap, keys),
         ("payload indexes: the 6 others", OTHER_INDEXES, heap, "measured"),
+        ("payload indexes: search features (9 fields)", FEATURE_INDEXES, heap, "measured"),
         ("keywords: inverted index (IDF)", KEYWORDS_INDEX, heap, "measured"),
         ("keywords: sparse vectors", KEYWORDS_VECTORS, 0.0, "measured"),
         ("id tracker", ID_TRACKER, heap, "measured"),
