@@ -25,8 +25,8 @@ STORE_SEED = 0
 MARKER = "bench-store.json"
 # What the store's points hold; a store of another format is built again. 2: the keyword
 # vectors of titles and tags and a near-duplicate group in every payload; 3: the visual
-# attributes, automatic tags and popularity of issue 35 too.
-STORE_FORMAT = 3
+# attributes, automatic tags, popularity and suggestion terms of issue 35 too.
+STORE_FORMAT = 4
 # Text queries: the noise's norm around a unit centre. The stored photos sit at cosine ~0.8 of
 # theirs, so the best hits score ~0.3, as CLIP ViT-B-32's text-to-photo cosines do.
 TEXT_NOISE = 3.2

@@ -6,6 +6,7 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from core.terms import TERMS_FIELD, photo_terms
 from core.vectorstore import GROUP_FIELD
 
 # Stock-photo searches: 3-7 words drawn from these, each query unique within a run.
@@ -95,7 +96,7 @@ def photo_payload(r: random.Random, i: int, version: int, now: str) -> tuple[str
     key = photo_key(i)
     created = datetime(2005, 1, 1, tzinfo=UTC) + timedelta(seconds=r.randrange(20 * 365 * 86400))
     subject = r.choice(SUBJECTS)
-    return key, {
+    payload: dict[str, Any] = {
         "title": f"{r.choice(ADJECTIVES).capitalize()} {subject} {r.choice(PLACES)}",
         "tags": sorted({*subject.split(), *r.sample(TAGS, r.randint(2, 7))}),
         "photographer": f"{r.choice(FIRST_NAMES)} {r.choice(LAST_NAMES)}",
@@ -111,6 +112,8 @@ def photo_payload(r: random.Random, i: int, version: int, now: str) -> tuple[str
         GROUP_FIELD: key,
         **_visual_and_derived(i),
     }
+    # The words suggestions complete, as the indexer writes them (indexer/writer.py).
+    return key, payload | {TERMS_FIELD: photo_terms(payload)}
 
 
 # The palette of core/embedding/attributes.py and the common photo sizes of a stock catalogue.
@@ -139,7 +142,8 @@ def _visual_and_derived(i: int) -> dict[str, Any]:
         "orientation": "square" if ratio == 1 else "landscape" if ratio > 1 else "portrait",
         "colors": kept,
         "color_shares": {c: shares[c] for c in kept},
-        "copy_space": shares[colors[0]] >= 0.6,
+        # 0/1 as the indexer stores it: Qdrant Edge matches a boolean as the integer.
+        "copy_space": int(shares[colors[0]] >= 0.6),
         "auto_tags": sorted(r.sample(TAGS, r.randint(0, 5))),
         "popularity": float(int(r.expovariate(0.2))),
     }

@@ -41,7 +41,6 @@ import numpy as np
 import psutil
 
 from core.keywords import query_vector
-from core.terms import TERMS_FIELD, photo_terms
 from core.vectorstore import (
     KEY_FIELD,
     SHARD_FIELD,
@@ -97,15 +96,11 @@ def build(path: Path, points: int, dim: int, m: int, ef_construct: int, shard: i
             batch = []
             for j in range(n):
                 photo_id, payload = photo_payload(r, start + j, 1, now)
-                # What indexer/writer.py adds: the words of title and tags, the shard's
-                # label, the key, the source's root; and copy_space as the flag's integer
-                # that core/embedding/attributes.py writes (a bool is not in an integer index).
+                # What indexer/writer.py adds: the shard's label, the key, the source's root.
                 payload |= {
-                    TERMS_FIELD: photo_terms(payload),
                     SHARD_FIELD: photo_key((start + j) // shard * shard),
                     KEY_FIELD: photo_id,
                     "source_root": "s3://photostock-originals",
-                    "copy_space": int(payload["copy_space"]),
                 }
                 batch.append(PhotoPoint(photo_id, vectors[j], payload))
             store.upsert(COLLECTION, batch)
