@@ -17,9 +17,17 @@ import httpx
 import numpy as np
 import pytest
 
+from core.settings import Settings
 from core.vectorstore import VectorStore
 from model.triton_server import TritonServer
-from tests.support.api import SEARCH_KEY, Indexed, api_settings, embed_texts, indexed_api
+from tests.support.api import (
+    SEARCH_KEY,
+    Indexed,
+    api_settings,
+    embed_images,
+    embed_texts,
+    indexed_api,
+)
 
 SEARCH = {"X-API-Key": SEARCH_KEY}
 PHOTOS = 30
@@ -60,6 +68,7 @@ class Api:
     indexed: Indexed
     vectors: dict[str, Any]
     query: Any  # QUERY's embedding, as the API embeds it
+    settings: Settings
 
     def search(self, path: str = "/v1/search", **params: Any) -> dict[str, Any]:
         answer = httpx.get(self.url + path, params=params, headers=SEARCH, timeout=60)
@@ -121,6 +130,7 @@ def api(
             indexed,
             {r.photo_id: r.vector for r in records},
             query,
+            settings,
         )
 
 
@@ -213,6 +223,32 @@ def test_more_like_this_counts_its_neighbours_without_the_photo(api: Api) -> Non
     near = [pid for pid, _ in api.by_cosine(api.vectors[photo], exclude=[photo])[:POOL]]
     assert answer["facets"]["photos"] == POOL
     assert counts_of(answer) == api.recounted(near, "tags,license")
+
+
+def test_a_recommendation_counts_its_ranking_without_the_examples(api: Api) -> None:
+    photo = api.indexed.ids[7]
+    answer = api.search("/v1/search/recommend", positive=photo, facets="photographer,tags")
+    # One positive example: each photo scores its cosine similarity to it.
+    near = [pid for pid, _ in api.by_cosine(api.vectors[photo], exclude=[photo])[:POOL]]
+    assert answer["facets"]["photos"] == POOL
+    assert counts_of(answer) == api.recounted(near, "photographer,tags")
+
+
+def test_an_image_search_counts_the_photos_nearest_the_image(api: Api) -> None:
+    data = api.indexed.files[api.indexed.ids[11]].read_bytes()
+    answer = httpx.post(
+        api.url + "/v1/search/image",
+        params={"facets": "license,color", "score_threshold": 0.5},
+        files={"file": ("query.jpg", data, "image/jpeg")},
+        headers=SEARCH,
+        timeout=60,
+    )
+    assert answer.status_code == 200, answer.text
+    [image] = asyncio.run(embed_images(api.settings, [data], 1))
+    above = [pid for pid, score in api.by_cosine(image) if score >= 0.5]
+    facets = answer.json()["facets"]
+    assert facets["over"] == "score_threshold" and facets["photos"] == min(len(above), POOL)
+    assert counts_of(answer.json()) == api.recounted(above[:POOL], "license,color")
 
 
 def test_facets_come_with_the_first_page_and_their_stage_is_timed(api: Api) -> None:
