@@ -25,7 +25,7 @@ class SearchOptions(TypedDict, total=False):
     `photographer`, `license`, `created_from` / `created_to` (ISO 8601 or a date),
     `score_threshold` (-1..1); `auto_tags_all` (every one of the model's tags), `color` (a
     palette name or a hex colour, covering at least `color_min_share` of the photo, default
-    0.1), `orientation` ("landscape", "portrait", "square"), `min_width` / `min_height`
+    0.05), `orientation` ("landscape", "portrait", "square"), `min_width` / `min_height`
     (pixels), `copy_space` (mostly one plain colour). `collapse` (default true): one photo
     per near-duplicate group; `diversity` (0..1): trade relevance for variety; `sort`:
     "relevance" or "newest".

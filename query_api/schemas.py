@@ -117,11 +117,12 @@ class Filters(BaseModel):
         "colour (#1e90ff or 1e90ff), which means its nearest palette colour.",
     )
     color_min_share: float = Field(
-        0.1,
+        0.05,
         ge=0.0,
         le=1.0,
         description="With color: the least share of the photo's pixels it must cover "
-        "(0: any share the index records, 1% and up).",
+        "(0: any share the index records, 1% and up). The default, 5%, is the share a "
+        "photo's `colors` list (and so the color facet's count) starts at.",
     )
     orientation: Orientation | None = Field(
         None, description="landscape, portrait, or square (width / height within 5% of 1)."

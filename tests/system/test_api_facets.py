@@ -161,7 +161,7 @@ def test_the_visual_filters_narrow_the_counts(api: Api) -> None:
     want = matching(
         api,
         lambda p: (
-            p.get("color_shares", {}).get("red", 0) >= 0.1 and p.get("orientation") == "portrait"
+            p.get("color_shares", {}).get("red", 0) >= 0.05 and p.get("orientation") == "portrait"
         ),
     )
     assert 0 < len(want) < POOL and answer["facets"]["photos"] == len(want)

@@ -100,7 +100,7 @@ def test_the_filters_reach_the_store_and_default_to_a_tenth_of_the_photo() -> No
     assert f == SearchFilter(
         auto_tags_all=("cat",),
         color="blue",
-        color_min_share=0.1,
+        color_min_share=0.05,
         orientation="portrait",
         min_width=800,
         min_height=600,
@@ -128,8 +128,9 @@ def test_attributes_come_from_the_payload_and_none_from_an_older_one() -> None:
 
 def test_the_visual_filters_narrow_a_search(client: TestClient) -> None:
     assert found(client) == ["boat-1", "cat-1", "cat-2", "dog-1"]
-    assert found(client, color="#e01010") == ["cat-1"]  # red, a tenth of the photo at least
-    assert found(client, color="red", color_min_share=0.05) == ["cat-1", "cat-2"]
+    # Red covering 5% of the photo at least, the default: where its `colors` list starts.
+    assert found(client, color="#e01010") == ["cat-1", "cat-2"]
+    assert found(client, color="red", color_min_share=0.1) == ["cat-1"]
     assert found(client, orientation="square") == ["dog-1"]
     assert found(client, min_width=1500) == ["cat-1", "dog-1"]
     assert found(client, min_width=1500, min_height=2500) == ["cat-1"]
