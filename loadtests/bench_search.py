@@ -258,6 +258,7 @@ def api(values: dict[str, Any], log: Path) -> Iterator[str]:
     keys = [{"name": "bench", "sha256": hash_key(OPERATOR_KEY), "scopes": ["search", "admin"]}]
     settings = values | {
         "api": {
+            **values.get("api", {}),
             "keys": json.dumps(keys),
             "metrics_port": metrics_port,
             "image_url_allow": json.dumps(["127.0.0.1"]),

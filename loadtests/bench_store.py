@@ -23,7 +23,7 @@ import inspect
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,7 +151,14 @@ def searches(
         return TextSearch(q=query, limit=LIMIT, **options)
 
     def nearest(vector: Any, options: Page) -> Fetch:
-        def fetch(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
+        def fetch(
+            limit: int,
+            offset: int,
+            with_vectors: bool,
+            keep: int | None = None,
+            *,
+            fields: Sequence[str] | None = None,
+        ) -> Ranking:
             count = limit if keep is None else keep
             hits = store.search(
                 COLLECTION,
@@ -160,6 +167,7 @@ def searches(
                 offset=offset,
                 filter=options.to_store(),
                 with_vectors=with_vectors,
+                fields=fields,
             )
             return Ranking(hits, more=len(hits) == count)
 

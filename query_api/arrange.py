@@ -11,16 +11,17 @@ without a date, which ours puts last."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol, TypeVar
 
 from core.vectorstore import Hit
-from query_api.facets import alongside, asked, count_facets
+from query_api.facets import alongside, asked, count_facets, facet_fields
 from query_api.ranking import collapse, diversify, group_of, newest_first
 from query_api.reranking import Reranking
-from query_api.schemas import MAX_DUPLICATE_IDS, MAX_LIMIT, MAX_OFFSET, Duplicates, Page
+from query_api.schemas import MAX_DUPLICATE_IDS, MAX_LIMIT, MAX_OFFSET, Page
+from query_api.schemas_answers import Duplicates
 from query_api.schemas_facets import FacetCounts
 from query_api.services import StoreCalls
 from query_api.timing import Stages
@@ -50,10 +51,18 @@ class Fetch(Protocol):
     """A ranking of the live collection, blocking (run on the store's threads): its best
     `limit` from `offset`; `keep`, only the first that many of them (None: all). Only a fusion
     tells the two apart: it ranks by both rankings' best `limit` however few it keeps, so
-    that a page needing a few results reads few hits yet ranks them as the whole pool would."""
+    that a page needing a few results reads few hits yet ranks them as the whole pool would.
+    `fields`: the payload fields its hits need (None: the whole payload; a facet count's pool
+    reads only the fields it counts)."""
 
     def __call__(
-        self, limit: int, offset: int, with_vectors: bool, keep: int | None = None
+        self,
+        limit: int,
+        offset: int,
+        with_vectors: bool,
+        keep: int | None = None,
+        *,
+        fields: Sequence[str] | None = None,
     ) -> Ranking: ...
 
 
@@ -94,8 +103,10 @@ async def arrange(
     if not asked(page):
         return await arranging
 
+    counted = facet_fields(page)
+
     def read_pool(limit: int) -> list[Hit]:
-        return fetch(limit, 0, False, limit).hits
+        return fetch(limit, 0, False, limit, fields=counted).hits
 
     counting = count_facets(calls, collection, page, stages, read_pool, pool=reranking.facet_pool)
     arranged, facets = await alongside(arranging, counting)

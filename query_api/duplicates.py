@@ -5,8 +5,9 @@ from __future__ import annotations
 from core.vectorstore import GROUP_FIELD, CollectionNotFound
 from query_api.arrange import MAX_GROUP_READ
 from query_api.errors import ApiError
-from query_api.schemas import MAX_DUPLICATE_IDS, DuplicatesPage, DuplicatesResponse
+from query_api.schemas import MAX_DUPLICATE_IDS, DuplicatesPage
 from query_api.schemas_admin import DuplicateGroup, DuplicateGroups
+from query_api.schemas_answers import DuplicatesResponse
 from query_api.search import stored_photo
 from query_api.services import LiveCollection, StoreCalls
 

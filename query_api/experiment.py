@@ -36,7 +36,8 @@ from core.feedback.searchlog import SearchRecord, new_search_id
 from core.feedback.searchlog import Side as ShownSide
 from core.jobs import JobStatus
 from query_api.interleave import assigned, clicked_sides, team_draft
-from query_api.schemas import SearchResponse, TextSearch
+from query_api.schemas import TextSearch
+from query_api.schemas_answers import SearchResponse
 from query_api.timing import Stages
 
 log = logging.getLogger(__name__)

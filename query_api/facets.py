@@ -34,6 +34,11 @@ FIELDS: dict[FacetName, str] = {
 ReadPool = Callable[[int], list[Hit]]
 
 
+def facet_fields(page: Page) -> tuple[str, ...]:
+    """The payload fields the page's facets count: all a pool's hits need carry."""
+    return tuple(FIELDS[name] for name in page.facets)
+
+
 def asked(page: Page) -> bool:
     """Whether a search of this page counts facets: they were asked for, on the first page.
     A later page has the first page's counts already (the same photos match): it skips them."""

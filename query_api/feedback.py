@@ -15,7 +15,7 @@ from query_api.auth import ANONYMOUS, Caller
 from query_api.deps import ServicesDep
 from query_api.errors import ApiError
 from query_api.ratelimit import Limit, TokenBuckets, address_bucket
-from query_api.schemas import SearchResponse
+from query_api.schemas_answers import SearchResponse
 
 SESSION_HEADER = "X-Session-Id"
 

@@ -4,6 +4,7 @@ query of the store where it can (VectorStore.hybrid_search)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -11,8 +12,9 @@ import numpy as np
 
 from core.embedding.arrays import Embeddings
 from core.embedding.manifest import SearchCalibration
-from core.keywords import photo_words, query_vector, words
+from core.keywords import WORD_FIELDS, photo_words, query_vector, words
 from core.vectorstore import Hit, KeywordsUnavailable, SparseVector, VectorStore
+from core.vectorstore.boosts import CREATED, POPULARITY
 from core.vectorstore.engine import Boosted
 from query_api.arrange import Ranking
 from query_api.boosts import rescored
@@ -21,6 +23,9 @@ from query_api.ranking import RRF_K, fuse
 from query_api.schemas import TextSearch
 
 Mode = Literal["hybrid", "vector", "keyword"]
+# What a ranking fused or boosted here reads of each hit's payload, whatever fields its caller
+# asked for: the words a `not` description leaves out, and the boosts' fields.
+HERE_FIELDS = (*WORD_FIELDS, CREATED, POPULARITY)
 
 
 @dataclass
@@ -65,20 +70,31 @@ class HybridPlan:
         return plan
 
     def fetch(
-        self, limit: int, offset: int, with_vectors: bool, keep: int | None = None
+        self,
+        limit: int,
+        offset: int,
+        with_vectors: bool,
+        keep: int | None = None,
+        *,
+        fields: Sequence[str] | None = None,
     ) -> Ranking:
         """The best `limit` candidates of each ranking (`offset` is 0: a pool), fused, and of
-        the fusion its first `keep` (None: `limit`)."""
+        the fusion its first `keep` (None: `limit`); `fields`: the payload fields the hits
+        need, to which those a fusion here reads are added."""
         keep = limit if keep is None else keep
+        if fields is not None:
+            fields = (*fields, *HERE_FIELDS)
         if self.query.mode == "keyword":
-            by_words, full = self._by_words(keep, with_vectors, pool=limit)
+            by_words, full = self._by_words(keep, with_vectors, pool=limit, fields=fields)
             assert by_words is not None
             return Ranking(by_words, more=full)
         if self.query.score_threshold is None and not self.unwanted:
-            return self._fused_by_the_store(limit, with_vectors, keep)
-        return self._fused_here(limit, with_vectors, keep)
+            return self._fused_by_the_store(limit, with_vectors, keep, fields)
+        return self._fused_here(limit, with_vectors, keep, fields)
 
-    def _fused_by_the_store(self, limit: int, with_vectors: bool, keep: int) -> Ranking:
+    def _fused_by_the_store(
+        self, limit: int, with_vectors: bool, keep: int, fields: Sequence[str] | None
+    ) -> Ranking:
         """Both rankings fused by the engine, in one query; only the first `keep` of the
         fusion are read (each costs CPU to hand over), ranked as the whole fusion ranks."""
         assert self.vector is not None
@@ -94,15 +110,18 @@ class HybridPlan:
                 with_vectors=with_vectors,
                 keep=keep,
                 boost=self.boost,
+                fields=fields,
             )
         except KeywordsUnavailable:
             self.mode_ran = "vector"
-            hits = self._by_vector(keep, with_vectors, pool=limit)
+            hits = self._by_vector(keep, with_vectors, pool=limit, fields=fields)
             return Ranking(hits, more=len(hits) == keep)
         # The fusion holds up to twice `limit`: all `keep` read means more may follow.
         return Ranking(hits, more=len(hits) >= keep)
 
-    def _fused_here(self, limit: int, with_vectors: bool, keep: int) -> Ranking:
+    def _fused_here(
+        self, limit: int, with_vectors: bool, keep: int, fields: Sequence[str] | None
+    ) -> Ranking:
         """Both rankings read, then fused here. The engine's fusion cannot serve these two
         cases with the same results: the threshold is a cosine similarity that a keyword
         match must reach too (a prefetch's threshold would cut the keyword ranking by its
@@ -111,8 +130,8 @@ class HybridPlan:
         the engine matches them)."""
         assert self.vector is not None
         threshold = self.query.score_threshold
-        by_words, full = self._by_words(limit, with_vectors or threshold is not None)
-        by_vector = self._by_vector(limit, with_vectors)
+        by_words, full = self._by_words(limit, with_vectors or threshold is not None, fields=fields)
+        by_vector = self._by_vector(limit, with_vectors, fields=fields)
         if by_words is None:
             self.mode_ran = "vector"
             by_vector = rescored(by_vector, self.boost)
@@ -126,7 +145,13 @@ class HybridPlan:
         more = full or len(by_vector) == limit or len(fused) > keep
         return Ranking(fused[:keep], more=more)
 
-    def _by_vector(self, limit: int, with_vectors: bool, pool: int | None = None) -> list[Hit]:
+    def _by_vector(
+        self,
+        limit: int,
+        with_vectors: bool,
+        pool: int | None = None,
+        fields: Sequence[str] | None = None,
+    ) -> list[Hit]:
         """The vector ranking; boosted (pool: see _by_words) only when it is all there is."""
         assert self.vector is not None
         return self.store.search(
@@ -138,10 +163,15 @@ class HybridPlan:
             with_vectors=with_vectors,
             boost=None if pool is None else self.boost,
             pool=pool,
+            fields=fields,
         )
 
     def _by_words(
-        self, limit: int, with_vectors: bool, pool: int | None = None
+        self,
+        limit: int,
+        with_vectors: bool,
+        pool: int | None = None,
+        fields: Sequence[str] | None = None,
     ) -> tuple[list[Hit] | None, bool]:
         """The keyword ranking (None: the collection has none) and whether it was full;
         `pool`: the ranking is the search's own (mode=keyword), its best `pool` boosted
@@ -157,6 +187,7 @@ class HybridPlan:
                 with_vectors=with_vectors,
                 boost=None if pool is None else self.boost,
                 pool=pool,
+                fields=fields,
             )
         except KeywordsUnavailable:
             if self.query.mode == "keyword":

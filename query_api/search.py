@@ -32,16 +32,8 @@ from query_api.hybrid import HybridPlan, Mode
 from query_api.imagework import ImageWork
 from query_api.metrics import Metrics
 from query_api.reranking import Reranking
-from query_api.schemas import (
-    MAX_OFFSET,
-    Page,
-    Photo,
-    PhotoMetadata,
-    RecommendSearch,
-    Result,
-    SearchResponse,
-    TextSearch,
-)
+from query_api.schemas import MAX_OFFSET, Page, RecommendSearch, TextSearch
+from query_api.schemas_answers import Photo, PhotoMetadata, Result, SearchResponse
 from query_api.schemas_attributes import attributes_of
 from query_api.services import LiveCollection, StoreCalls
 from query_api.timing import Stages
@@ -97,7 +89,14 @@ def _nearest(
     exclude: tuple[str, ...],
     boost: Boosted | None = None,
 ) -> Fetch:
-    def fetch(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
+    def fetch(
+        limit: int,
+        offset: int,
+        with_vectors: bool,
+        keep: int | None = None,
+        *,
+        fields: Sequence[str] | None = None,
+    ) -> Ranking:
         count = limit if keep is None else keep  # one ranking: its first `keep` are all it needs
         hits = store.search(
             collection,
@@ -109,6 +108,7 @@ def _nearest(
             with_vectors=with_vectors,
             boost=boost,  # a boost re-scores the best `limit` (the pool) by its formula
             pool=limit,
+            fields=fields,
         )
         return Ranking(hits, more=len(hits) == count)
 
@@ -347,7 +347,14 @@ async def recommend_search(
         positive = [by_id[p] for p in dict.fromkeys(query.positive)]
         negative = [by_id[n] for n in dict.fromkeys(query.negative) if n not in query.positive]
 
-        def fetch(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
+        def fetch(
+            limit: int,
+            offset: int,
+            with_vectors: bool,
+            keep: int | None = None,
+            *,
+            fields: Sequence[str] | None = None,
+        ) -> Ranking:
             count = limit if keep is None else keep
             hits = store.recommend(
                 collection,
@@ -360,6 +367,7 @@ async def recommend_search(
                 with_vectors=with_vectors,
                 boost=boost,
                 pool=limit,
+                fields=fields,
             )
             return Ranking(hits, more=len(hits) == count)
 

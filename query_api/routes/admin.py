@@ -23,7 +23,6 @@ from core.submit import (
 from query_api.deps import AdminCaller, ServicesDep
 from query_api.duplicates import largest_groups
 from query_api.errors import ApiError
-from query_api.schemas import ErrorResponse
 from query_api.schemas_admin import (
     Collection,
     DuplicateGroups,
@@ -33,6 +32,7 @@ from query_api.schemas_admin import (
     RollbackResponse,
     SyncRequest,
 )
+from query_api.schemas_answers import ErrorResponse
 from query_api.services import Services
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])

@@ -10,7 +10,7 @@ from core.feedback.events import BadEvent, Event, EventBatch, check, store_event
 from query_api.deps import ReadCaller, ServicesDep
 from query_api.errors import ApiError, Unavailable
 from query_api.feedback import EventBound
-from query_api.schemas import ErrorResponse
+from query_api.schemas_answers import ErrorResponse
 
 router = APIRouter(prefix="/v1/events", tags=["feedback"])
 

@@ -23,7 +23,7 @@ from core.jobs import FINISHED
 from core.vectorstore import LIVE_ALIAS, CollectionNotFound, model_version_of
 from query_api.deps import AdminCaller, ServicesDep
 from query_api.errors import ApiError
-from query_api.schemas import ErrorResponse
+from query_api.schemas_answers import ErrorResponse
 from query_api.schemas_experiment import EndRequest, ExperimentRequest, ExperimentStatus
 from query_api.services import Services
 

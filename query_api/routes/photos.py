@@ -21,14 +21,8 @@ from query_api.photos import (
     thumbnail_key,
 )
 from query_api.ratelimit import price
-from query_api.schemas import (
-    DuplicatesPage,
-    DuplicatesResponse,
-    ErrorResponse,
-    Page,
-    Photo,
-    SearchResponse,
-)
+from query_api.schemas import DuplicatesPage, Page
+from query_api.schemas_answers import DuplicatesResponse, ErrorResponse, Photo, SearchResponse
 from query_api.search import similar_search, stored_photo
 from query_api.services import Services
 

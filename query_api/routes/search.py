@@ -13,7 +13,8 @@ from query_api.facets import facet_reads
 from query_api.feedback import Recorder, SearchRecorder
 from query_api.imagebody import OPENAPI, fetch_caller, read_image_query
 from query_api.ratelimit import price
-from query_api.schemas import ErrorResponse, Page, RecommendSearch, SearchResponse, TextSearch
+from query_api.schemas import Page, RecommendSearch, TextSearch
+from query_api.schemas_answers import ErrorResponse, SearchResponse
 from query_api.search import image_search, recommend_search, text_embeddings, text_search
 from query_api.services import Services
 from query_api.timing import Stages

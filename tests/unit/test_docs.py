@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 import query_api.schemas
 import query_api.schemas_admin
+import query_api.schemas_answers
 from core.settings import Settings
 from core.settings_doc import PAGE, marked_table, settings_table
 from tests.support.deployfiles import leaf_variables
@@ -165,10 +166,15 @@ def test_the_check_for_examples_sees_a_missing_one() -> None:
     assert not _has_example({"responses": {"422": error}}, models)  # an error is no example
 
 
-@pytest.mark.parametrize("module", [query_api.schemas, query_api.schemas_admin])
-def test_every_example_is_valid_for_its_model(module: ModuleType) -> None:
+@pytest.mark.parametrize(
+    "modules",
+    [(query_api.schemas, query_api.schemas_answers), (query_api.schemas_admin,)],
+    ids=["search", "admin"],
+)
+def test_every_example_is_valid_for_its_model(modules: tuple[ModuleType, ...]) -> None:
     checked = 0
-    for model in vars(module).values():
+    models = {id(m): m for module in modules for m in vars(module).values()}
+    for model in models.values():
         if isinstance(model, type) and issubclass(model, BaseModel) and model is not BaseModel:
             for example in model.model_json_schema().get("examples", []):
                 model.model_validate(example)
@@ -182,7 +188,7 @@ def test_the_reference_shows_the_models_examples_as_the_bodies_examples() -> Non
     body = search["requestBody"]["content"]["application/json"]["example"]
     assert query_api.schemas.TextSearch.model_validate(body).q
     answer = search["responses"]["200"]["content"]["application/json"]["example"]
-    assert query_api.schemas.SearchResponse.model_validate(answer).results
+    assert query_api.schemas_answers.SearchResponse.model_validate(answer).results
     jobs = shown["paths"]["/v1/admin/jobs"]["get"]["responses"]["200"]["content"]
     [job] = jobs["application/json"]["example"]
     assert query_api.schemas_admin.Job.model_validate(job).id

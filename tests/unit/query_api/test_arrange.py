@@ -3,7 +3,7 @@ collapsed and named, diversity, and the pages of a fused ranking, which follow e
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -61,9 +61,18 @@ def calls(
 
 
 def nearest(store: VectorStore) -> Fetch:
-    def fetch(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
+    def fetch(
+        limit: int,
+        offset: int,
+        with_vectors: bool,
+        keep: int | None = None,
+        *,
+        fields: Sequence[str] | None = None,
+    ) -> Ranking:
         count = limit if keep is None else keep
-        hits = store.search(COLL, QUERY, limit=count, offset=offset, with_vectors=with_vectors)
+        hits = store.search(
+            COLL, QUERY, limit=count, offset=offset, with_vectors=with_vectors, fields=fields
+        )
         return Ranking(hits, more=len(hits) == count)
 
     return fetch
@@ -109,13 +118,28 @@ async def test_a_collapsed_page_reads_a_few_of_the_fusion_and_is_the_whole_pools
     def fetches(query: TextSearch) -> tuple[Fetch, Fetch]:
         fused = HybridPlan.of(calls.store, COLL, query, QUERY).fetch
 
-        def kept(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
-            ranking = fused(limit, offset, with_vectors, keep)
+        def kept(
+            limit: int,
+            offset: int,
+            with_vectors: bool,
+            keep: int | None = None,
+            *,
+            fields: Sequence[str] | None = None,
+        ) -> Ranking:
+            ranking = fused(limit, offset, with_vectors, keep, fields=fields)
             read.append(len(ranking.hits))
             return ranking
 
-        def whole(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
-            return fused(limit, offset, with_vectors)  # the whole pool, whatever is kept
+        def whole(
+            limit: int,
+            offset: int,
+            with_vectors: bool,
+            keep: int | None = None,
+            *,
+            fields: Sequence[str] | None = None,
+        ) -> Ranking:
+            # The whole pool, whatever is kept.
+            return fused(limit, offset, with_vectors, fields=fields)
 
         return kept, whole
 

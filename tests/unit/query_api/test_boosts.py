@@ -24,7 +24,8 @@ from query_api.embedquery import QueryEmbedder
 from query_api.metrics import Metrics
 from query_api.reranking import Reranking
 from query_api.routes import search as search_routes
-from query_api.schemas import Page, RecommendSearch, SearchResponse, TextSearch
+from query_api.schemas import Page, RecommendSearch, TextSearch
+from query_api.schemas_answers import SearchResponse
 from query_api.search import recommend_search, similar_search, text_search
 from query_api.services import LiveCollection, StoreCalls
 from query_api.timing import Stages

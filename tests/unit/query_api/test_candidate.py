@@ -12,7 +12,8 @@ from query_api.candidate import NamedCollection
 from query_api.embedquery import QueryEmbedder
 from query_api.experiment import Draw, ExperimentMetrics, SearchIn, interleaved_search
 from query_api.reranking import Reranking
-from query_api.schemas import SearchResponse, TextSearch
+from query_api.schemas import TextSearch
+from query_api.schemas_answers import SearchResponse
 from query_api.search import text_search
 from query_api.services import LiveCollection
 from query_api.timing import Stages

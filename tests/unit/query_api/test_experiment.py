@@ -24,7 +24,8 @@ from query_api.experiment import (
     Experiments,
     interleaved_search,
 )
-from query_api.schemas import Result, SearchResponse, TextSearch
+from query_api.schemas import TextSearch
+from query_api.schemas_answers import Result, SearchResponse
 from query_api.timing import Stages
 
 LIVE, CANDIDATE = "photos-m1-live00000000", "photos-m2-cand00000000"

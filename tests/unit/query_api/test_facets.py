@@ -72,7 +72,14 @@ def calls(
 
 
 def nearest(store: VectorStore, page: Page) -> Fetch:
-    def fetch(limit: int, offset: int, with_vectors: bool, keep: int | None = None) -> Ranking:
+    def fetch(
+        limit: int,
+        offset: int,
+        with_vectors: bool,
+        keep: int | None = None,
+        *,
+        fields: Sequence[str] | None = None,
+    ) -> Ranking:
         count = limit if keep is None else keep
         hits = store.search(
             COLL,
@@ -81,6 +88,7 @@ def nearest(store: VectorStore, page: Page) -> Fetch:
             offset=offset,
             filter=page.to_store(),
             score_threshold=page.score_threshold,
+            fields=fields,
         )
         return Ranking(hits, more=len(hits) == count)
 
@@ -221,6 +229,33 @@ async def test_arrange_answers_the_first_page_s_facets_beside_its_results(
         calls, RERANK, "test", COLL, later, Stages(), nearest(calls.store, later)
     )
     assert arranged.facets is None and len(arranged.hits) == 6
+
+
+async def test_the_pool_is_read_with_only_the_counted_fields(calls: StoreCalls) -> None:
+    """Each hit costs CPU to hand over, the more the more payload it carries: the pool for
+    the counts reads the counted fields alone, the page its whole payloads."""
+    page = Page(facets=["license", "color"], limit=5)
+    read: list[tuple[int, set[str]]] = []
+    plain = nearest(calls.store, page)
+
+    def fetch(
+        limit: int,
+        offset: int,
+        with_vectors: bool,
+        keep: int | None = None,
+        *,
+        fields: Sequence[str] | None = None,
+    ) -> Ranking:
+        ranking = plain(limit, offset, with_vectors, keep, fields=fields)
+        read.append((limit, {key for hit in ranking.hits for key in hit.payload}))
+        return ranking
+
+    arranged = await arrange(calls, RERANK, "test", COLL, page, Stages(), fetch)
+    assert arranged.facets is not None and arranged.facets.photos == POOL
+    [pool_keys] = [keys for limit, keys in read if limit == POOL]
+    assert pool_keys <= {"photo_id", "license", "colors"} and "license" in pool_keys
+    [page_keys] = [keys for limit, keys in read if limit != POOL]
+    assert {"license", "tags"} <= page_keys
 
 
 async def test_the_facet_stage_is_timed(calls: StoreCalls) -> None:

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from core.vectorstore import VectorStore
 from query_api.routes import search
-from query_api.schemas import Page, SearchResponse, TextSearch
+from query_api.schemas import Page, TextSearch
+from query_api.schemas_answers import SearchResponse
 from query_api.schemas_facets import FACET_NAMES, FacetCounts, facet_names
 from tests.unit.query_api.conftest import api_settings, router_app
 

@@ -14,7 +14,8 @@ from core.vectorstore import LIVE_ALIAS, StoredPhoto, VectorStore, collection_na
 from query_api.embedquery import QueryEmbedder
 from query_api.errors import ApiError
 from query_api.reranking import Reranking
-from query_api.schemas import Page, RecommendSearch, SearchResponse, TextSearch
+from query_api.schemas import Page, RecommendSearch, TextSearch
+from query_api.schemas_answers import SearchResponse
 from query_api.search import (
     recommend_search,
     similar_search,
