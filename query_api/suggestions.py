@@ -113,6 +113,7 @@ class Suggestions:
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def complete(self, q: str, limit: int) -> list[Suggestion]:
         """The index's completions of q; counted and timed."""
@@ -179,6 +180,13 @@ class Suggestions:
 
     async def stop(self) -> None:
         if self._task is not None:
+            # Cancelling alone may not end the loop: Python 3.11's wait_for loses a
+            # cancellation that arrives as the awaited read finishes (a vocabulary read
+            # done on the store's thread), and a lost one left the app's shutdown waiting
+            # for ever. The flag ends the loop at its next turn whatever happens to it.
+            self._stopping = True
+            if self._wake is not None:
+                self._wake.set()
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
@@ -187,11 +195,13 @@ class Suggestions:
         """Refresh, then again every refresh_s or when asked, until cancelled."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        while True:
+        while not self._stopping:
             try:
                 await self.refresh()
             except Exception:  # the loop outlives any one refresh
                 log.exception("suggestions: refresh failed")
+            if self._stopping:
+                return
             try:
                 await asyncio.wait_for(self._wake.wait(), self.refresh_s)
             except TimeoutError:

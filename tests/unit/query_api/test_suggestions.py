@@ -4,6 +4,7 @@ and that a failed read keeps the index."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -181,3 +182,27 @@ async def test_a_requested_refresh_runs_in_the_background_loop(
 
 async def _done(ready: Suggestions, ticket: int) -> bool:
     return ready.finished >= ticket
+
+
+async def test_stop_ends_the_loop_even_when_a_read_loses_the_cancellation(
+    readers: Readers, clock: Clock
+) -> None:
+    """Python 3.11's wait_for can lose a cancellation that arrives as the read it waits on
+    finishes: a read that swallows it stands for that. stop() still ends the loop (before
+    the flag, an app's shutdown waited for ever)."""
+    reading = asyncio.Event()
+
+    async def swallowing(collection: str) -> Vocabulary:
+        reading.set()
+        try:
+            await asyncio.Event().wait()  # until cancelled
+        except asyncio.CancelledError:
+            pass  # lost, as wait_for loses it
+        return read_vocabulary(readers.store, collection, 100)
+
+    ready = suggestions(readers, clock)
+    ready.read_vocabulary = swallowing
+    ready.start()
+    await reading.wait()
+    await ready.stop()
+    assert ready.finished == 1
