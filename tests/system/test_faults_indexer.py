@@ -188,7 +188,11 @@ class Tmpfs:
 def test_a_full_data_disk_fails_the_batches_clearly_and_corrupts_nothing(
     triton: TritonServer, repository: Path, tmp_path: Path
 ) -> None:
-    disk = Tmpfs(tmp_path / "data", 128)
+    # The store's files are mapped, and sparse: ~250 MB of them (the WAL's 64 MB, 185 MB of
+    # payload index files since the search features' 21 indexes) where ~15 MB is written. A
+    # tmpfs backs a touched page of a mapping with memory, so one smaller than the files
+    # killed the process that reopened the store with SIGBUS; a disk does not.
+    disk = Tmpfs(tmp_path / "data", 512)
     root = tmp_path / "photos"
     photo_folder(root, 8)
     try:
@@ -196,7 +200,7 @@ def test_a_full_data_disk_fails_the_batches_clearly_and_corrupts_nothing(
         with indexer_settings(
             disk.folder, triton.url, repository, max_retries=2, retry_backoff_max_s=1
         ) as settings:
-            settings.qdrant.min_free_mb = 16  # of the 128 MB; the store takes ~14 MB
+            settings.qdrant.min_free_mb = 16  # of the 512 MB; the store writes ~15 MB
             jobs = Jobs.from_settings(settings)
             log = tmp_path / "worker.log"
             with WorkerProcess(settings, log) as worker:
