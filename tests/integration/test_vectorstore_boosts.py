@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 
 from core.keywords import query_vector
-from core.settings import QdrantSettings, Settings
-from core.vectorstore import PhotoPoint, VectorStore, collection_name, open_store
+from core.vectorstore import PhotoPoint, VectorStore, collection_name
 from core.vectorstore.boosts import boosted_score
 from core.vectorstore.engine import Boosted
-from tests.support.qdrant_server import clear, qdrant_stand_in
-from tests.support.stores import ENGINES, engine_store
+from tests.support.qdrant_server import qdrant_stand_in
+from tests.support.stores import STORES, any_store
 
 DIM = 8
 COLL = collection_name(1, "boost")
@@ -51,15 +50,11 @@ def qdrant_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=[*ENGINES, "qdrant-http"])
+@pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
-    if request.param == "qdrant-http":
-        url: str = request.getfixturevalue("qdrant_url")
-        clear(url)
-        made = open_store(Settings(data_dir=tmp_path, qdrant=QdrantSettings(url=url)))
-        made.create_collection(COLL, DIM)
-    else:
-        made = engine_store(request.param, tmp_path, (COLL,), DIM)
+    made = any_store(
+        request.param, tmp_path, COLL, DIM, lambda: request.getfixturevalue("qdrant_url")
+    )
     made.upsert(COLL, PHOTOS)
     yield made
     made.close()

@@ -11,10 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core.settings import QdrantSettings, Settings
-from core.vectorstore import PhotoPoint, SearchFilter, VectorStore, collection_name, open_store
-from tests.support.qdrant_server import clear, qdrant_stand_in
-from tests.support.stores import ENGINES, engine_store
+from core.vectorstore import PhotoPoint, SearchFilter, VectorStore, collection_name
+from tests.support.qdrant_server import qdrant_stand_in
+from tests.support.stores import STORES, any_store
 
 DIM = 8
 COLL = collection_name(4, "facets")
@@ -59,19 +58,12 @@ def qdrant_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="module", params=[*ENGINES, "qdrant-http"])
+@pytest.fixture(scope="module", params=STORES)
 def store(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[VectorStore]:
     folder = tmp_path_factory.mktemp("facets")
-    s: VectorStore
-    if request.param == "qdrant-http":
-        url: str = request.getfixturevalue("qdrant_url")
-        clear(url)
-        s = open_store(Settings(data_dir=folder, qdrant=QdrantSettings(url=url)))
-        s.create_collection(COLL, DIM)
-    else:
-        s = engine_store(request.param, folder, (COLL,), DIM)
+    s = any_store(request.param, folder, COLL, DIM, lambda: request.getfixturevalue("qdrant_url"))
     s.upsert(COLL, POINTS)
     try:
         yield s

@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 from core.keywords import query_vector
-from core.settings import QdrantSettings, Settings
-from core.vectorstore import PhotoPoint, SearchFilter, VectorStore, collection_name, open_store
-from tests.support.qdrant_server import clear, qdrant_stand_in
-from tests.support.stores import ENGINES, engine_store
+from core.vectorstore import PhotoPoint, SearchFilter, VectorStore, collection_name
+from tests.support.qdrant_server import qdrant_stand_in
+from tests.support.stores import STORES, any_store
 
 DIM = 8
 COLL = collection_name(3, "visual")
@@ -75,15 +74,9 @@ def qdrant_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=[*ENGINES, "qdrant-http"])
+@pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
-    if request.param == "qdrant-http":
-        url: str = request.getfixturevalue("qdrant_url")
-        clear(url)
-        s = open_store(Settings(data_dir=tmp_path, qdrant=QdrantSettings(url=url)))
-        s.create_collection(COLL, DIM)
-    else:
-        s = engine_store(request.param, tmp_path, (COLL,), DIM)
+    s = any_store(request.param, tmp_path, COLL, DIM, lambda: request.getfixturevalue("qdrant_url"))
     s.upsert(COLL, POINTS)
     yield s
     s.close()

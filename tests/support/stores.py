@@ -3,7 +3,7 @@ local mode (the server's API, answered in Python); and a collection made before 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,8 +15,12 @@ from core.vectorstore import VECTOR_NAME, PhotoPoint, VectorStore, open_store
 from core.vectorstore.base import SearchTuning
 from core.vectorstore.edge import EdgeStore
 from core.vectorstore.qdrant import QdrantStore
+from tests.support.qdrant_server import clear
 
 ENGINES = ["edge", "qdrant-local"]
+# The stores a search feature's store-level test runs on: both engines in-process, and a
+# Qdrant server's REST API (the stand-in over local mode, tests/support/qdrant_server.py).
+STORES = [*ENGINES, "qdrant-http"]
 
 
 def engine_store(engine: str, folder: Path, collections: tuple[str, ...], dim: int) -> VectorStore:
@@ -34,6 +38,20 @@ def engine_store(engine: str, folder: Path, collections: tuple[str, ...], dim: i
         store = open_store(Settings(data_dir=folder, qdrant=QdrantSettings(url=":memory:")))
     for name in collections:
         store.create_collection(name, dim)
+    return store
+
+
+def any_store(
+    kind: str, folder: Path, collection: str, dim: int, url: Callable[[], str]
+) -> VectorStore:
+    """A store of one of STORES with the collection created; `url` gives the stand-in's
+    address (asked for qdrant-http only), whose collections are dropped first."""
+    if kind != "qdrant-http":
+        return engine_store(kind, folder, (collection,), dim)
+    address = url()
+    clear(address)
+    store = open_store(Settings(data_dir=folder, qdrant=QdrantSettings(url=address)))
+    store.create_collection(collection, dim)
     return store
 
 
