@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from query_api.schemas import MAX_DUPLICATE_IDS
-from query_api.schemas_attributes import PhotoAttributes
+from query_api.schemas_attributes import ATTRIBUTES_EXAMPLE, PhotoAttributes
 from query_api.schemas_facets import FacetCounts
 
 # The examples of the OpenAPI schema (the documentation's API reference shows them).
@@ -24,14 +24,7 @@ _PHOTO_EXAMPLE: dict[str, Any] = {
     "metadata": _METADATA_EXAMPLE,
     "model_version": 2,
     "indexed_at": "2024-06-02T02:04:11+00:00",
-    "attributes": {
-        "width": 6000,
-        "height": 4000,
-        "aspect_ratio": 1.5,
-        "orientation": "landscape",
-        "colors": [{"name": "red", "share": 0.41}, {"name": "brown", "share": 0.33}],
-        "copy_space": False,
-    },
+    "attributes": ATTRIBUTES_EXAMPLE,
     "image_url": "/v1/photos/2024/06/red-bicycle.jpg/image",
     "thumbnail_url": "/v1/photos/2024/06/red-bicycle.jpg/thumbnail",
 }

@@ -11,7 +11,7 @@ from core.embedding.attributes import NAMES, nearest_color
 Orientation = Literal["landscape", "portrait", "square"]
 PALETTE_TEXT = ", ".join(NAMES)
 
-_ATTRIBUTES_EXAMPLE: dict[str, Any] = {
+ATTRIBUTES_EXAMPLE: dict[str, Any] = {
     "width": 6000,
     "height": 4000,
     "aspect_ratio": 1.5,
@@ -29,7 +29,7 @@ class ColorShare(BaseModel):
 class PhotoAttributes(BaseModel):
     """What the indexer saw in the photo's pixels when it embedded it."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [_ATTRIBUTES_EXAMPLE]})
+    model_config = ConfigDict(json_schema_extra={"examples": [ATTRIBUTES_EXAMPLE]})
 
     width: int = Field(description="The original's width in pixels, turned upright (EXIF).")
     height: int = Field(description="The original's height in pixels, turned upright (EXIF).")
