@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from core.embedding.manifest import TagCalibration, load_manifest
 from core.settings import Settings
@@ -21,8 +20,7 @@ from model.synthetic import write_photos
 from model.synthetic_judgements import SyntheticSet
 from model.synthetic_labels import VOCABULARY_FILE, labels, write_labels
 from photosearch.calibrate_tags import MIN_LIFT, embed_images, evaluate, text_embedder
-from photosearch.cli import app
-from tests.support.trained import TRAINED, UNTRAINED
+from tests.support.trained import TRAINED, UNTRAINED, calibrate_tags
 
 # Measured (python -m loadtests.bench_tagging): the trained rule's tags on the held-back photos
 # have precision 0.454 and recall 0.667 against chance's 0.167 and 0.245 at as many tags a
@@ -65,18 +63,10 @@ def held_back(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
 
 
 def calibrate(version: int, repo: Path, photos: Path, labelled: Path) -> tuple[str, TagCalibration]:
-    answer = CliRunner().invoke(
-        app,
-        [
-            "model", "calibrate-tags", "--version", str(version), "--photos", str(photos),
-            "--labels", str(labelled / "labels.tsv"),
-            "--vocabulary", str(labelled / VOCABULARY_FILE), "--repository", str(repo),
-        ],
-    )  # fmt: skip
-    assert answer.exit_code == 0, answer.output
+    output = calibrate_tags(repo, version, photos, labelled)
     calibration = load_manifest(repo, version).calibration
     assert calibration is not None and calibration.tagging is not None
-    return answer.output, calibration.tagging
+    return output, calibration.tagging
 
 
 def held_back_figures(

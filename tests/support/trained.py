@@ -12,10 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from model.export import export_model
 from model.synthetic_judgements import SyntheticSet, write_set
+from model.synthetic_labels import VOCABULARY_FILE
 from model.train import CONFIG
+from photosearch.cli import app
 
 # The versions of trained_repository.
 TRAINED = 1
@@ -50,3 +53,18 @@ def synthetic_photos(tmp_path_factory: pytest.TempPathFactory) -> SyntheticSet:
     """The default synthetic set: `.photos` (PNG files and photos.jsonl) to index as a folder
     source, `.judgements` (queries.tsv, qrels.txt, equal to model/judgements/synthetic)."""
     return write_set(tmp_path_factory.mktemp("synthetic"))
+
+
+def calibrate_tags(repo: Path, version: int, photos: Path, labelled: Path) -> str:
+    """`photosearch model calibrate-tags` of a version on the photos, with the labels and the
+    vocabulary `labelled` holds (model/synthetic_labels.py): its output, the figures."""
+    answer = CliRunner().invoke(
+        app,
+        [
+            "model", "calibrate-tags", "--version", str(version), "--photos", str(photos),
+            "--labels", str(labelled / "labels.tsv"),
+            "--vocabulary", str(labelled / VOCABULARY_FILE), "--repository", str(repo),
+        ],
+    )  # fmt: skip
+    assert answer.exit_code == 0, answer.output
+    return answer.output

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from core.embedding.manifest import load_manifest
 from core.jobs import Jobs, JobState, JobStatus
@@ -40,9 +39,8 @@ from model.synthetic import COLOURS, DEFAULT_SEED, SHAPES, TEXTURES, generate, w
 from model.synthetic_judgements import SyntheticSet
 from model.synthetic_labels import VOCABULARY_FILE, labels, write_labels
 from model.triton_server import TritonServer
-from photosearch.cli import app
 from tests.support.indexing import cli, drop_keys, settings_for, tasks, wait_job
-from tests.support.trained import TRAINED, TRAINED_AGAIN, UNTRAINED
+from tests.support.trained import TRAINED, TRAINED_AGAIN, UNTRAINED, calibrate_tags
 
 # A ceiling that only bounds a hang: a reindex embeds every photo again.
 JOB_S = 600
@@ -85,16 +83,7 @@ class Runs:
 
 
 def calibrate(repo: Path, version: int, photos: Path, labelled: Path) -> None:
-    answer = CliRunner().invoke(
-        app,
-        [
-            "model", "calibrate-tags", "--version", str(version), "--photos", str(photos),
-            "--labels", str(labelled / "labels.tsv"),
-            "--vocabulary", str(labelled / VOCABULARY_FILE), "--repository", str(repo),
-        ],
-    )  # fmt: skip
-    assert answer.exit_code == 0, answer.output
-    print(answer.output)  # the calibration's figures, for the report
+    print(calibrate_tags(repo, version, photos, labelled))  # the figures, for the report
 
 
 def stored_tags(store: VectorStore) -> Tags:
