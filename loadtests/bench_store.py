@@ -23,7 +23,7 @@ import inspect
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,9 +42,10 @@ from core.vectorstore import (
     open_store,
 )
 from loadtests.registry import Figure
-from query_api.arrange import Fetch, Ranking, arrange
+from query_api.arrange import Fetch, arrange
 from query_api.hybrid import HybridPlan
 from query_api.schemas import Page, TextSearch
+from query_api.search import nearest_fetch
 from query_api.timing import Stages
 
 COLLECTION = collection_name(1, "bench")
@@ -151,27 +152,7 @@ def searches(
         return TextSearch(q=query, limit=LIMIT, **options)
 
     def nearest(vector: Any, options: Page) -> Fetch:
-        def fetch(
-            limit: int,
-            offset: int,
-            with_vectors: bool,
-            keep: int | None = None,
-            *,
-            fields: Sequence[str] | None = None,
-        ) -> Ranking:
-            count = limit if keep is None else keep
-            hits = store.search(
-                COLLECTION,
-                vector,
-                limit=count,
-                offset=offset,
-                filter=options.to_store(),
-                with_vectors=with_vectors,
-                fields=fields,
-            )
-            return Ranking(hits, more=len(hits) == count)
-
-        return fetch
+        return nearest_fetch(store, COLLECTION, vector, options, ())
 
     def arranged(vector: Any, query: str, hybrid: bool, **options: Any) -> object:
         search = page(query, **options)

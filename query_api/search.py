@@ -81,7 +81,7 @@ def stored_photo(root: str, record: StoredPhoto) -> Photo:
     return Photo(**to_photo(root, record.photo_id, record.payload))
 
 
-def _nearest(
+def nearest_fetch(
     store: VectorStore,
     collection: str,
     vector: Embeddings,
@@ -89,6 +89,9 @@ def _nearest(
     exclude: tuple[str, ...],
     boost: Boosted | None = None,
 ) -> Fetch:
+    """The ranking of the photos nearest a vector, under the page's filters and threshold,
+    never the `exclude`d ones; `boost` re-scores each pool by its formula."""
+
     def fetch(
         limit: int,
         offset: int,
@@ -193,7 +196,7 @@ async def text_search(
             calibration = queries.calibration(version)
         if query.mode == "vector":
             assert vector is not None
-            fetch = _nearest(store, collection, vector, query, (), boost)
+            fetch = nearest_fetch(store, collection, vector, query, (), boost)
             arranged = await arrange(calls, reranking, "text", collection, query, stages, fetch)
             return arranged, cached, "vector"
         plan = HybridPlan.of(store, collection, query, vector, calibration)
@@ -277,7 +280,7 @@ async def image_search(
                         [pixels], model_version=version, timeout_s=timeout_s
                     ),
                 )
-        fetch = _nearest(calls.store, collection, vectors[0], page, (), boost)
+        fetch = nearest_fetch(calls.store, collection, vectors[0], page, (), boost)
         return await arrange(calls, reranking, "image", collection, page, stages, fetch)
 
     arranged, collection = await _with_live_collection(live, stages, run)
@@ -316,7 +319,7 @@ async def similar_search(
 
     async def run(collection: str) -> Arranged:
         (vector,) = await _stored_vectors(calls, collection, [photo_id], stages)
-        fetch = _nearest(calls.store, collection, vector, page, (photo_id,), boost)
+        fetch = nearest_fetch(calls.store, collection, vector, page, (photo_id,), boost)
         return await arrange(
             calls, reranking, "similar", collection, page, stages, fetch, exclude=(photo_id,)
         )

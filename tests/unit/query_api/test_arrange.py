@@ -16,6 +16,7 @@ from query_api.hybrid import HybridPlan
 from query_api.metrics import Metrics
 from query_api.reranking import Reranking
 from query_api.schemas import Page, TextSearch
+from query_api.search import nearest_fetch
 from query_api.services import StoreCalls
 from query_api.timing import Stages
 from tests.support.stores import ENGINES, engine_holding
@@ -61,21 +62,7 @@ def calls(
 
 
 def nearest(store: VectorStore) -> Fetch:
-    def fetch(
-        limit: int,
-        offset: int,
-        with_vectors: bool,
-        keep: int | None = None,
-        *,
-        fields: Sequence[str] | None = None,
-    ) -> Ranking:
-        count = limit if keep is None else keep
-        hits = store.search(
-            COLL, QUERY, limit=count, offset=offset, with_vectors=with_vectors, fields=fields
-        )
-        return Ranking(hits, more=len(hits) == count)
-
-    return fetch
+    return nearest_fetch(store, COLL, QUERY, Page(), ())
 
 
 async def page_of(calls: StoreCalls, fetch: Fetch, pooled: bool = False, **options: Any) -> Any:

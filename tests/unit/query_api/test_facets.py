@@ -21,6 +21,7 @@ from query_api.metrics import Metrics
 from query_api.reranking import Reranking
 from query_api.schemas import Page, TextSearch
 from query_api.schemas_facets import FacetCounts, FacetName
+from query_api.search import nearest_fetch
 from query_api.services import StoreCalls
 from query_api.timing import Stages
 from tests.support.stores import ENGINES, engine_holding
@@ -72,27 +73,7 @@ def calls(
 
 
 def nearest(store: VectorStore, page: Page) -> Fetch:
-    def fetch(
-        limit: int,
-        offset: int,
-        with_vectors: bool,
-        keep: int | None = None,
-        *,
-        fields: Sequence[str] | None = None,
-    ) -> Ranking:
-        count = limit if keep is None else keep
-        hits = store.search(
-            COLL,
-            QUERY,
-            limit=count,
-            offset=offset,
-            filter=page.to_store(),
-            score_threshold=page.score_threshold,
-            fields=fields,
-        )
-        return Ranking(hits, more=len(hits) == count)
-
-    return fetch
+    return nearest_fetch(store, COLL, QUERY, page, ())
 
 
 def recounted(
