@@ -95,9 +95,9 @@ def test_reindex_through_the_api_keeps_query_and_collection_versions_equal_and_p
     with (
         worker_thread(create_app(settings), runtime, queues=queues),
         serving(settings, store) as api,
+        httpx.Client(base_url=api.url, headers=ADMIN, timeout=30) as admin,
+        httpx.Client(base_url=api.url, headers=SEARCH, timeout=30) as search,
     ):
-        admin = httpx.Client(base_url=api.url, headers=ADMIN, timeout=30)
-        search = httpx.Client(base_url=api.url, headers=SEARCH, timeout=30)
         refused = admin.post("/v1/admin/rollback")
         assert refused.status_code == 409
         assert "nothing to roll back to" in refused.json()["message"]

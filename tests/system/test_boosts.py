@@ -67,8 +67,9 @@ def test_events_become_a_popularity_an_increment_writes_and_a_boost_ranks_by(
     with (
         worker_thread(create_app(settings), runtime, queues=all_queues(settings)),
         serving(settings, store) as api,
+        httpx.Client(base_url=api.url, headers=ADMIN, timeout=30) as admin,
+        httpx.Client(base_url=api.url, headers=SEARCH, timeout=30) as search,
     ):
-        admin = httpx.Client(base_url=api.url, headers=ADMIN, timeout=30)
         jobs = ApiJobs(api.url, ADMIN)
         synced = admin.post("/v1/admin/sync", json={"source": str(root)})
         assert synced.status_code == 202, synced.text
@@ -77,7 +78,6 @@ def test_events_become_a_popularity_an_increment_writes_and_a_boost_ranks_by(
         live = store.resolve(LIVE_ALIAS)
         ChangeLog(redis, settings.redis.prefix).follow(FOLLOWER)
 
-        search = httpx.Client(base_url=api.url, headers=SEARCH, timeout=30)
         params: dict[str, str | int | float] = {
             "q": "a photo",
             "mode": "vector",
