@@ -291,6 +291,20 @@ def precision_mode(torch: Any, precision: str) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
+@contextmanager
+def torch_threads(torch: Any, threads: int) -> Iterator[None]:
+    """Torch's intra-op threads set to `threads` (0: left as they are) and given back after:
+    a caller in the same process (a test session that trains the tiny model next) must not
+    inherit the count the benchmark measured with."""
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def measure_encoders(
     args: argparse.Namespace, clip: Any, log: Callable[[str], None]
 ) -> tuple[list[Row], list[str]]:
@@ -298,8 +312,6 @@ def measure_encoders(
     import torch
 
     device = torch.device(args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     deadline = time.monotonic() + args.budget_s
     size = clip.visual.image_size
@@ -321,7 +333,11 @@ def measure_encoders(
             if time.monotonic() > deadline:
                 skipped.append(f"{encoder} {precision} batch {batch}")
                 continue
-            with torch.inference_mode(), precision_mode(torch, precision):
+            with (
+                torch.inference_mode(),
+                precision_mode(torch, precision),
+                torch_threads(torch, args.threads),
+            ):
                 s = timed(run, sync, seconds=args.seconds, repeats=args.repeats, warmup=args.warmup)
             rows.append(Row(encoder, precision, batch, batch / s, s * 1e3))
             log(f"  {encoder} {precision} batch {batch}: {batch / s:,.0f}/s")
@@ -334,15 +350,16 @@ def measure_encoders(
 # -- output ------------------------------------------------------------------------------------
 
 
-def environment(device: str) -> dict[str, str]:
+def environment(device: str, threads: int = 0) -> dict[str, str]:
     import platform
 
     import torch
 
     cpu = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
     names = [line.split(":", 1)[1].strip() for line in cpu.splitlines() if "model name" in line]
+    cpu_name = names[0] if names else platform.machine()
     found = {
-        "device": f"{names[0] if names else platform.machine()}, {torch.get_num_threads()} threads",
+        "device": f"{cpu_name}, {threads or torch.get_num_threads()} threads",
         "torch": torch.__version__,
         "python": platform.python_version(),
     }
@@ -391,7 +408,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     log(f"building {args.arch} (random weights) ...")
     clip = load_clip(args.arch)
     rows, skipped = measure_encoders(args, clip, log)
-    found: dict[str, Any] = {"environment": environment(args.device), "arch": args.arch}
+    found: dict[str, Any] = {
+        "environment": environment(args.device, args.threads),
+        "arch": args.arch,
+    }
     found["encoders"] = [asdict(r) for r in rows]
     found["skipped"] = skipped
     if not args.no_triton:

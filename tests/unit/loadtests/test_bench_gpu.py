@@ -25,7 +25,15 @@ def test_a_cpu_run_has_a_row_per_encoder_precision_and_batch(
     argv = ["--device", "cpu", "--arch", str(TINY_CONFIG), "--precisions", "fp32,fp16"]
     argv += ["--image-batches", "1,3", "--text-batches", "1,4", "--text-lengths", "77,8"]
     argv += ["--seconds", "0.01", "--repeats", "1", "--warmup", "1", "--threads", "1"]
-    assert bench_gpu.main([*argv, "--no-triton", "--json", str(out)]) == 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert bench_gpu.main([*argv, "--no-triton", "--json", str(out)]) == 0
+        # Measured with one thread, and the process's count given back after: a test that
+        # trains the tiny model next in this process must not inherit it.
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
 
     printed = capsys.readouterr().out
     rows = [m.groups() for m in map(ROW.match, printed.splitlines()) if m]
@@ -45,6 +53,7 @@ def test_a_cpu_run_has_a_row_per_encoder_precision_and_batch(
     assert len(found["encoders"]) == len(expected) and found["skipped"] == []
     assert all(r["items_per_s"] > 0 and r["ms_per_batch"] > 0 for r in found["encoders"])
     assert "triton" not in found
+    assert found["environment"]["device"].endswith(", 1 threads")
 
 
 def test_the_budget_skips_the_rows_it_has_no_time_for(capsys: pytest.CaptureFixture[str]) -> None:
