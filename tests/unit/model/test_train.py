@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from model.synthetic import Content
 from model.train import (
@@ -19,6 +20,7 @@ from model.train import (
     cache_key,
     cache_root,
     checkpoint_paths,
+    train,
     trained_checkpoint,
 )
 
@@ -54,6 +56,22 @@ def test_the_recipe_is_part_of_the_key(tmp_path: Path) -> None:
     checkpoint, record = checkpoint_paths(CONFIG, RECIPE, tmp_path)
     assert checkpoint.suffix == ".pt" and record == checkpoint.with_suffix(".json")
     assert checkpoint.name != checkpoint_paths(CONFIG, replace(RECIPE, steps=1), tmp_path)[0].name
+
+
+def test_training_runs_on_the_recipe_s_threads_and_gives_the_caller_its_own_back() -> None:
+    """The weights follow the threads that share each reduction; the recipe fixes them, so a
+    caller that changed torch's count (a benchmark earlier in a test process) trains the
+    same weights as a fresh process."""
+    seen: list[int] = []
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        recipe = replace(RECIPE, steps=2, batch=8, photos=16, threads=2)
+        train(CONFIG, recipe, lambda step, loss, model: seen.append(torch.get_num_threads()))
+        assert seen == [2]
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_every_photo_a_caption_fits_is_its_match() -> None:
