@@ -21,12 +21,15 @@ refused is not committed, so its events stay in the feed.
 What this holds is counters (the budget, and one reservation per unit that deleted), never a
 listing: at 1e8 photos it costs what it costs at 1e3. A reindex deletes nothing live: its
 switch is refused instead when the new collection would hold fewer than (1 - share) x the
-live one's points.
+live one's points. Counted before the last changes are replayed, so a shortfall the changes
+still waiting could make up (each may add a photo the new collection lacks) is no refusal yet:
+they are replayed first and the collections counted again.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from core.jobs import FINISHED, JobKind, Jobs, JobState, JobStatus
 from core.vectorstore import LIVE_ALIAS, CollectionNotFound, VectorStore
@@ -104,17 +107,39 @@ def holds_back(gone: int, points: int, share: float) -> bool:
     return gone > allowed(points, share)
 
 
-def switch_refusal(store: VectorStore, jobs: Jobs, job: JobStatus, share: float) -> str | None:
-    """Why a reindex may not switch (its collection holds too few of the live one's points),
-    or None. The reindex holds the live collection, so no sync changes it meanwhile."""
+@dataclass(frozen=True)
+class SwitchGuard:
+    """The guard's word on a reindex's switch: `refusal` says why not; `replay` that the
+    changes still waiting could make up the shortfall (replay them, then count again);
+    neither, that it may switch."""
+
+    refusal: str | None = None
+    replay: bool = False
+
+
+def switch_guard(
+    store: VectorStore, jobs: Jobs, job: JobStatus, share: float, waiting: int = 0
+) -> SwitchGuard:
+    """Whether a reindex may switch: not when its collection holds too few of the live one's
+    points. `waiting`: the changes not yet replayed into it; each may add one photo it lacks,
+    so a shortfall of at most that many is replayed first (a catalogue that grows faster than
+    the collection is small, as in a test, is no lost source)."""
     try:
         live = store.resolve(LIVE_ALIAS)
     except CollectionNotFound:
-        return None
+        return SwitchGuard()
     before, after = store.count(live), store.count(job.collection)
     jobs.update(job.id, live_count=before, delete_budget=allowed(before, share))
-    if job.force or before - after <= allowed(before, share):
-        return None
+    short = before - after - allowed(before, share)
+    if job.force or short <= 0:
+        return SwitchGuard()
+    if short <= waiting:
+        return SwitchGuard(replay=True)
+    return SwitchGuard(refusal=too_few(job, live, before, after, share))
+
+
+def too_few(job: JobStatus, live: str, before: int, after: int, share: float) -> str:
+    """The refusal of a switch that would drop more than the share of the live photos."""
     return (
         f"refused: {job.collection} holds {after} photos, fewer than (1 - max_delete_share="
         f"{share:g}) x the {before} of the live index: switching would drop {before - after} "

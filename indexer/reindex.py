@@ -38,7 +38,7 @@ from core.vectorstore import (
     model_version_of,
 )
 from indexer.catchup import end_replay, record_lag, start_replay
-from indexer.deleteguard import refuse, switch_refusal
+from indexer.deleteguard import refuse, switch_guard
 from indexer.preflight import check_reindex
 from indexer.quality_gate import Verdict
 from indexer.records import JobRecords
@@ -54,6 +54,10 @@ HELD = (
     "held for an experiment of its collection against the live one: replaying the live "
     "side's changes meanwhile; it switches once `photosearch experiment end --decision "
     "switch` (and the quality gate) say so, or is dropped on `--decision drop`"
+)
+COUNT_AGAIN = (
+    "verified, but the new collection holds fewer photos than the delete guard allows while "
+    "changes still wait: replaying them before counting again"
 )
 
 
@@ -237,10 +241,15 @@ def advance(
             jobs.finish(job_id, JobState.FAILED, refusal(job.collection, problems))
             return
         # What the switch would drop, counted here, not under the lock (an exact count of
-        # each collection costs their size); the drain's few changes cannot move it far.
-        too_few = switch_refusal(store, jobs, job, settings.max_delete_share)
-        if too_few is not None:
-            refuse(jobs, work, job_id, too_few)
+        # each collection costs their size). The changes still waiting are replayed first
+        # where they could make up what the new collection lacks.
+        guard = switch_guard(store, jobs, job, settings.max_delete_share, waiting=lag.waiting)
+        if guard.replay:
+            jobs.update(job_id, message=COUNT_AGAIN)
+            replay_next(job.round + 1)
+            return
+        if guard.refusal is not None:
+            refuse(jobs, work, job_id, guard.refusal)
             return
         verdict = gate(job)
         jobs.update(job_id, quality=verdict.to_json())

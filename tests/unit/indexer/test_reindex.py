@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from indexer.catalog import read_catalog
 from indexer.quality_gate import NOT_CONFIGURED, Verdict
 from indexer.records import JobRecords
 from indexer.reindex import (
+    COUNT_AGAIN,
     GROUPING_ROUND,
     HELD,
     ReindexParts,
@@ -314,6 +316,7 @@ class Catchup:
         self.decision: State | None = None
         self.verdict = Verdict({"status": "passed", "message": "quality gate passed"})
         self.gated: list[str] = []
+        self.switch_lag = 0
         store.set_aliases({LIVE_ALIAS: COLLECTION})
         self.job_id = records.jobs.create(JobKind.REINDEX, source=source.uri)
         open_load(self.job_id, NEW, DIM, source.uri, store=store, records=records)
@@ -331,7 +334,7 @@ class Catchup:
             store=self.store,
             records=self.records,
             lock=alias_lock(self.redis, self.records.jobs.prefix),
-            settings=IndexerSettings(switch_lag=0),
+            settings=IndexerSettings(switch_lag=self.switch_lag),
             source=lambda uri: self.source,
             warm=lambda job, version: 0,
             gate=self.gate,
@@ -390,3 +393,64 @@ def test_a_reindex_the_quality_gate_refuses_fails_refused_with_the_figures(
     assert job.to_dict()["quality"] == figures
     assert records.jobs.lock_holder(LIVE_LOCK) is None
     assert store.aliases() == {LIVE_ALIAS: COLLECTION}
+
+
+def test_a_shortfall_the_waiting_changes_could_make_up_is_replayed_then_counted_again(
+    source: LocalSource,
+    folder: Path,
+    store: VectorStore,
+    records: JobRecords,
+    redis: Redis,
+    embed_batch: EmbedBatch,
+) -> None:
+    """The nightly side added photos faster than the reindex replayed them: the live collection
+    holds all 6, the new one 1, and 5 changes wait (within switch_lag). 6 - 1 is past the
+    share (3 of 6), but the changes could add the 5: they are replayed first; counted again
+    once they are in, it switches."""
+    reindex = Catchup(source, store, records, redis)
+    reindex.switch_lag = 10
+    photos = [(photo, "") for photo in read_catalog(source, ()).photos.values()]
+    embed_batch(photos, COLLECTION)
+    embed_batch(photos[:1], NEW, model_version=2)
+    records.capture.capture(ShardRange(""), [photo.key for photo, _ in photos[1:]])
+
+    job = reindex.step()
+    assert (job.state, job.phase, job.round, job.message) == (
+        JobState.FINALIZING,
+        "catch-up",
+        GROUPING_ROUND + 2,
+        COUNT_AGAIN,
+    )
+    assert (job.live_count, job.delete_budget, job.refused) == (6, 3, False)
+    assert records.jobs.lock_holder(LIVE_LOCK) is None and reindex.gated == []
+
+    embed_batch(photos[1:], NEW, model_version=2)  # what the replay's tasks write
+    end_round(records, reindex.job_id)
+    job = reindex.step()
+    assert (job.phase, job.refused, reindex.gated) == ("switch", False, [NEW])
+
+
+def test_a_shortfall_past_what_waits_is_refused_at_once(
+    source: LocalSource,
+    folder: Path,
+    store: VectorStore,
+    records: JobRecords,
+    redis: Redis,
+    embed_batch: EmbedBatch,
+) -> None:
+    """The source lost 5 of its 6 photos: the new collection holds 1, and 1 change waits. It
+    could not make up the 2 past the share (6 - 1 - 3): the switch is refused before the
+    gate, nothing replayed."""
+    reindex = Catchup(source, store, records, redis)
+    reindex.switch_lag = 10
+    photos = [(photo, "") for photo in read_catalog(source, ()).photos.values()]
+    embed_batch(photos, COLLECTION)
+    for photo, _ in photos[1:]:
+        (folder / photo.key).unlink()
+    embed_batch(photos[:1], NEW, model_version=2)
+    records.capture.capture(ShardRange(""), [photos[0][0].key])
+
+    job = reindex.step()
+    assert (job.state, job.refused, job.round) == (JobState.FAILED, True, GROUPING_ROUND + 1)
+    assert "holds 1 photos, fewer than (1 - max_delete_share=0.5) x the 6" in job.message
+    assert reindex.gated == [] and store.aliases() == {LIVE_ALIAS: COLLECTION}
