@@ -42,6 +42,7 @@ from indexer.switch import switch, warm_cache
 from indexer.sync import IndexerError, alias_lock
 from indexer.units import unit_id_of
 from indexer.verify import check
+from indexer.writer import ShardPhoto
 from tests.unit.indexer.conftest import COLLECTION, DIM, PHOTOS, EmbedBatch
 
 NEW = collection_name(2, "next")
@@ -395,23 +396,33 @@ def test_a_reindex_the_quality_gate_refuses_fails_refused_with_the_figures(
     assert store.aliases() == {LIVE_ALIAS: COLLECTION}
 
 
-def test_a_shortfall_the_waiting_changes_could_make_up_is_replayed_then_counted_again(
+@pytest.fixture
+def behind(
     source: LocalSource,
-    folder: Path,
     store: VectorStore,
     records: JobRecords,
     redis: Redis,
     embed_batch: EmbedBatch,
-) -> None:
-    """The nightly side added photos faster than the reindex replayed them: the live collection
-    holds all 6, the new one 1, and 5 changes wait (within switch_lag). 6 - 1 is past the
-    share (3 of 6), but the changes could add the 5: they are replayed first; counted again
-    once they are in, it switches."""
+) -> tuple[Catchup, list[ShardPhoto]]:
+    """A reindex in its catch-up (switch_lag 10) whose new collection holds 1 of the 6 photos
+    the live one holds, and the photos."""
     reindex = Catchup(source, store, records, redis)
     reindex.switch_lag = 10
     photos = [(photo, "") for photo in read_catalog(source, ()).photos.values()]
     embed_batch(photos, COLLECTION)
     embed_batch(photos[:1], NEW, model_version=2)
+    return reindex, photos
+
+
+def test_a_shortfall_the_waiting_changes_could_make_up_is_replayed_then_counted_again(
+    behind: tuple[Catchup, list[ShardPhoto]],
+    records: JobRecords,
+    embed_batch: EmbedBatch,
+) -> None:
+    """The nightly side added photos faster than the reindex replayed them: 5 changes wait
+    (within switch_lag). 6 - 1 is past the share (3 of 6), but the changes could add the 5:
+    they are replayed first; counted again once they are in, it switches."""
+    reindex, photos = behind
     records.capture.capture(ShardRange(""), [photo.key for photo, _ in photos[1:]])
 
     job = reindex.step()
@@ -431,23 +442,16 @@ def test_a_shortfall_the_waiting_changes_could_make_up_is_replayed_then_counted_
 
 
 def test_a_shortfall_past_what_waits_is_refused_at_once(
-    source: LocalSource,
+    behind: tuple[Catchup, list[ShardPhoto]],
     folder: Path,
     store: VectorStore,
     records: JobRecords,
-    redis: Redis,
-    embed_batch: EmbedBatch,
 ) -> None:
-    """The source lost 5 of its 6 photos: the new collection holds 1, and 1 change waits. It
-    could not make up the 2 past the share (6 - 1 - 3): the switch is refused before the
-    gate, nothing replayed."""
-    reindex = Catchup(source, store, records, redis)
-    reindex.switch_lag = 10
-    photos = [(photo, "") for photo in read_catalog(source, ()).photos.values()]
-    embed_batch(photos, COLLECTION)
+    """The source lost 5 of its 6 photos, and 1 change waits. It could not make up the 2 past
+    the share (6 - 1 - 3): the switch is refused before the gate, nothing replayed."""
+    reindex, photos = behind
     for photo, _ in photos[1:]:
         (folder / photo.key).unlink()
-    embed_batch(photos[:1], NEW, model_version=2)
     records.capture.capture(ShardRange(""), [photos[0][0].key])
 
     job = reindex.step()
