@@ -79,10 +79,6 @@ ReadCollection = Callable[[], Awaitable[str]]
 ReadVocabulary = Callable[[str], Awaitable[Vocabulary]]
 
 
-# How long stop() lets a refresh in flight finish before it cancels it.
-STOP_WAIT_S = 5.0
-
-
 class Suggestions:
     """The index requests read, and its refresh: the popular queries every `refresh_s`, the
     vocabulary every `vocabulary_refresh_s` (by `now`, a monotonic clock) or when the live
@@ -191,13 +187,8 @@ class Suggestions:
             self._stopping = True
             if self._wake is not None:
                 self._wake.set()
-            try:
-                # A refresh in flight finishes first: cancelled in the middle of a Redis
-                # command, it could leave that connection's socket unclosed.
-                await asyncio.wait_for(asyncio.shield(self._task), STOP_WAIT_S)
-            except TimeoutError:
-                self._task.cancel()
-                await asyncio.gather(self._task, return_exceptions=True)
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
     async def run(self) -> None:
