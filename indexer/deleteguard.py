@@ -118,7 +118,7 @@ class SwitchGuard:
 
 
 def switch_guard(
-    store: VectorStore, jobs: Jobs, job: JobStatus, share: float, waiting: int = 0
+    store: VectorStore, jobs: Jobs, job: JobStatus, share: float, waiting: int
 ) -> SwitchGuard:
     """Whether a reindex may switch: not when its collection holds too few of the live one's
     points. `waiting`: the changes not yet replayed into it; each may add one photo it lacks,
