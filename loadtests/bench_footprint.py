@@ -28,6 +28,7 @@ import multiprocessing
 import os
 import random
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -50,8 +51,9 @@ from core.vectorstore import (
     collection_name,
 )
 from core.vectorstore.edge import EdgeStore
-from core.vectorstore.store import PAYLOAD_INDEXES
+from core.vectorstore.schema import PAYLOAD_INDEXES, CollectionSchema
 from harness.machine import commit, machine
+from harness.previous import create_previous_collection
 from harness.store import store_clusters
 from harness.vocabulary import PALETTE, TAGS, photo_key, photo_payload
 from loadtests.registry import Figure
@@ -65,20 +67,38 @@ UPSERT = 1000
 SEARCHES = 300  # of each kind, in the memory probe
 
 
-def store_at(path: Path, m: int, ef_construct: int) -> EdgeStore:
+# The collections compared: the shipped schema (core/vectorstore/schema.py) and the previous
+# release's (harness/previous.py).
+LAYOUTS = ("shipped", "previous")
+
+
+def store_at(path: Path, m: int, ef_construct: int, threshold_kb: int) -> EdgeStore:
+    schema = CollectionSchema(
+        hnsw_m=m, hnsw_ef_construct=ef_construct, full_scan_threshold_kb=threshold_kb
+    )
+    # A previous release's collection keeps its own config: the store opens it as it is.
     return EdgeStore(
-        path,
-        hnsw_m=m,
-        hnsw_ef_construct=ef_construct,
-        quantization=True,
-        tuning=SearchTuning(hnsw_ef=128, oversampling=2.0),
-        min_free_mb=0,
+        path, schema=schema, tuning=SearchTuning(hnsw_ef=128, oversampling=2.0), min_free_mb=0
     )
 
 
-def build(path: Path, points: int, dim: int, m: int, ef_construct: int, shard: int) -> float:
-    """The collection of `points` photos, indexed; returns the seconds the index build took."""
-    store = store_at(path, m, ef_construct)
+def build(
+    path: Path,
+    points: int,
+    dim: int,
+    m: int,
+    ef_construct: int,
+    shard: int,
+    *,
+    layout: str = "shipped",
+    threshold_kb: int = 10_000,
+) -> float:
+    """The collection of `points` photos, indexed; returns the CPU seconds the index build
+    took (this process's: the engine builds on its own threads)."""
+    if layout == "previous":
+        (path / "collections").mkdir(parents=True, exist_ok=True)
+        create_previous_collection(path, COLLECTION, dim, m=m, ef_construct=ef_construct)
+    store = store_at(path, m, ef_construct, threshold_kb)
     try:
         store.create_collection(COLLECTION, dim, bulk=True)
         rng = np.random.default_rng(SEED)
@@ -104,9 +124,9 @@ def build(path: Path, points: int, dim: int, m: int, ef_construct: int, shard: i
                 }
                 batch.append(PhotoPoint(photo_id, vectors[j], payload))
             store.upsert(COLLECTION, batch)
-        started = time.perf_counter()
+        started = time.process_time()
         store.optimize(COLLECTION)
-        return time.perf_counter() - started
+        return time.process_time() - started
     finally:
         store.close()
 
@@ -118,7 +138,7 @@ def index_name(field: str) -> str:
     if not dot:
         return field
     siblings = [f for f in PAYLOAD_INDEXES if f.startswith(f"{group}.")]
-    return f"{group} ({len(siblings)} {PAYLOAD_INDEXES[field]}s)"
+    return f"{group} ({len(siblings)} {PAYLOAD_INDEXES[field].kind}s)"
 
 
 # Every payload index the store creates (core/vectorstore/store.py), each dict's keys as one.
@@ -138,7 +158,7 @@ def part_of(relative: Path) -> str:
         return "other"
     top, rest = parts[parts.index("segments") + 2], parts[parts.index("segments") + 3 :]
     if top == "vector_storage-image":
-        return "int8 copies" if rest and rest[0].startswith("quantized") else "originals"
+        return "quantized copies" if rest and rest[0].startswith("quantized") else "originals"
     if top == "vector_index-image":
         return "HNSW graph"
     if top.endswith("-keywords"):
@@ -174,9 +194,7 @@ class Resident:
     files: dict[str, int]
 
 
-def serve(
-    path: str, dim: int, m: int, ef_construct: int, out: multiprocessing.Queue[Resident]
-) -> None:
+def serve(path: str, dim: int, out: multiprocessing.Queue[Resident]) -> None:
     """In a fresh process: open the store, serve each kind of search, note resident memory."""
     rng = np.random.default_rng(SEED + 1)
     queries = rng.standard_normal((SEARCHES, dim), dtype=np.float32)
@@ -184,7 +202,7 @@ def serve(
     r = random.Random(SEED + 1)
     me = psutil.Process()
     before = me.memory_info()
-    store = store_at(Path(path), m, ef_construct)
+    store = store_at(Path(path), 16, 128, 10_000)  # opens the collection with its own
     for query in queries:
         store.search(COLLECTION, query, limit=10)
         store.search(COLLECTION, query, limit=10, filter=SearchFilter(tags_any=(r.choice(TAGS),)))
@@ -203,10 +221,10 @@ def serve(
     out.put(Resident(heap, dict(files)))
 
 
-def resident(path: Path, dim: int, m: int, ef_construct: int) -> Resident:
+def resident(path: Path, dim: int) -> Resident:
     context = multiprocessing.get_context("spawn")
     out: multiprocessing.Queue[Resident] = context.Queue()
-    child = context.Process(target=serve, args=(str(path), dim, m, ef_construct, out))
+    child = context.Process(target=serve, args=(str(path), dim, out))
     child.start()
     found = out.get(timeout=600)
     child.join()
@@ -225,11 +243,22 @@ def measure(args: argparse.Namespace) -> list[Size]:
     sizes = []
     for points in args.points:
         with tempfile.TemporaryDirectory(prefix="footprint-", dir=args.dir) as folder:
-            path = Path(folder)
+            path = Path(folder) if args.keep is None else args.keep / f"{args.layout}-{points}"
+            if args.keep is not None:
+                shutil.rmtree(path, ignore_errors=True)
             print(f"  {points} points: building...", file=sys.stderr, flush=True)
-            build_s = build(path, points, args.dim, args.m, args.ef_construct, args.shard_size)
+            build_s = build(
+                path,
+                points,
+                args.dim,
+                args.m,
+                args.ef_construct,
+                args.shard_size,
+                layout=args.layout,
+                threshold_kb=args.threshold_kb,
+            )
             disk = disk_parts(path / "collections")
-            memory = resident(path, args.dim, args.m, args.ef_construct)
+            memory = resident(path, args.dim)
             sizes.append(Size(points, build_s, disk, memory))
     return sizes
 
@@ -241,7 +270,7 @@ def slope(low: float, high: float, sizes: Sequence[Size]) -> float:
 def report(sizes: Sequence[Size], args: argparse.Namespace) -> str:
     lines = [
         f"# Collection footprint on Qdrant Edge ({args.dim} dims, m={args.m}, "
-        f"ef_construct={args.ef_construct}, int8, shards of {args.shard_size})",
+        f"ef_construct={args.ef_construct}, {args.layout} layout, shards of {args.shard_size})",
         "",
         f"{machine()}, commit {commit()}, {datetime.now():%Y-%m-%d %H:%M}",
         "",
@@ -289,7 +318,7 @@ def report(sizes: Sequence[Size], args: argparse.Namespace) -> str:
 
 PARTS = (
     "originals",
-    "int8 copies",
+    "quantized copies",
     "HNSW graph",
     *(f"index {name}" for name in INDEX_NAMES),
     "keywords index",
@@ -313,12 +342,12 @@ def on_disk(part: str) -> Figure[list[Size]]:
 
 def heap_per_disk_byte(sizes: list[Size]) -> float:
     """The heap per byte on disk of the parts held as structures (the payload indexes, the
-    keywords' index, the id tracker): the heap less the int8 copies (an array, loaded whole),
+    keywords' index, the id tracker): the heap less the quantized copies (an array, loaded whole),
     over those parts' bytes on disk less their pages (the model's HEAP_PER_DISK_BYTE)."""
 
     def structures(s: Size) -> tuple[float, float]:
         names = [n for n in s.disk if n.startswith("index ") or n in HEAP_PARTS]
-        heap = s.memory.heap - s.disk.get("int8 copies", 0)
+        heap = s.memory.heap - s.disk.get("quantized copies", 0)
         return heap, sum(s.disk[n] - s.memory.files.get(n, 0) for n in names)
 
     (heap_low, disk_low), (heap_high, disk_high) = structures(sizes[0]), structures(sizes[-1])
@@ -332,7 +361,7 @@ FIGURES: list[Figure[list[Size]]] = [
         "B",
         lambda sizes: slope(sizes[0].memory.heap, sizes[-1].memory.heap, sizes),
         lambda sizes: (
-            "anonymous memory, int8 copies included; "
+            "anonymous memory, quantized copies included; "
             + ", ".join(f"index build {s.build_s:.1f} s at {s.points:,}" for s in sizes)
         ),
     ),
@@ -349,7 +378,7 @@ FIGURES: list[Figure[list[Size]]] = [
         "heap per byte on disk of the indexes and the id tracker",
         "x",
         heap_per_disk_byte,
-        lambda sizes: "the payload indexes, keywords index and id tracker, int8 copies aside",
+        lambda sizes: "the payload indexes, keywords index and id tracker, quantized copies aside",
     ),
 ]
 
@@ -367,6 +396,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ef-construct", type=int, default=128)
     p.add_argument("--shard-size", type=int, default=10_000, help="the indexer's default")
     p.add_argument("--dir", default=None, help="where the collections are built (a temp folder)")
+    p.add_argument("--layout", choices=LAYOUTS, default="shipped", help="the schema built")
+    p.add_argument(
+        "--threshold-kb",
+        type=int,
+        default=10_000,
+        help="the shipped layout's full-scan threshold (bench_recall_filtered lowers it)",
+    )
+    p.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="keep each collection in KEEP/<layout>-<points> (for bench_recall_filtered)",
+    )
     return p
 
 

@@ -37,6 +37,7 @@ from core.settings_api import ApiSettings
 from core.vectorstore import PhotoPoint, collection_name
 from core.vectorstore.base import SearchTuning
 from core.vectorstore.edge import EdgeStore
+from core.vectorstore.schema import CollectionSchema
 from harness.processes import free_ports
 from query_api.app import create_app
 from query_api.suggestindex import SuggestIndex, Vocabulary
@@ -158,9 +159,7 @@ def vocabulary_read(photos: int, n_terms: int, rng: random.Random) -> str:
     with tempfile.TemporaryDirectory() as folder:
         store = EdgeStore(
             Path(folder),
-            hnsw_m=16,
-            hnsw_ef_construct=64,
-            quantization=False,
+            schema=CollectionSchema(hnsw_ef_construct=64, quantizer=None),
             tuning=SearchTuning(hnsw_ef=64),
         )
         try:

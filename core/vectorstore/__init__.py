@@ -31,6 +31,7 @@ from core.vectorstore.base import (
     model_version_of,
     point_id,
 )
+from core.vectorstore.schema import schema_of
 from core.vectorstore.store import VectorStore, nearest_each
 
 __all__ = [
@@ -73,9 +74,7 @@ def open_store(settings: Settings) -> VectorStore:
         assert q.path is not None  # filled by Settings._derive_paths
         return EdgeStore(
             q.path,
-            hnsw_m=q.hnsw_m,
-            hnsw_ef_construct=q.hnsw_ef_construct,
-            quantization=q.quantization,
+            schema=schema_of(q),
             tuning=SearchTuning.of(q),
             min_free_mb=q.min_free_mb,
         )

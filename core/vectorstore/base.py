@@ -206,22 +206,33 @@ P = TypeVar("P")
 @dataclass(frozen=True)
 class SearchTuning:
     """How a search trades recall for speed: Qdrant's search-time parameters, which Qdrant Edge
-    and a server take alike. With int8 quantization the graph is walked on the int8 copies and
+    and a server take alike. With quantization the graph is walked on the quantized copies and
     the best limit x oversampling candidates are rescored with the original vectors."""
 
     hnsw_ef: int
     oversampling: float = 1.0
     ignore_quantization: bool = False  # walk the graph on the original vectors
-    exact: bool = False  # compare every original vector: no graph, no int8 (the ground truth)
+    exact: bool = False  # every original vector compared: no graph, no quantized copies (the truth)
+    # A filtered search walks past the points its filter rejects (ACORN): the recall of a
+    # payload subgraph without one (core/vectorstore/schema.py). Unfiltered: nothing changes.
+    acorn: bool = False
 
     @classmethod
     def of(cls, settings: QdrantSettings) -> SearchTuning:
-        return cls(hnsw_ef=settings.hnsw_ef, oversampling=settings.oversampling)
+        return cls(
+            hnsw_ef=settings.hnsw_ef, oversampling=settings.oversampling, acorn=settings.acorn
+        )
 
-    def params(self, search: Callable[..., P], quantization: Callable[..., object]) -> P:
-        """These parameters as an engine's SearchParams, given its SearchParams and
-        QuantizationSearchParams classes (qdrant_edge's and qdrant_client's have the same
-        fields). On a collection without int8 copies the quantization part does nothing."""
+    def params(
+        self,
+        search: Callable[..., P],
+        quantization: Callable[..., object],
+        acorn: Callable[..., object],
+    ) -> P:
+        """These parameters as an engine's SearchParams, given its SearchParams,
+        QuantizationSearchParams and AcornSearchParams classes (qdrant_edge's and
+        qdrant_client's have the same fields). On a collection without quantized copies the
+        quantization part does nothing."""
         return search(
             hnsw_ef=self.hnsw_ef,
             exact=self.exact,
@@ -230,6 +241,7 @@ class SearchTuning:
                 rescore=True,
                 oversampling=self.oversampling,
             ),
+            acorn=acorn(enable=True) if self.acorn and not self.exact else None,
         )
 
 

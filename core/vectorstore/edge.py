@@ -7,7 +7,6 @@ import shutil
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 
 import qdrant_edge as qe
@@ -33,7 +32,6 @@ from core.vectorstore.edge_shard import (
 from core.vectorstore.engine import (
     DeletePoints,
     DeleteVectors,
-    FieldKind,
     Retrieve,
     Scroll,
     Search,
@@ -47,6 +45,7 @@ from core.vectorstore.engine import (
     vectors,
 )
 from core.vectorstore.rwlock import RWLock
+from core.vectorstore.schema import CollectionSchema, FieldIndex
 from core.vectorstore.store import VectorStore
 
 # What a write is called when the disk has no room for it.
@@ -71,13 +70,11 @@ class EdgeEngine:
     Writes go through each shard's write-ahead log, which survives the process being killed.
     """
 
-    def __init__(
-        self, path: Path, *, config: Callable[[int], qe.EdgeConfig], min_free_mb: int = 0
-    ) -> None:
-        """config: a new shard's configuration, given the dimension of its embedding."""
+    def __init__(self, path: Path, *, schema: CollectionSchema, min_free_mb: int = 0) -> None:
+        """schema: how a new collection is made; one made before keeps its own."""
         self._shards_dir = path / "collections"
         self._aliases_path = path / "aliases.json"
-        self._config = config
+        self._schema = schema
         # Guards the registry and the aliases; never held while a shard call runs.
         self._mutex = threading.Lock()
         self._closed = False
@@ -133,7 +130,7 @@ class EdgeEngine:
     def dim(self, name: str) -> int:
         return self._open(name).dim
 
-    def create(self, name: str, dim: int, *, bulk: bool, indexes: Mapping[str, FieldKind]) -> int:
+    def create(self, name: str, dim: int, *, bulk: bool, indexes: Mapping[str, FieldIndex]) -> int:
         # The engine builds no index while it is written to (optimize() does): nothing to defer.
         with self._mutex:
             self._check_open()
@@ -147,7 +144,9 @@ class EdgeEngine:
             # A folder without its metadata file is a create that crashed half-way: empty.
             shutil.rmtree(shard_dir, ignore_errors=True)
             with engine_errors():
-                shard = qe.EdgeShard.create(str(shard_dir), self._config(dim))
+                shard = qe.EdgeShard.create(
+                    str(shard_dir), shard_config(dim, self._schema, indexes)
+                )
                 try:
                     create_indexes(shard, missing_indexes(shard, indexes))
                     shard.flush()
@@ -159,7 +158,7 @@ class EdgeEngine:
             self._collections[name] = coll
             return dim
 
-    def create_indexes(self, collection: str, indexes: Mapping[str, FieldKind]) -> None:
+    def create_indexes(self, collection: str, indexes: Mapping[str, FieldIndex]) -> None:
         with self._shard(collection) as shard:
             missing = missing_indexes(shard, indexes)
             if missing:  # a collection of an earlier release: a write, which needs room
@@ -313,16 +312,8 @@ class EdgeStore(VectorStore):
         self,
         path: Path,
         *,
-        hnsw_m: int,
-        hnsw_ef_construct: int,
-        quantization: bool,
+        schema: CollectionSchema,
         tuning: SearchTuning,
         min_free_mb: int = 0,
     ) -> None:
-        config = partial(
-            shard_config,
-            hnsw_m=hnsw_m,
-            hnsw_ef_construct=hnsw_ef_construct,
-            quantization=quantization,
-        )
-        super().__init__(EdgeEngine(path, config=config, min_free_mb=min_free_mb), tuning)
+        super().__init__(EdgeEngine(path, schema=schema, min_free_mb=min_free_mb), tuning)

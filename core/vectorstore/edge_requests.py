@@ -14,7 +14,6 @@ from core.vectorstore.engine import (
     DateRange,
     DeletePoints,
     DeleteVectors,
-    FieldKind,
     Flag,
     HasIds,
     HasVector,
@@ -36,13 +35,6 @@ from core.vectorstore.engine import (
     filter_of,
     vectors,
 )
-
-KINDS: dict[FieldKind, qe.PayloadSchemaType] = {
-    "keyword": qe.PayloadSchemaType.Keyword,
-    "datetime": qe.PayloadSchemaType.Datetime,
-    "integer": qe.PayloadSchemaType.Integer,
-    "float": qe.PayloadSchemaType.Float,
-}
 
 
 def _id_list(ids: Iterable[str]) -> list[qe.PointId]:
@@ -86,7 +78,11 @@ def where(w: Where | None) -> qe.Filter | None:
 
 
 def params(tuning: SearchTuning | None) -> qe.SearchParams | None:
-    return None if tuning is None else tuning.params(qe.SearchParams, qe.QuantizationSearchParams)
+    return (
+        None
+        if tuning is None
+        else tuning.params(qe.SearchParams, qe.QuantizationSearchParams, qe.AcornSearchParams)
+    )
 
 
 def query(q: Nearest | Recommend | Rrf | Boosted) -> qe.ScoringQueryType:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from core.vectorstore.base import (
     SparseVector,
     StoredPhoto,
 )
+from core.vectorstore.schema import FieldIndex
 
 # ---- Filters: every condition of `must` holds and none of `must_not`.
 
@@ -229,9 +230,6 @@ class DeletePoints:
 
 Write = Upsert | SetPayload | SetVectors | DeleteVectors | DeletePoints
 
-# The payload indexes a collection has: field -> kind.
-FieldKind = Literal["keyword", "datetime", "integer", "float"]
-
 
 class Engine(Protocol):
     """One engine under the store. Collections may be named by an alias wherever a collection
@@ -243,11 +241,11 @@ class Engine(Protocol):
     def dim(self, name: str) -> int:
         """The dimension of a collection's embedding."""
 
-    def create(self, name: str, dim: int, *, bulk: bool, indexes: Mapping[str, FieldKind]) -> int:
+    def create(self, name: str, dim: int, *, bulk: bool, indexes: Mapping[str, FieldIndex]) -> int:
         """Create a collection with these payload indexes, unless it exists; the dimension
         of the collection of that name. bulk: see VectorStore.create_collection."""
 
-    def create_indexes(self, collection: str, indexes: Mapping[str, FieldKind]) -> None:
+    def create_indexes(self, collection: str, indexes: Mapping[str, FieldIndex]) -> None:
         """Create the payload indexes among these that the collection lacks."""
 
     def has_keywords(self, collection: str) -> bool:

@@ -24,7 +24,6 @@ from core.vectorstore.base import (
     model_version_of,
 )
 from core.vectorstore.engine import (
-    FieldKind,
     Retrieve,
     Scroll,
     Search,
@@ -35,10 +34,8 @@ from core.vectorstore.engine import (
     stored_of,
     vectors,
 )
+from core.vectorstore.schema import FieldIndex, schema_of
 from core.vectorstore.store import VectorStore
-
-# The IDF modifier: the server weighs each word by its rarity over the collection (BM25's IDF).
-SPARSE_CONFIG = {KEYWORDS_VECTOR: qm.SparseVectorParams(modifier=qm.Modifier.IDF)}
 
 
 def _is_local(client: QdrantClient) -> bool:
@@ -62,6 +59,7 @@ class QdrantEngine:
     def __init__(self, client: QdrantClient, settings: QdrantSettings) -> None:
         self._client = client
         self._settings = settings
+        self._schema = schema_of(settings)
         self._local = _is_local(client)
         self._guard: AbstractContextManager[Any] = (
             threading.RLock() if self._local else nullcontext()
@@ -97,46 +95,30 @@ class QdrantEngine:
             raise StoreError(f"collection {name!r} has no {VECTOR_NAME!r} vector")
         return int(named[VECTOR_NAME].size)
 
-    def create(self, name: str, dim: int, *, bulk: bool, indexes: Mapping[str, FieldKind]) -> int:
+    def create(self, name: str, dim: int, *, bulk: bool, indexes: Mapping[str, FieldIndex]) -> int:
         s = self._settings
         self._keywords.pop(name, None)
         with self._op(name):
             if name in self.names():
                 return self.dim(name)
-            int8 = qm.ScalarQuantizationConfig(type=qm.ScalarType.INT8, always_ram=True)
             # Local mode has no shards or replicas to place: only a server gets those.
             placement: dict[str, Any] = (
                 {} if self._local else {"shard_number": s.shards, "replication_factor": s.replicas}
             )
-            self._client.create_collection(
-                name,
-                vectors_config={
-                    VECTOR_NAME: qm.VectorParams(
-                        size=dim, distance=qm.Distance.COSINE, on_disk=s.on_disk
-                    )
-                },
-                sparse_vectors_config=SPARSE_CONFIG,
-                # m=0 defers the HNSW graphs of a bulk load: built once by finish_bulk_load,
-                # not rebuilt segment after segment while 1e8 points arrive (Qdrant's advice).
-                hnsw_config=qm.HnswConfigDiff(
-                    m=0 if bulk else s.hnsw_m, ef_construct=s.hnsw_ef_construct
-                ),
-                quantization_config=qm.ScalarQuantization(scalar=int8) if s.quantization else None,
-                on_disk_payload=True,
-                **placement,
-            )
+            config = to.collection_config(dim, self._schema, indexes, bulk=bulk)
+            self._client.create_collection(name, **config, **placement)
         self.create_indexes(name, indexes)
         return dim
 
-    def create_indexes(self, collection: str, indexes: Mapping[str, FieldKind]) -> None:
+    def create_indexes(self, collection: str, indexes: Mapping[str, FieldIndex]) -> None:
         if self._local:
             return  # local mode warns that payload indexes do nothing there
         with self._op(collection):
             known = self._client.get_collection(collection).payload_schema or {}
-            for field, kind in indexes.items():
+            for field, index in indexes.items():
                 if field not in known:
                     self._client.create_payload_index(
-                        collection, field, field_schema=to.KINDS[kind], wait=True
+                        collection, field, field_schema=to.index_schema(index), wait=True
                     )
 
     def has_keywords(self, collection: str) -> bool:

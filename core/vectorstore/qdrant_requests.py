@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from qdrant_client import models as qm
 
-from core.vectorstore.base import SearchTuning, SparseVector
+from core.vectorstore.base import KEYWORDS_VECTOR, VECTOR_NAME, SearchTuning, SparseVector
 from core.vectorstore.boosts import CREATED, DEFAULTS, POPULARITY
 from core.vectorstore.engine import (
     Boosted,
     DateRange,
     DeletePoints,
     DeleteVectors,
-    FieldKind,
     Flag,
     HasIds,
     HasVector,
@@ -36,13 +35,83 @@ from core.vectorstore.engine import (
     filter_of,
     vectors,
 )
+from core.vectorstore.schema import CollectionSchema, FieldIndex, Tier
 
-KINDS: dict[FieldKind, qm.PayloadSchemaType] = {
-    "keyword": qm.PayloadSchemaType.KEYWORD,
-    "datetime": qm.PayloadSchemaType.DATETIME,
-    "integer": qm.PayloadSchemaType.INTEGER,
-    "float": qm.PayloadSchemaType.FLOAT,
-}
+MEMORY = {Tier.PINNED: qm.Memory.PINNED, Tier.CACHED: qm.Memory.CACHED, Tier.COLD: qm.Memory.COLD}
+DATATYPES = {"float32": qm.Datatype.FLOAT32, "float16": qm.Datatype.FLOAT16}
+
+
+def quantization(schema: CollectionSchema) -> qm.QuantizationConfig | None:
+    memory = MEMORY[schema.quantized]
+    if schema.quantizer == "turbo4":
+        bits = qm.TurboQuantBitSize.BITS4
+        return qm.TurboQuantization(turbo=qm.TurboQuantQuantizationConfig(bits=bits, memory=memory))
+    if schema.quantizer == "int8":
+        int8 = qm.ScalarQuantizationConfig(type=qm.ScalarType.INT8, memory=memory)
+        return qm.ScalarQuantization(scalar=int8)
+    return None
+
+
+def collection_config(
+    dim: int, schema: CollectionSchema, indexes: Mapping[str, FieldIndex], *, bulk: bool
+) -> dict[str, Any]:
+    """create_collection's keyword arguments for the schema (placement aside)."""
+    dense = qm.VectorParams(
+        size=dim,
+        distance=qm.Distance.COSINE,
+        datatype=DATATYPES[schema.datatype],
+        memory=MEMORY[schema.originals],
+    )
+    # The IDF modifier: the server weighs each word by its rarity over the collection (BM25's
+    # IDF).
+    sparse = qm.SparseVectorParams(
+        modifier=qm.Modifier.IDF, index=qm.SparseIndexParams(memory=MEMORY[schema.keywords_index])
+    )
+    return {
+        "vectors_config": {VECTOR_NAME: dense},
+        "sparse_vectors_config": {KEYWORDS_VECTOR: sparse},
+        # m=0 defers the HNSW graphs of a bulk load: built once by finish_bulk_load, not
+        # rebuilt segment after segment while 1e8 points arrive (Qdrant's advice).
+        "hnsw_config": qm.HnswConfigDiff(
+            m=0 if bulk else schema.hnsw_m,
+            ef_construct=schema.hnsw_ef_construct,
+            full_scan_threshold=schema.full_scan_threshold_kb,
+            payload_m=schema.payload_m(indexes),
+            memory=MEMORY[schema.graph],
+        ),
+        "quantization_config": quantization(schema),
+        "payload": qm.PayloadStorageParams(memory=MEMORY[schema.payload]),
+        "id_tracker": qm.IdTrackerParams(memory=MEMORY[schema.id_tracker]),
+        "optimizers_config": None
+        if schema.indexing_threshold_kb is None
+        else qm.OptimizersConfigDiff(indexing_threshold=schema.indexing_threshold_kb),
+    }
+
+
+def index_schema(index: FieldIndex) -> qm.PayloadSchemaParams:
+    """A payload index's parameters: its tier and subgraph, and an integer's halves."""
+    memory, hnsw = MEMORY[index.tier], index.subgraph
+    match index.kind:
+        case "keyword":
+            return qm.KeywordIndexParams(
+                type=qm.KeywordIndexType.KEYWORD, enable_hnsw=hnsw, memory=memory
+            )
+        case "integer":
+            return qm.IntegerIndexParams(
+                type=qm.IntegerIndexType.INTEGER,
+                lookup=index.lookup,
+                range=index.range,
+                enable_hnsw=hnsw,
+                memory=memory,
+            )
+        case "float":
+            return qm.FloatIndexParams(
+                type=qm.FloatIndexType.FLOAT, enable_hnsw=hnsw, memory=memory
+            )
+        case "datetime":
+            return qm.DatetimeIndexParams(
+                type=qm.DatetimeIndexType.DATETIME, enable_hnsw=hnsw, memory=memory
+            )
 
 
 def sparse(vector: SparseVector) -> qm.SparseVector:
@@ -78,7 +147,11 @@ def where(w: Where | None) -> qm.Filter | None:
 
 
 def params(tuning: SearchTuning | None) -> qm.SearchParams | None:
-    return None if tuning is None else tuning.params(qm.SearchParams, qm.QuantizationSearchParams)
+    return (
+        None
+        if tuning is None
+        else tuning.params(qm.SearchParams, qm.QuantizationSearchParams, qm.AcornSearchParams)
+    )
 
 
 def query(q: Nearest | Recommend | Rrf | Boosted) -> tuple[Any, str | None]:

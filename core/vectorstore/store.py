@@ -9,11 +9,7 @@ from functools import partial
 
 from core.embedding.arrays import Embeddings
 from core.vectorstore.base import (
-    DATETIME_FIELDS,
-    FLOAT_FIELDS,
     GROUP_FIELD,
-    INTEGER_FIELDS,
-    KEYWORD_FIELDS,
     CollectionInfo,
     CollectionNotFound,
     Hit,
@@ -21,17 +17,11 @@ from core.vectorstore.base import (
     StoreError,
     model_version_of,
 )
-from core.vectorstore.engine import Engine, FieldKind
+from core.vectorstore.engine import Engine
 from core.vectorstore.keyword_vectors import fill_keywords
+from core.vectorstore.schema import PAYLOAD_INDEXES
 from core.vectorstore.store_points import Points
 from core.vectorstore.store_searches import Searches
-
-PAYLOAD_INDEXES: dict[str, FieldKind] = {
-    **dict.fromkeys(KEYWORD_FIELDS, "keyword"),
-    **dict.fromkeys(DATETIME_FIELDS, "datetime"),
-    **dict.fromkeys(INTEGER_FIELDS, "integer"),
-    **dict.fromkeys(FLOAT_FIELDS, "float"),
-}
 
 
 class VectorStore(Points, Searches):

@@ -14,6 +14,7 @@ from core.embedding.arrays import Embeddings
 from core.settings import QdrantSettings
 from core.vectorstore import PhotoPoint, SearchTuning, collection_name
 from core.vectorstore.edge import EdgeStore
+from core.vectorstore.schema import schema_of
 from harness.store import TEXT_NOISE
 
 # 20 MB of vectors: Qdrant Edge builds a graph only for a segment above 10 MB (its default
@@ -48,20 +49,21 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexed]:
     near = rng.integers(0, CENTRES, QUERIES)
     noise = rng.standard_normal((QUERIES, DIM), np.float32) * np.float32(TEXT_NOISE / np.sqrt(DIM))
     queries = unit(centres[near] + noise)
-    truth = [{f"p{i}" for i in np.argsort(-(photos @ q))[:K]} for q in queries]
+    # The truth is over the vectors as the store keeps them: float16 originals (the shipped
+    # schema), which an exact search compares with the query as float16 too.
+    kept, asked = (v.astype(np.float16).astype(np.float32) for v in (photos, queries))
+    truth = [{f"p{i}" for i in np.argsort(-(kept @ q))[:K]} for q in asked]
 
     path: Path = tmp_path_factory.mktemp("recall")
     store = EdgeStore(
         path,
-        hnsw_m=SHIPPED.hnsw_m,
-        hnsw_ef_construct=SHIPPED.hnsw_ef_construct,
-        quantization=SHIPPED.quantization,
+        schema=schema_of(SHIPPED),
         tuning=SearchTuning.of(SHIPPED),
     )
     store.create_collection(COLL, DIM)
     for start in range(0, PHOTOS, 1000):
         store.upsert(COLL, [PhotoPoint(f"p{i}", photos[i], {}) for i in range(start, start + 1000)])
-    store.optimize(COLL)  # builds the graph and the int8 copies
+    store.optimize(COLL)  # builds the graph and the quantized copies
     yield store, queries, truth
     store.close()
 

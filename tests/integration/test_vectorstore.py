@@ -31,7 +31,9 @@ from core.vectorstore import (
 )
 from core.vectorstore.edge import EdgeStore
 from core.vectorstore.qdrant import QdrantStore
+from core.vectorstore.schema import CollectionSchema
 from tests.support.qdrant_server import clear, qdrant_stand_in
+from tests.support.stores import as_stored
 
 DIM = 16
 N = 40
@@ -66,7 +68,10 @@ PHOTOS = [PhotoPoint(f"p{i}", VECS[i], payload(i)) for i in range(N)]
 
 def edge_store(path: Path) -> EdgeStore:
     return EdgeStore(
-        path, hnsw_m=16, hnsw_ef_construct=64, quantization=True, tuning=SearchTuning(hnsw_ef=64)
+        path,
+        schema=CollectionSchema(hnsw_ef_construct=64),
+        # The 4-bit copies misrank close neighbours: rescoring needs the shipped oversampling.
+        tuning=SearchTuning(hnsw_ef=64, oversampling=QdrantSettings().oversampling),
     )
 
 
@@ -201,7 +206,7 @@ def test_set_payload_merges_and_keeps_the_vector(filled: VectorStore) -> None:
     # The fields named are written, the others kept (the indexer's group label among them).
     assert stored.payload == payload(4) | {"tags": ["renamed"], "meta_hash": "x"}
     assert stored.vector is not None
-    np.testing.assert_allclose(stored.vector, VECS[4], atol=1e-5)
+    np.testing.assert_allclose(stored.vector, as_stored(filled, VECS[4]), atol=1e-5)
     assert ids(
         filled.search(COLL, VECS[4], limit=N, filter=SearchFilter(tags_any=("renamed",)))
     ) == ["p4"]
@@ -269,7 +274,7 @@ def test_set_payloads_rewrites_many_photos_and_keeps_their_vectors(shards: Vecto
     assert shards.shard_sizes(COLL)["z"] == 5
     [p2] = shards.retrieve(COLL, ["p2"], with_vectors=True)
     assert p2.payload == sharded(2, "").payload | {"shard": "z", "title": "t2"}
-    assert p2.vector is not None and np.allclose(p2.vector, VECS[2], atol=1e-6)
+    assert p2.vector is not None and np.allclose(p2.vector, as_stored(shards, VECS[2]), atol=1e-6)
 
 
 def test_a_bulk_loaded_collection_is_searchable_once_its_index_is_built(store: VectorStore) -> None:
@@ -289,7 +294,7 @@ def test_retrieve_keeps_the_order_asked(filled: VectorStore) -> None:
     with_vectors = filled.retrieve(COLL, ["p5", "p7"], with_vectors=True)
     for stored, i in zip(with_vectors, (5, 7), strict=True):
         assert stored.vector is not None and stored.vector.dtype == np.float32
-        np.testing.assert_allclose(stored.vector, VECS[i], atol=1e-5)
+        np.testing.assert_allclose(stored.vector, as_stored(filled, VECS[i]), atol=1e-5)
         assert stored.payload == payload(i)
 
 

@@ -7,14 +7,17 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
+from core.embedding.arrays import Embeddings
 from core.settings import QdrantSettings, Settings
 from core.vectorstore import VECTOR_NAME, PhotoPoint, VectorStore, open_store
 from core.vectorstore.base import SearchTuning
 from core.vectorstore.edge import EdgeStore
 from core.vectorstore.qdrant import QdrantStore
+from core.vectorstore.schema import CollectionSchema
 from tests.support.qdrant_server import clear
 
 ENGINES = ["edge", "qdrant-local"]
@@ -23,15 +26,22 @@ ENGINES = ["edge", "qdrant-local"]
 STORES = [*ENGINES, "qdrant-http"]
 
 
+def as_stored(store: object, vector: Sequence[float] | Embeddings) -> Embeddings:
+    """The unit vector a store gives back for `vector`: Qdrant Edge keeps the originals as
+    float16 (core/vectorstore/schema.py); local mode keeps float32, whatever it is asked."""
+    unit = np.asarray(vector, dtype=np.float32)
+    unit = unit / np.linalg.norm(unit)
+    kept = unit.astype(np.float16) if isinstance(store, EdgeStore) else unit
+    return np.asarray(kept, dtype=np.float32)
+
+
 def engine_store(engine: str, folder: Path, collections: tuple[str, ...], dim: int) -> VectorStore:
     """A store of that engine in the folder, with the collections created."""
     store: VectorStore
     if engine == "edge":
         store = EdgeStore(
             folder / "vectors",
-            hnsw_m=16,
-            hnsw_ef_construct=64,
-            quantization=False,
+            schema=CollectionSchema(hnsw_ef_construct=64, quantizer=None),
             tuning=SearchTuning(hnsw_ef=64),
         )
     else:

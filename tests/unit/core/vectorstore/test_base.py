@@ -10,6 +10,7 @@ import pytest
 import qdrant_edge as qe
 from qdrant_client import models as qm
 
+from core.settings import QdrantSettings
 from core.vectorstore.base import (
     GROUP_FIELD,
     PhotoPoint,
@@ -46,15 +47,32 @@ def test_a_search_filter_knows_when_it_is_empty() -> None:
 
 def test_search_tuning_is_the_same_parameters_on_both_engines() -> None:
     tuning = SearchTuning(hnsw_ef=96, oversampling=2.0)
-    server = tuning.params(qm.SearchParams, qm.QuantizationSearchParams)
+    server = tuning.params(qm.SearchParams, qm.QuantizationSearchParams, qm.AcornSearchParams)
     assert server == qm.SearchParams(
         hnsw_ef=96,
         exact=False,
         quantization=qm.QuantizationSearchParams(ignore=False, rescore=True, oversampling=2.0),
     )
-    edge = SearchTuning(hnsw_ef=8, exact=True).params(qe.SearchParams, qe.QuantizationSearchParams)
+    edge = SearchTuning(hnsw_ef=8, exact=True).params(
+        qe.SearchParams, qe.QuantizationSearchParams, qe.AcornSearchParams
+    )
     assert edge.hnsw_ef == 8 and edge.exact
-    assert edge.quantization is not None and edge.quantization.ignore  # exact: no int8
+    assert edge.quantization is not None and edge.quantization.ignore  # exact: no quantized copies
+
+
+def test_acorn_is_asked_for_on_both_engines_unless_the_search_is_exact() -> None:
+    acorn = SearchTuning(hnsw_ef=64, acorn=True)
+    server = acorn.params(qm.SearchParams, qm.QuantizationSearchParams, qm.AcornSearchParams)
+    assert server.acorn == qm.AcornSearchParams(enable=True)
+    edge = acorn.params(qe.SearchParams, qe.QuantizationSearchParams, qe.AcornSearchParams)
+    assert edge.acorn is not None and edge.acorn.enable
+    exact = SearchTuning(hnsw_ef=64, acorn=True, exact=True)
+    assert (
+        exact.params(qm.SearchParams, qm.QuantizationSearchParams, qm.AcornSearchParams).acorn
+        is None
+    )
+    shipped = SearchTuning.of(QdrantSettings())
+    assert shipped.acorn
 
 
 def test_a_read_selects_photo_id_with_the_fields_asked() -> None:

@@ -17,7 +17,7 @@ from core.vectorstore import (
 )
 from core.vectorstore.engine import DeleteVectors, SetVectors, embedding_of, hit_of, stored_of
 from core.vectorstore.keyword_vectors import keyword_writes
-from core.vectorstore.store import PAYLOAD_INDEXES
+from core.vectorstore.schema import PAYLOAD_INDEXES
 
 
 def test_keyword_writes_give_words_a_vector_and_take_it_from_the_wordless() -> None:
@@ -55,8 +55,9 @@ def test_both_engines_serve_the_one_store_with_every_filtered_field_indexed(
     # popularity the boost reads.
     read = {"dup_group", "photo_id", "model_version", "terms", "popularity"}
     assert filtered | read == set(PAYLOAD_INDEXES)
-    assert PAYLOAD_INDEXES["created_at"] == "datetime"
-    assert PAYLOAD_INDEXES["model_version"] == "integer"
-    assert PAYLOAD_INDEXES["copy_space"] == PAYLOAD_INDEXES["width"] == "integer"
-    assert {PAYLOAD_INDEXES[field] for field in shares} == {"float"}
-    assert PAYLOAD_INDEXES["popularity"] == "float"
+    kinds = {field: index.kind for field, index in PAYLOAD_INDEXES.items()}
+    assert kinds["created_at"] == "datetime"
+    assert kinds["model_version"] == "integer"
+    assert kinds["copy_space"] == kinds["width"] == "integer"
+    assert {kinds[field] for field in shares} == {"float"}
+    assert kinds["popularity"] == "float"

@@ -9,6 +9,7 @@ import numpy as np
 from core.keywords import query_vector
 from core.vectorstore.store_points import Points
 from core.vectorstore.store_searches import Searches
+from tests.support.stores import as_stored
 from tests.unit.core.vectorstore.conftest import COLL, PHOTOS
 
 
@@ -24,7 +25,7 @@ def test_a_payload_rewrite_merges_fields_and_keeps_the_embedding_and_group(
         second.payload["license"] == "rm" and second.payload["title"] == PHOTOS[1].payload["title"]
     )
     assert first.vector is not None
-    np.testing.assert_allclose(first.vector, PHOTOS[0].vector, atol=1e-6)
+    np.testing.assert_allclose(first.vector, as_stored(store, PHOTOS[0].vector), atol=1e-6)
     # The keywords vector follows the new title: the new word finds the photo.
     assert isinstance(store, Searches)
     hits = store.keyword_search(COLL, query_vector("zebra"), limit=5)
