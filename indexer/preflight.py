@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -28,6 +28,7 @@ from core.vectorstore.footprint import (
     footprint,
     layout_of,
 )
+from core.vectorstore.schema import Tier
 from indexer.sync import IndexerError
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,9 @@ class Room:
     memory_bytes: float
     disk_bytes: float
     capacity: Capacity
+    # The memory by tier: pinned and cached parts whole (what memory_bytes counts), and the
+    # page cache of the cold parts at their resident share (not counted: evictable).
+    memory_by_tier: dict[Tier, float] = field(default_factory=dict)
 
     @property
     def short_memory(self) -> float:
@@ -118,8 +122,15 @@ class Room:
             for what, n in (("memory", self.short_memory), ("disk", self.short_disk))
             if n
         ]
+        by = self.memory_by_tier
+        tiers = (
+            f"{size(by.get(Tier.PINNED, 0.0))} pinned, {size(by.get(Tier.CACHED, 0.0))} cached;"
+            f" cold parts on disk, {size(by.get(Tier.COLD, 0.0))} of their pages in the page "
+            "cache after searches"
+        )
         return (
-            f"needs {size(self.memory_bytes)} of memory and {size(self.disk_bytes)} of disk "
+            f"needs {size(self.memory_bytes)} of memory ({tiers}) and "
+            f"{size(self.disk_bytes)} of disk "
             f"for {self.photos:,} photos beside the collections the store holds; the store has "
             f"{size(free.memory_bytes)} of memory and {size(free.disk_bytes)} of disk free "
             f"({free.source}): " + (f"short by {' and '.join(short)}" if short else "it fits")
@@ -137,7 +148,8 @@ def room_for(photos: int, dim: int, layout: Layout, capacity: Capacity) -> Room:
     """What a new collection of `photos` photos of `dim` dimensions needs, its index build
     included, against what the store has free beside the collections it holds."""
     need = during_build(footprint(photos, dim, layout), layout)
-    return Room(photos, need.memory_bytes, need.disk_bytes, capacity)
+    tiers = {tier: need.memory_of(tier) for tier in Tier}
+    return Room(photos, need.memory_bytes, need.disk_bytes, capacity, tiers)
 
 
 def check_reindex(

@@ -22,8 +22,10 @@ import pytest
 import yaml
 from fastapi.routing import APIRoute
 
-from core.settings import Settings
+from core.settings import QdrantSettings, Settings
 from core.taskqueue import all_queues, embed_queue, plan_queue
+from core.vectorstore import footprint
+from core.vectorstore.footprint import GiB
 from model.triton_server import control_flags
 from query_api.metrics import Metrics
 from query_api.routes.health import router as health_router
@@ -871,30 +873,26 @@ def test_qdrant_values_use_only_keys_of_the_chart() -> None:
     assert api_key["key"] in secret_example()["stringData"]
 
 
-PHOTOS = 100_000_000
-DIMENSIONS = 512
-PAYLOAD_GB = 100  # ~1 KB per photo (infra/README.md)
-
-
-def test_qdrant_cluster_is_sized_for_1e8_vectors_as_its_comments_say(settings: Settings) -> None:
-    text = QDRANT_VALUES.read_text()
+def test_qdrant_cluster_is_the_one_the_capacity_plan_fits(settings: Settings) -> None:
     values = load_one(QDRANT_VALUES)
     nodes, qdrant = values["replicaCount"], settings.qdrant
-    assert nodes == 3 and qdrant.replicas == 2
+    assert nodes == footprint.NODES and qdrant.replicas == 2
     assert qdrant.shards % nodes == 0, "shards spread evenly over the nodes"
     assert qdrant.replicas <= nodes
-    totals_gb = {
-        "originals": PHOTOS * DIMENSIONS * 4 / 1e9,
-        "quantized": PHOTOS * DIMENSIONS * 1 / 1e9,
-        "graph": PHOTOS * qdrant.hnsw_m * 2 * 4 / 1e9,
-        "payload": PAYLOAD_GB,
-    }
-    assert round(totals_gb["originals"]) == 205
-    share = qdrant.replicas / nodes
-    for what, total in totals_gb.items():
-        for gb in (round(total), round(total * share)):
-            assert re.search(rf"(?<![\d.]){gb} GB", text), f"{what}: no '{gb} GB' in the comments"
-    # A reindex holds two collections until the old one is dropped.
-    ram = 2 * (totals_gb["quantized"] + totals_gb["graph"]) * share * 1e9
-    assert quantity(values["resources"]["limits"]["memory"]) >= ram
-    assert quantity(values["persistence"]["size"]) >= 2 * sum(totals_gb.values()) * share * 1e9
+    # The node the plan counts on: its memory, of which Qdrant's pod gets the limit and the
+    # collections the budget; its disk, the volume.
+    limit = quantity(values["resources"]["limits"]["memory"])
+    assert footprint.NODE_MEMORY_BUDGET_GIB * GiB <= limit <= footprint.NODE_MEMORY_GIB * GiB
+    assert quantity(values["persistence"]["size"]) == footprint.NODE_DISK_GIB * GiB
+    # The plan is for the collection the pods' settings create.
+    layout = footprint.layout_of(qdrant)
+    assert layout == footprint.layout_of(QdrantSettings(url="http://qdrant:6333"))
+    # The pre-flight check holds a reindex against the same cluster.
+    assert qdrant.memory_gib == nodes * footprint.NODE_MEMORY_BUDGET_GIB
+    assert qdrant.disk_gib == nodes * footprint.NODE_DISK_SHARE * footprint.NODE_DISK_GIB
+    live = footprint.footprint(100_000_000, 512, layout)
+    new = footprint.during_build(live, layout)
+    assert live.memory_bytes + new.memory_bytes <= qdrant.memory_gib * GiB
+    assert live.disk_bytes + new.disk_bytes <= qdrant.disk_gib * GiB
+    # The comments name the endpoint where the engine reports its memory per component.
+    assert "/telemetry?details_level=" in QDRANT_VALUES.read_text()

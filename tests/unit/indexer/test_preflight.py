@@ -14,6 +14,7 @@ from core.settings import QdrantSettings, Settings
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name, open_store
 from core.vectorstore.diskspace import folder_bytes
 from core.vectorstore.footprint import GiB, during_build, footprint, layout_of
+from core.vectorstore.schema import Tier
 from indexer.preflight import check_reindex, size
 from indexer.sync import IndexerError
 
@@ -109,3 +110,31 @@ def test_a_server_of_unknown_size_skips_the_check_and_says_why(tmp_path: Path) -
             check_reindex(store, NEW, DIM, cluster)
     finally:
         store.close()
+
+
+def test_memory_too_small_refuses_the_reindex_by_tier(
+    edge: tuple[Settings, VectorStore],
+) -> None:
+    settings, store = edge
+    layout = layout_of(settings.qdrant)
+    held = footprint(PHOTOS, DIM, layout).memory_bytes  # the live collection, by the model
+    new = during_build(footprint(PHOTOS, DIM, layout), layout)
+    # Room for what it holds and a tenth of what the reindex needs.
+    small = settings.qdrant.model_copy(update={"memory_gib": (held + new.memory_bytes / 10) / GiB})
+
+    with pytest.raises(IndexerError) as refused:
+        check_reindex(store, NEW, DIM, small)
+
+    message = str(refused.value)
+    # Pinned and cached parts count whole; the cold parts' resident pages are said apart.
+    pinned, cold = new.memory_of(Tier.PINNED), new.memory_of(Tier.COLD)
+    assert new.memory_bytes == pytest.approx(pinned + new.memory_of(Tier.CACHED))
+    tiers = (
+        f"{size(pinned)} pinned, {size(new.memory_of(Tier.CACHED))} cached; cold parts on "
+        f"disk, {size(cold)} of their pages in the page cache after searches"
+    )
+    assert f"needs {size(new.memory_bytes)} of memory ({tiers}) and " in message
+    assert pinned > 0 and cold > 0
+    short = new.memory_bytes - new.memory_bytes / 10
+    assert message.endswith(f"short by {size(short)} of memory"), message
+    assert not store.has_collection(NEW)
