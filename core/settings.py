@@ -167,11 +167,12 @@ class QdrantSettings(BaseModel):
         "the points a filter rejects): recall without a payload subgraph per field.",
     )
     # The defaults: the fastest setting at recall@10 >= 0.99 against exact search in
-    # loadtests/bench_recall.py (oversampling 1 left ~5% of the true top 10 out: int8 misranks
-    # close neighbours; a lower ef loses text queries, which sit far from every photo).
-    hnsw_ef: int = Field(128, ge=4, description="HNSW search-time beam width.")
+    # loadtests/bench_recall.py on the TurboQuant 4-bit copies (oversampling 1 leaves ~13% of
+    # the true top 10 out: 4 bits misrank close neighbours; ef 128 loses text queries, which
+    # sit far from every photo, on a graph built over the 4-bit copies).
+    hnsw_ef: int = Field(256, ge=4, description="HNSW search-time beam width.")
     oversampling: float = Field(
-        2.0,
+        3.0,
         ge=1.0,
         description="With quantization: the search takes limit x this many candidates by "
         "their quantized copies and rescores them with the original vectors (more: higher "

@@ -86,15 +86,15 @@ def test_exact_tuning_is_the_ground_truth(indexed: Indexed) -> None:
 
 def test_shipped_settings_find_99_percent_of_the_exact_top_10(indexed: Indexed) -> None:
     # The settings page (docs/operating/settings.md) quotes these.
-    assert (SHIPPED.hnsw_ef, SHIPPED.oversampling) == (128, 2.0)
+    assert (SHIPPED.hnsw_ef, SHIPPED.oversampling) == (256, 3.0)
     assert recall(indexed) >= 0.99
 
 
 @pytest.mark.parametrize(
     "weaker",
     [
-        # The defaults before oversampling: the int8 copies misrank close neighbours, and
-        # rescoring only the top K cannot bring back those they pushed out.
+        # No oversampling: the 4-bit copies misrank close neighbours, and rescoring only the
+        # top K cannot bring back those they pushed out.
         SearchTuning(hnsw_ef=SHIPPED.hnsw_ef, oversampling=1.0),
         # A narrower beam: text-like queries, far from every photo, lose their way in the graph.
         SearchTuning(hnsw_ef=32, oversampling=SHIPPED.oversampling),

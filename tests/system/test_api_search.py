@@ -89,7 +89,9 @@ def api(
 def brute_force(api: Api, vector: Any, ids: list[str] | None = None) -> list[tuple[str, float]]:
     """Exact cosine ranking over the stored vectors, best first."""
     candidates = ids if ids is not None else list(api.vectors)
-    scores = [(pid, float(np.dot(api.vectors[pid], vector))) for pid in candidates]
+    # The store keeps float16 originals and compares the query as float16 too.
+    query = np.asarray(vector, dtype=np.float16).astype(np.float32)
+    scores = [(pid, float(np.dot(api.vectors[pid], query))) for pid in candidates]
     return sorted(scores, key=lambda s: -s[1])
 
 
