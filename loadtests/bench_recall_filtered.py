@@ -18,6 +18,7 @@ no thresholds are enforced.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import shlex
 import sys
 import time
@@ -36,7 +37,7 @@ from core.vectorstore.edge import EdgeStore
 from core.vectorstore.schema import CollectionSchema
 from harness.machine import commit, machine
 from harness.store import TEXT_NOISE
-from loadtests.bench_footprint import CLUSTERS, COLLECTION, disk_parts, part_of
+from loadtests.bench_footprint import COLLECTION, clusters_for, disk_parts, part_of
 from loadtests.bench_recall import query_vectors
 
 K = 10
@@ -69,31 +70,64 @@ def label(t: SearchTuning) -> str:
     return f"ef {t.hnsw_ef}, oversampling {t.oversampling:g}, ACORN {'on' if t.acorn else 'off'}"
 
 
+def filter_of(share: float | None, i: int) -> SearchFilter | None:
+    return None if share is None else window(share, i)
+
+
+Truths = dict[float | None, list[list[str]]]
+
+
+def exact_child(path: str, queries: Embeddings, out: multiprocessing.Queue[Truths]) -> None:
+    """In a process of its own: each query's exact top K under each filter. Exact search reads
+    every original vector; the searches measured after it must not find them in the page cache
+    it leaves (nor the residency read at the end count them)."""
+    store = EdgeStore(Path(path), schema=CollectionSchema(), tuning=SearchTuning(hnsw_ef=K))
+    exact = SearchTuning(hnsw_ef=K, exact=True)
+    try:
+        found: Truths = {
+            share: [
+                [
+                    h.photo_id
+                    for h in store.search(
+                        COLLECTION, q, limit=K, filter=filter_of(share, i), tuning=exact
+                    )
+                ]
+                for i, q in enumerate(queries)
+            ]
+            for share in (None, *SHARES)
+        }
+    finally:
+        store.close()
+    out.put(found)
+
+
+def exact_truths(store_dir: Path, queries: Embeddings) -> Truths:
+    context = multiprocessing.get_context("spawn")
+    out: multiprocessing.Queue[Truths] = context.Queue()
+    child = context.Process(target=exact_child, args=(str(store_dir), queries, out))
+    child.start()
+    found = out.get(timeout=3600)
+    child.join()
+    return found
+
+
 def run(
     store: VectorStore,
     queries: Embeddings,
     share: float | None,
+    truth: list[list[str]],
     grid: Sequence[SearchTuning],
 ) -> list[Row]:
     """Every setting of the grid against exact search, under one filter (None: unfiltered)."""
-
-    def filt(i: int) -> SearchFilter | None:
-        return None if share is None else window(share, i)
-
-    exact = SearchTuning(hnsw_ef=K, exact=True)
-    truth = [
-        [h.photo_id for h in store.search(COLLECTION, q, limit=K, filter=filt(i), tuning=exact)]
-        for i, q in enumerate(queries)
-    ]
     name = "none" if share is None else f"{share:.0%} of the photos"
     rows = []
     for tuning in grid:
         for i, q in enumerate(queries[:WARM_UP]):
-            store.search(COLLECTION, q, limit=K, filter=filt(i), tuning=tuning)
+            store.search(COLLECTION, q, limit=K, filter=filter_of(share, i), tuning=tuning)
         seconds, recalls = [], []
         for i, q in enumerate(queries):
             started = time.perf_counter()
-            hits = store.search(COLLECTION, q, limit=K, filter=filt(i), tuning=tuning)
+            hits = store.search(COLLECTION, q, limit=K, filter=filter_of(share, i), tuning=tuning)
             seconds.append(time.perf_counter() - started)
             found = {h.photo_id for h in hits}
             recalls.append(len(found & set(truth[i])) / max(len(truth[i]), 1))
@@ -160,6 +194,14 @@ def report(rows: Sequence[Row], args: argparse.Namespace, points: int) -> str:
     return "\n".join(lines)
 
 
+def points_in(store_dir: Path) -> int:
+    store = EdgeStore(store_dir, schema=CollectionSchema(), tuning=SearchTuning(hnsw_ef=K))
+    try:
+        return store.count(COLLECTION)
+    finally:
+        store.close()
+
+
 def numbers(text: str) -> list[float]:
     return [float(n) for n in text.split(",")]
 
@@ -172,11 +214,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ef", type=lambda t: [int(n) for n in numbers(t)], default=[128])
     p.add_argument("--oversampling", type=numbers, default=[2.0, 4.0])
     args = p.parse_args(argv)
+    points = points_in(args.store)
+    queries = query_vectors("text", args.queries, args.dim, clusters_for(points), TEXT_NOISE)
+    truths = exact_truths(args.store, queries)
     # The schema only makes new collections: the kept one opens with its own.
     store = EdgeStore(args.store, schema=CollectionSchema(), tuning=SearchTuning(hnsw_ef=128))
     try:
-        points = store.count(COLLECTION)
-        queries = query_vectors("text", args.queries, args.dim, CLUSTERS, TEXT_NOISE)
         grid = [
             SearchTuning(hnsw_ef=ef, oversampling=o, acorn=acorn)
             for ef in args.ef
@@ -185,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
         ]
         rows: list[Row] = []
         for share in (None, *SHARES):
-            rows += run(store, queries, share, grid)
+            rows += run(store, queries, share, truths[share], grid)
         held = resident_parts(args.store)
     finally:
         store.close()

@@ -16,9 +16,10 @@ a reindex beside the live collection on 3 nodes of 64 GiB (docs/capacity-plan.md
   whole costs its whole size, which the budget has only for what is pinned.
 
 A payload subgraph (extra HNSW links per value of a field, Qdrant's `payload_m`) is built only
-for a field that a filtered search needs one for. None does: ACORN (SearchTuning.acorn) keeps
-filtered recall on the main graph (loadtests/bench_recall.py --filtered), and one subgraph
-costs about as much as the main graph.
+for a field that says so (FieldIndex.subgraph). None does yet: one costs about as much as the
+main graph, which the 1e8 budget has no room for, and filtered searches walk the main graph
+with ACORN (SearchTuning.acorn). At 1e6 that leaves narrow filters short of the recall asked
+(loadtests/bench_recall_filtered.py; loadtests/README.md has the figures).
 """
 
 from __future__ import annotations
