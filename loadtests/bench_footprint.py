@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -232,13 +232,21 @@ def serve(path: str, dim: int, out: multiprocessing.Queue[Resident]) -> None:
     out.put(Resident(heap, dict(files)))
 
 
-def resident(path: Path, dim: int) -> Resident:
+def in_child(target: Callable[..., None], *args: object, timeout_s: float) -> object:
+    """What target(*args, out) puts on `out`, run in a fresh process (one that has opened no
+    store and mapped none of its pages)."""
     context = multiprocessing.get_context("spawn")
-    out: multiprocessing.Queue[Resident] = context.Queue()
-    child = context.Process(target=serve, args=(str(path), dim, out))
+    out: multiprocessing.Queue[object] = context.Queue()
+    child = context.Process(target=target, args=(*args, out))
     child.start()
-    found = out.get(timeout=600)
+    found = out.get(timeout=timeout_s)
     child.join()
+    return found
+
+
+def resident(path: Path, dim: int) -> Resident:
+    found = in_child(serve, str(path), dim, timeout_s=600)
+    assert isinstance(found, Resident)
     return found
 
 

@@ -37,7 +37,7 @@ from core.vectorstore.edge import EdgeStore
 from core.vectorstore.schema import CollectionSchema
 from harness.machine import commit, machine
 from harness.store import TEXT_NOISE
-from loadtests.bench_footprint import COLLECTION, clusters_for, disk_parts, part_of
+from loadtests.bench_footprint import COLLECTION, clusters_for, disk_parts, in_child, part_of
 from loadtests.bench_recall import query_vectors
 
 K = 10
@@ -102,12 +102,8 @@ def exact_child(path: str, queries: Embeddings, out: multiprocessing.Queue[Truth
 
 
 def exact_truths(store_dir: Path, queries: Embeddings) -> Truths:
-    context = multiprocessing.get_context("spawn")
-    out: multiprocessing.Queue[Truths] = context.Queue()
-    child = context.Process(target=exact_child, args=(str(store_dir), queries, out))
-    child.start()
-    found = out.get(timeout=3600)
-    child.join()
+    found = in_child(exact_child, str(store_dir), queries, timeout_s=3600)
+    assert isinstance(found, dict)
     return found
 
 
