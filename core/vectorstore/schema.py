@@ -72,14 +72,10 @@ _INTEGER_HALVES: dict[str, tuple[bool, bool]] = {
 if set(_INTEGER_HALVES) != set(INTEGER_FIELDS):
     raise RuntimeError(f"say which halves each integer index builds: {INTEGER_FIELDS}")
 
-# A field added later gets an index as its kind's list says: cold, no subgraph. A field that
-# needs another tier or a subgraph says so here, with why.
-_CHOSEN: dict[str, FieldIndex] = {}
-
 
 def _index(field: str, kind: FieldKind) -> FieldIndex:
-    if field in _CHOSEN:
-        return _CHOSEN[field]
+    """A field's index: cold, without a subgraph (a field added later too, by its kind's list
+    in base.py). One that needs another tier or a subgraph is given it here, with why."""
     if kind == "integer":
         lookup, ranged = _INTEGER_HALVES[field]
         return FieldIndex(kind, lookup=lookup, range=ranged)
