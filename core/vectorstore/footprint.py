@@ -4,10 +4,11 @@ model of docs/capacity-plan.md and of a reindex's pre-flight check (indexer/pref
     python -m core.vectorstore.footprint [--points 1e8] [--dim 512] [--nodes 3]
 
 Each part has the tier the collection's schema gives it (core/vectorstore/schema.py). RAM counts
-a *pinned* part whole (it is on the heap), and a *cached* or *cold* part at the share of it that
-was resident after the recall benchmark's searches (loadtests/bench_recall_filtered.py): what
-searches keep in the page cache. Parts that every search walks are pinned by the schema, so a
-cold tier never hides them: a cold quantized copy or graph would still be counted whole here.
+a *pinned* part whole (it is on the heap) and a *cached* one whole (the engine reads it in at
+start); a *cold* part's pages that the recall benchmark's searches left resident
+(loadtests/bench_recall_filtered.py) are said apart, as page cache, which memory pressure
+evicts. What every search walks, the quantized copies and the graph, counts whole whatever its
+tier: a cold tier is no way to move search onto the disk.
 
 Every per-point figure says where it comes from: *exact* (the format's size), *measured* (on
 Qdrant Edge at 512 dims, the indexer's payload: loadtests/bench_footprint.py, the slope from
@@ -248,9 +249,12 @@ def footprint(points: int, dim: int, layout: Layout, *, key_chars: int = KEY_CHA
         ("payload", s.payload, PAYLOAD + PAYLOAD_BYTES_PER_KEY_CHAR * extra_key,
          RESIDENT["payload"], False, f"measured, {key_chars}-char keys"),
     ]  # fmt: skip
+    walked = {rows[1][0], rows[2][0]}  # the quantized copies and the graph
     parts = []
     for name, tier, n, share, structure, source in rows:
         memory, cache = (0.0, 0.0) if tier is None else held(tier, n, share, structure=structure)
+        if name in walked:
+            memory, cache = n, 0.0
         parts.append(Part(name, tier, memory * stored, n * stored, source, cache * stored))
     for tier, (disk, memory, cache) in sorted(index_parts(layout.indexes, key_chars).items()):
         parts.append(

@@ -98,6 +98,11 @@ def test_a_part_is_counted_by_its_tier() -> None:
     old = by_name(footprint(1000, 512, Layout(int8)))
     assert old["quantized copies"].memory_bytes == 1000 * (512 + 4)
     assert old["original vectors"].disk_bytes == 1000 * 512 * 4
+    # What every search walks counts whole, whatever its tier.
+    cold = CollectionSchema(quantized=Tier.COLD, graph=Tier.COLD)
+    walked = by_name(footprint(1000, 512, Layout(cold)))
+    assert walked["quantized copies"].memory_bytes == 1000 * (256 + TURBO4_EXTRA)
+    assert walked["HNSW graph"].memory_bytes == pytest.approx(1000 * GRAPH)
     # A pinned payload index is a structure on the heap.
     pinned = {"tags": FieldIndex("keyword", Tier.PINNED)}
     heap = by_name(footprint(1000, 512, Layout(indexes=pinned)))["payload indexes"]
