@@ -8,7 +8,7 @@ config, payload indexes and keywords vector; the payload the indexer writes, sha
 
 - its folder is walked and each file's allocated bytes (not its apparent size: the engine
   preallocates sparse pages) are put under the part it belongs to: the original vectors, their
-  int8 copies, the HNSW graph, each payload index, the keywords vector, the id tracker, the
+  quantized copies, the HNSW graph, each payload index, the keywords vector, the id tracker, the
   payload, and the rest (WAL, config);
 - a fresh process opens the store and serves searches (dense, filtered by a tag and by colour
   and orientation, keyword, a facet), and
