@@ -35,6 +35,7 @@ from core.vectorstore.engine import (
     filter_of,
     vectors,
 )
+from core.vectorstore.filters import walking
 
 
 def _id_list(ids: Iterable[str]) -> list[qe.PointId]:
@@ -77,7 +78,9 @@ def where(w: Where | None) -> qe.Filter | None:
     return filter_of(w, condition, qe.Filter)
 
 
-def params(tuning: SearchTuning | None) -> qe.SearchParams | None:
+def params(tuning: SearchTuning | None, w: Where | None) -> qe.SearchParams | None:
+    """The search parameters of a search under its filter (filters.walking: ACORN or not)."""
+    tuning = walking(tuning, w)
     return (
         None
         if tuning is None
@@ -130,7 +133,7 @@ def prefetch(p: Prefetch) -> qe.Prefetch:
         prefetches=[prefetch(n) for n in p.prefetches] or None,
         filter=where(p.filter),
         score_threshold=p.score_threshold,
-        params=params(p.tuning),
+        params=params(p.tuning, p.filter),
     )
 
 
@@ -144,7 +147,7 @@ def search(s: Search) -> qe.QueryRequest:
         score_threshold=s.score_threshold,
         with_payload=payload(s.fields),
         with_vector=vectors(s.with_vector),
-        params=params(s.tuning),
+        params=params(s.tuning, s.filter),
     )
 
 

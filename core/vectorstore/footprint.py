@@ -50,6 +50,13 @@ PAYLOAD_BYTES_PER_KEY_CHAR = 4
 # 100000,1000000 --threshold-kb 100, 2026-11-29, shipped layout: the slope from 1e5 to 1e6
 # photos of 512 dims, one cluster of photos per 100).
 GRAPH = 73.2  # the main HNSW graph, m=16 (compressed links: 57 B a photo at 1e5, 72 at 1e6)
+# A field's payload subgraph, by its degree (payload_m): the graph's bytes with created_at's
+# subgraph less without it, 1e6 photos (python -m loadtests.bench_graph_recall --data nested
+# --subgraph-m 0|6|8|16, 2026-11-29): 40.6 B a photo at 6, 54.3 at 8, 93.2 at 16; this line
+# is their least-squares fit. Its links join photos near in time, anywhere in the vector
+# space: they compress less than the main graph's.
+SUBGRAPH_BASE = 11.2
+SUBGRAPH_PER_M = 5.15
 TURBO4_EXTRA = 8.0  # a 4-bit copy is dim / 2 bytes and this
 INDEXES: dict[str, float] = {
     "photo_id": 75.6,
@@ -180,10 +187,11 @@ def quantized_bytes(dim: int, schema: CollectionSchema) -> float:
 
 
 def graph_bytes(schema: CollectionSchema, indexes: Mapping[str, FieldIndex]) -> float:
-    """The main graph's links at m, and a subgraph per field that asks for one: each assumed
-    as large as the main graph (each photo is in one block of the field's values)."""
+    """The main graph's links at m, and a subgraph per field that asks for one at payload_m
+    (each photo is in one block of the field's values)."""
     main = GRAPH * schema.hnsw_m / 16
-    return main * (1 + len(subgraph_fields(indexes)))
+    subgraphs = len(subgraph_fields(indexes)) if schema.subgraph_m else 0
+    return main + subgraphs * (SUBGRAPH_BASE + SUBGRAPH_PER_M * schema.subgraph_m)
 
 
 def index_bytes(indexes: Mapping[str, FieldIndex], key_chars: int) -> dict[str, float]:

@@ -35,6 +35,7 @@ from core.vectorstore.engine import (
     filter_of,
     vectors,
 )
+from core.vectorstore.filters import walking
 from core.vectorstore.schema import CollectionSchema, FieldIndex, Tier
 
 MEMORY = {Tier.PINNED: qm.Memory.PINNED, Tier.CACHED: qm.Memory.CACHED, Tier.COLD: qm.Memory.COLD}
@@ -146,7 +147,9 @@ def where(w: Where | None) -> qm.Filter | None:
     return filter_of(w, condition, qm.Filter)
 
 
-def params(tuning: SearchTuning | None) -> qm.SearchParams | None:
+def params(tuning: SearchTuning | None, w: Where | None) -> qm.SearchParams | None:
+    """The search parameters of a search under its filter (filters.walking: ACORN or not)."""
+    tuning = walking(tuning, w)
     return (
         None
         if tuning is None
@@ -213,7 +216,7 @@ def prefetch(p: Prefetch, exact: bool) -> qm.Prefetch:
         limit=p.limit,
         filter=where(p.filter),
         score_threshold=p.score_threshold,
-        params=None if exact else params(p.tuning),
+        params=None if exact else params(p.tuning, p.filter),
     )
 
 
@@ -227,7 +230,7 @@ def search(s: Search, exact: bool) -> qm.QueryRequest:
         offset=s.offset,
         filter=where(s.filter),
         score_threshold=s.score_threshold,
-        params=None if exact else params(s.tuning),
+        params=None if exact else params(s.tuning, s.filter),
         with_payload=payload(s.fields),
         with_vector=vectors(s.with_vector),
     )

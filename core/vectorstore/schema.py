@@ -15,11 +15,15 @@ a reindex beside the live collection on 3 nodes of 64 GiB (docs/capacity-plan.md
 - *cached* (mapped and read in whole at start): nothing by default. At 1e8 a part read in
   whole costs its whole size, which the budget has only for what is pinned.
 
-A payload subgraph (extra HNSW links per value of a field, Qdrant's `payload_m`) is built only
-for a field that says so (FieldIndex.subgraph). None does yet: one costs about as much as the
-main graph, which the 1e8 budget has no room for, and filtered searches walk the main graph
-with ACORN (SearchTuning.acorn). At 1e6 that leaves narrow filters short of the recall asked
-(loadtests/bench_recall_filtered.py; loadtests/README.md has the figures).
+A payload subgraph (extra HNSW links among the photos of each block of a field's values,
+Qdrant's `payload_m`) is built only for a field that says so (FieldIndex.subgraph): `created_at`
+alone. Its links join photos that are near in time but anywhere in the vector space, so besides
+letting a date filter walk the graph they give the graph the long links a catalogue of many
+unrelated subjects lacks: at 1e6 (loadtests/bench_graph_recall.py), at payload_m 6, they took
+unfiltered recall at hnsw_ef 256 from 0.67 to 0.97, and date filters of 1-20% from 0.18-0.89
+with ACORN to 0.98-0.99 without it, at a p95 of 5 ms against 45.
+Other filters walk the main graph with ACORN (SearchTuning.acorn; filters.walking), which a
+filter on subgraph fields alone does without: there it only costs time.
 """
 
 from __future__ import annotations
@@ -73,13 +77,21 @@ if set(_INTEGER_HALVES) != set(INTEGER_FIELDS):
     raise RuntimeError(f"say which halves each integer index builds: {INTEGER_FIELDS}")
 
 
+# The fields whose filters need a payload subgraph (at most 3: each costs ~42 B a photo
+# pinned at payload_m 6, footprint.SUBGRAPH_BASE and SUBGRAPH_PER_M). created_at: a date
+# window is the filter that narrows a search most (a month is 0.4% of the catalogue), and its
+# subgraph also links the main graph's unrelated subjects (the module's docstring).
+SUBGRAPHS = frozenset({"created_at"})
+
+
 def _index(field: str, kind: FieldKind) -> FieldIndex:
-    """A field's index: cold, without a subgraph (a field added later too, by its kind's list
-    in base.py). One that needs another tier or a subgraph is given it here, with why."""
+    """A field's index: cold, with a subgraph only if SUBGRAPHS names it (a field added later
+    too, by its kind's list in base.py). One that needs another tier is given it here, with
+    why."""
     if kind == "integer":
         lookup, ranged = _INTEGER_HALVES[field]
-        return FieldIndex(kind, lookup=lookup, range=ranged)
-    return FieldIndex(kind)
+        return FieldIndex(kind, lookup=lookup, range=ranged, subgraph=field in SUBGRAPHS)
+    return FieldIndex(kind, subgraph=field in SUBGRAPHS)
 
 
 _KINDS: tuple[tuple[tuple[str, ...], FieldKind], ...] = (
@@ -92,6 +104,8 @@ _KINDS: tuple[tuple[tuple[str, ...], FieldKind], ...] = (
 PAYLOAD_INDEXES: dict[str, FieldIndex] = {
     field: _index(field, kind) for fields, kind in _KINDS for field in fields
 }
+if not SUBGRAPHS <= PAYLOAD_INDEXES.keys() or len(SUBGRAPHS) > 3:
+    raise RuntimeError(f"subgraphs for at most 3 indexed fields: {sorted(SUBGRAPHS)}")
 
 
 @dataclass(frozen=True)
@@ -101,6 +115,8 @@ class CollectionSchema:
 
     hnsw_m: int = 16
     hnsw_ef_construct: int = 128
+    # The payload subgraphs' degree (Qdrant's payload_m), where a field has one.
+    subgraph_m: int = 6
     full_scan_threshold_kb: int = 10_000
     quantizer: Quantizer | None = "turbo4"
     datatype: VectorDatatype = "float16"
@@ -115,8 +131,8 @@ class CollectionSchema:
     indexing_threshold_kb: int | None = None
 
     def payload_m(self, indexes: Mapping[str, FieldIndex]) -> int:
-        """The subgraphs' degree: the graph's where a field has one, else 0 (none built)."""
-        return self.hnsw_m if subgraph_fields(indexes) else 0
+        """The subgraphs' degree where a field has one, else 0 (none built)."""
+        return self.subgraph_m if subgraph_fields(indexes) else 0
 
 
 def subgraph_fields(indexes: Mapping[str, FieldIndex]) -> tuple[str, ...]:
@@ -129,6 +145,7 @@ def schema_of(settings: QdrantSettings) -> CollectionSchema:
     return CollectionSchema(
         hnsw_m=settings.hnsw_m,
         hnsw_ef_construct=settings.hnsw_ef_construct,
+        subgraph_m=settings.subgraph_m,
         full_scan_threshold_kb=settings.full_scan_threshold_kb,
         quantizer=settings.quantizer if settings.quantization else None,
         datatype=settings.vector_datatype,

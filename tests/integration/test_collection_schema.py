@@ -1,7 +1,8 @@
 """The collection each engine makes follows core/vectorstore/schema.py: tiers, quantization,
 payload subgraphs and index parameters, read back from Qdrant Edge and, on the server path, from
 the requests sent (the stand-in ignores them); a collection of the previous release keeps
-working; ACORN's filtered searches find what exact search finds."""
+working; filtered searches find what exact search finds: a date window on its payload
+subgraph, any other filter with ACORN."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from harness.previous import create_previous_collection
 from tests.support.qdrant_server import qdrant_stand_in
 
 COLL = collection_name(3, "schema")
+SUBGRAPH_M = CollectionSchema().subgraph_m
 DIM = 32
 SHIPPED = QdrantSettings()
 # What the shipped schema gives each payload index (engine's names).
@@ -76,7 +78,7 @@ def test_qdrant_edge_makes_the_shipped_schema(tmp_path: Path) -> None:
     }
     assert config["quantization_config"] == {"turbo": {"memory": "pinned", "bits": "bits4"}}
     hnsw = config["hnsw_config"]
-    assert (hnsw["m"], hnsw["payload_m"], hnsw["memory"]) == (16, 0, "pinned")
+    assert (hnsw["m"], hnsw["payload_m"], hnsw["memory"]) == (16, SUBGRAPH_M, "pinned")
     assert hnsw["full_scan_threshold"] == SHIPPED.full_scan_threshold_kb
     assert config["sparse_vectors"]["keywords"] == {"memory": "cold", "modifier": "idf"}
     assert (config["payload_memory"], config["id_tracker_memory"]) == ("cold", "cold")
@@ -84,8 +86,8 @@ def test_qdrant_edge_makes_the_shipped_schema(tmp_path: Path) -> None:
     fields = indexed_fields(tmp_path)
     assert set(fields) == set(PAYLOAD_INDEXES)
     assert {f["memory"] for f in fields.values()} == {"cold"}
-    # No field builds a payload subgraph: ACORN serves filtered searches.
-    assert not [name for name, f in fields.items() if f["enable_hnsw"]]
+    # Only created_at builds a payload subgraph: ACORN serves the other filters.
+    assert [name for name, f in fields.items() if f["enable_hnsw"]] == ["created_at"]
     for name, (lookup, ranged) in INTEGER_HALVES.items():
         assert (fields[name]["lookup"], fields[name]["range"]) == (lookup, ranged), name
     assert fields["created_at"]["type"] == "datetime" and fields["tags"]["type"] == "keyword"
@@ -133,7 +135,10 @@ def test_a_server_is_asked_for_the_shipped_schema(
         )
     )
     assert create.hnsw_config is not None
-    assert (create.hnsw_config.payload_m, create.hnsw_config.memory) == (0, qm.Memory.PINNED)
+    assert (create.hnsw_config.payload_m, create.hnsw_config.memory) == (
+        SUBGRAPH_M,
+        qm.Memory.PINNED,
+    )
     assert create.hnsw_config.full_scan_threshold == settings.full_scan_threshold_kb
     assert create.sparse_vectors is not None
     sparse = create.sparse_vectors["keywords"]
@@ -150,7 +155,8 @@ def test_a_server_is_asked_for_the_shipped_schema(
     assert set(indexes) == set(PAYLOAD_INDEXES)
     for name, schema in indexes.items():
         assert not isinstance(schema, qm.PayloadSchemaType), name  # parameters, not defaults
-        assert schema.memory == qm.Memory.COLD and schema.enable_hnsw is False, name
+        assert schema.memory == qm.Memory.COLD, name
+        assert schema.enable_hnsw is (name == "created_at"), name
     for name, (lookup, ranged) in INTEGER_HALVES.items():
         integer = indexes[name]
         assert isinstance(integer, qm.IntegerIndexParams)
@@ -187,47 +193,79 @@ def test_a_collection_of_the_previous_release_opens_searches_and_takes_writes(
     ] in (None, "float32")
 
 
-def test_filtered_searches_with_acorn_find_what_exact_search_finds(tmp_path: Path) -> None:
-    # A graph even for this small collection, and every filter walked on it (no full scan):
-    # what 1e8 photos in segments of ~2e6 do with these filters.
-    schema = CollectionSchema(indexing_threshold_kb=1, full_scan_threshold_kb=1)
-    store = EdgeStore(tmp_path, schema=schema, tuning=SearchTuning(hnsw_ef=64))
-    r = random.Random(3)
-    start = datetime(2020, 1, 1, tzinfo=UTC)
+def filtered_collection(store: EdgeStore, r: random.Random) -> Embeddings:
+    """3,000 photos, each with a date over 1,000 days and tag "s<n>" where n is its number
+    modulo 100 (a tag of 1%: "s0"; of 5%: "s0".."s4"; of 20%: "s0".."s19"), indexed."""
     vectors = unit_vectors(3000, 2)
+    store.create_collection(COLL, DIM)
+    for first in range(0, 3000, 500):
+        store.upsert(
+            COLL,
+            [
+                PhotoPoint(
+                    f"p{i}",
+                    vectors[i],
+                    {
+                        "created_at": (START + timedelta(days=r.randrange(1000))).isoformat(),
+                        "tags": [f"s{i % 100}"],
+                    },
+                )
+                for i in range(first, first + 500)
+            ],
+        )
+    store.optimize(COLL)
+    assert store.index_ready(COLL)
+    return vectors
+
+
+START = datetime(2020, 1, 1, tzinfo=UTC)
+# A graph even for this small collection, and every filter walked on it (no full scan):
+# what 1e8 photos in segments of ~2e6 do with these filters.
+WALKED = CollectionSchema(indexing_threshold_kb=1, full_scan_threshold_kb=1)
+SHARES = ((0.01, 11), (0.05, 12), (0.2, 13))
+
+
+def test_a_date_window_walks_its_subgraph_without_acorn(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path, schema=WALKED, tuning=SearchTuning(hnsw_ef=64))
+    r = random.Random(3)
     try:
-        store.create_collection(COLL, DIM)
-        for first in range(0, 3000, 500):
-            store.upsert(
-                COLL,
-                [
-                    PhotoPoint(
-                        f"p{i}",
-                        vectors[i],
-                        {"created_at": (start + timedelta(days=r.randrange(1000))).isoformat()},
-                    )
-                    for i in range(first, first + 500)
-                ],
-            )
-        store.optimize(COLL)
-        assert store.index_ready(COLL)
-        acorn = SearchTuning(hnsw_ef=128, oversampling=4.0, acorn=True)
+        filtered_collection(store, r)
+        # Without ACORN (which filters.walking leaves off for a filter on created_at alone):
+        # the subgraph finds the window's photos.
+        walked = SearchTuning(hnsw_ef=128, oversampling=4.0)
         exact = SearchTuning(hnsw_ef=128, exact=True)
-        for share, q in ((0.01, 11), (0.05, 12), (0.2, 13)):
-            since = start + timedelta(days=r.randrange(int(1000 * (1 - share))))
+        for share, q in SHARES:
+            since = START + timedelta(days=r.randrange(int(1000 * (1 - share))))
             window = SearchFilter(
                 created_from=since, created_to=since + timedelta(days=1000 * share)
             )
             query = unit_vectors(1, q)[0]
-            found = store.search(COLL, query, limit=10, filter=window, tuning=acorn)
+            found = store.search(COLL, query, limit=10, filter=window, tuning=walked)
             truth = store.search(COLL, query, limit=10, filter=window, tuning=exact)
+            assert len(truth) == 10
+            assert [h.photo_id for h in found] == [h.photo_id for h in truth], share
+    finally:
+        store.close()
+
+
+def test_other_filters_with_acorn_find_what_exact_search_finds(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path, schema=WALKED, tuning=SearchTuning(hnsw_ef=64))
+    try:
+        filtered_collection(store, random.Random(3))
+        acorn = SearchTuning(hnsw_ef=128, oversampling=4.0, acorn=True)
+        exact = SearchTuning(hnsw_ef=128, exact=True)
+        for share, q in SHARES:
+            tags = SearchFilter(tags_any=tuple(f"s{n}" for n in range(int(share * 100))))
+            query = unit_vectors(1, q)[0]
+            found = store.search(COLL, query, limit=10, filter=tags, tuning=acorn)
+            truth = store.search(COLL, query, limit=10, filter=tags, tuning=exact)
             assert len(truth) == 10
             assert [h.photo_id for h in found] == [h.photo_id for h in truth], share
             if share == 0.01:
                 # Without ACORN and without a payload subgraph the graph loses a narrow filter's
                 # photos: what ACORN is for.
                 plain = replace(acorn, acorn=False)
-                missed = store.search(COLL, query, limit=10, filter=window, tuning=plain)
+                missed = store.search(COLL, query, limit=10, filter=tags, tuning=plain)
                 assert [h.photo_id for h in missed] != [h.photo_id for h in truth]
     finally:
         store.close()

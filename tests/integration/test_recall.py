@@ -86,7 +86,7 @@ def test_exact_tuning_is_the_ground_truth(indexed: Indexed) -> None:
 
 def test_shipped_settings_find_99_percent_of_the_exact_top_10(indexed: Indexed) -> None:
     # The settings page (docs/operating/settings.md) quotes these.
-    assert (SHIPPED.hnsw_ef, SHIPPED.oversampling) == (256, 3.0)
+    assert (SHIPPED.hnsw_ef, SHIPPED.oversampling) == (768, 3.0)
     assert recall(indexed) >= 0.99
 
 

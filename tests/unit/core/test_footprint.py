@@ -24,6 +24,8 @@ from core.vectorstore.footprint import (
     RESIDENT,
     RESIDENT_INDEXES,
     RESIDENT_OTHER_INDEX,
+    SUBGRAPH_BASE,
+    SUBGRAPH_PER_M,
     TURBO4_EXTRA,
     WAL_BYTES,
     Footprint,
@@ -53,7 +55,9 @@ def test_the_model_is_its_constants_times_the_photos_by_hand() -> None:
     indexes_resident = sum(
         size * RESIDENT_INDEXES.get(name, RESIDENT_OTHER_INDEX) for name, size in INDEXES.items()
     )
-    pinned = 1000 * ((256 + TURBO4_EXTRA) + GRAPH)
+    # The main graph and created_at's payload subgraph at the shipped degree.
+    graph = GRAPH + SUBGRAPH_BASE + SUBGRAPH_PER_M * CollectionSchema().subgraph_m
+    pinned = 1000 * ((256 + TURBO4_EXTRA) + graph)
     cold_disk = {
         "original vectors": 2 * 512,
         "keywords index": KEYWORDS_INDEX,
@@ -67,7 +71,7 @@ def test_the_model_is_its_constants_times_the_photos_by_hand() -> None:
     assert f.memory_bytes == pytest.approx(pinned)
     assert f.memory_of(Tier.COLD) == f.cache_bytes == pytest.approx(cold)
     disk = 1000 * (
-        sum(cold_disk.values()) + indexes + 256 + TURBO4_EXTRA + GRAPH + KEYWORDS_VECTORS
+        sum(cold_disk.values()) + indexes + 256 + TURBO4_EXTRA + graph + KEYWORDS_VECTORS
     )
     assert f.disk_bytes == pytest.approx(disk + WAL_BYTES)
 
@@ -102,20 +106,32 @@ def test_a_part_is_counted_by_its_tier() -> None:
     cold = CollectionSchema(quantized=Tier.COLD, graph=Tier.COLD)
     walked = by_name(footprint(1000, 512, Layout(cold)))
     assert walked["quantized copies"].memory_bytes == 1000 * (256 + TURBO4_EXTRA)
-    assert walked["HNSW graph"].memory_bytes == pytest.approx(1000 * GRAPH)
+    graph = GRAPH + SUBGRAPH_BASE + SUBGRAPH_PER_M * CollectionSchema().subgraph_m
+    assert walked["HNSW graph"].memory_bytes == pytest.approx(1000 * graph)
     # A pinned payload index is a structure on the heap.
     pinned = {"tags": FieldIndex("keyword", Tier.PINNED)}
     heap = by_name(footprint(1000, 512, Layout(indexes=pinned)))["payload indexes"]
     assert heap.memory_bytes == pytest.approx(1000 * INDEXES["tags"] * HEAP_PER_DISK_BYTE)
 
 
-def test_a_payload_subgraph_adds_a_graph_and_m_scales_the_links() -> None:
-    none = by_name(footprint(1000, 512, Layout()))["HNSW graph"]
-    one = {**PAYLOAD_INDEXES, "license": FieldIndex("keyword", subgraph=True)}
-    sub = by_name(footprint(1000, 512, Layout(indexes=one)))["HNSW graph"]
-    assert sub.memory_bytes == pytest.approx(2 * none.memory_bytes)
-    wide = by_name(footprint(1000, 512, Layout(CollectionSchema(hnsw_m=32))))["HNSW graph"]
-    assert wide.memory_bytes == pytest.approx(2 * none.memory_bytes)
+def test_a_payload_subgraph_adds_its_links_and_m_scales_the_main_graph() -> None:
+    none = CollectionSchema(subgraph_m=0)
+    main = by_name(footprint(1000, 512, Layout(none)))["HNSW graph"]
+    assert main.memory_bytes == pytest.approx(1000 * GRAPH)
+    # created_at's, at each degree measured: the fit's line, within 5% of each measurement.
+    for m, measured in ((6, 40.6), (8, 54.3), (16, 93.2)):
+        shipped = by_name(footprint(1000, 512, Layout(CollectionSchema(subgraph_m=m))))
+        added = shipped["HNSW graph"].memory_bytes - main.memory_bytes
+        assert added == pytest.approx(1000 * (SUBGRAPH_BASE + SUBGRAPH_PER_M * m))
+        assert added == pytest.approx(1000 * measured, rel=0.05)
+    two = {**PAYLOAD_INDEXES, "license": FieldIndex("keyword", subgraph=True)}
+    both = by_name(footprint(1000, 512, Layout(indexes=two)))["HNSW graph"]
+    one = by_name(footprint(1000, 512, Layout()))["HNSW graph"]
+    assert both.memory_bytes - one.memory_bytes == pytest.approx(
+        one.memory_bytes - main.memory_bytes
+    )
+    wide = by_name(footprint(1000, 512, Layout(CollectionSchema(hnsw_m=32, subgraph_m=0))))
+    assert wide["HNSW graph"].memory_bytes == pytest.approx(2 * main.memory_bytes)
 
 
 def test_the_build_rewrites_its_share_of_the_disk_and_no_memory() -> None:
@@ -141,9 +157,9 @@ def test_1e8_photos_live_and_reindexed_fit_three_nodes_of_64_gib_by_the_rule() -
     per_node = (live.memory_bytes + new.memory_bytes) / NODES
     assert per_node <= NODE_MEMORY_BUDGET_GIB * GiB
     assert (live.disk_bytes + new.disk_bytes) / NODES <= NODE_DISK_SHARE * NODE_DISK_GIB * GiB
-    # The quantized copies take at most 300 B a photo, and no field builds a subgraph.
+    # The quantized copies take at most 300 B a photo, and at most 3 fields build a subgraph.
     assert quantized_bytes(512, layout.schema) <= 300
-    assert not [f for f, index in layout.indexes.items() if index.subgraph]
+    assert [f for f, index in layout.indexes.items() if index.subgraph] == ["created_at"]
 
 
 def test_the_capacity_plan_shows_the_figures_the_model_computes() -> None:

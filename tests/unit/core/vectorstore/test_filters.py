@@ -8,7 +8,7 @@ import pytest
 import qdrant_edge as qe
 from qdrant_client import models as qm
 
-from core.vectorstore import KEY_FIELD, SHARD_FIELD, SearchFilter, point_id
+from core.vectorstore import KEY_FIELD, SHARD_FIELD, SearchFilter, SearchTuning, point_id
 from core.vectorstore import edge_requests as edge
 from core.vectorstore import qdrant_requests as server
 from core.vectorstore.engine import (
@@ -21,7 +21,14 @@ from core.vectorstore.engine import (
     Range,
     Where,
 )
-from core.vectorstore.filters import both, in_shard, search_filter, shard_filter, with_keys
+from core.vectorstore.filters import (
+    both,
+    in_shard,
+    search_filter,
+    shard_filter,
+    walking,
+    with_keys,
+)
 
 SINCE = datetime(2024, 1, 5, tzinfo=UTC)
 
@@ -146,3 +153,29 @@ def test_ranges_and_flags_in_each_engines_classes() -> None:
     shown = repr(edge.where(where))
     for part in ("width", "1200", "color_shares.red", "0.5", "RangeFloat", "MatchValue(value=0)"):
         assert part in shown, (part, shown)
+
+
+ACORN = SearchTuning(hnsw_ef=64, acorn=True)
+
+
+def test_a_date_window_walks_its_payload_subgraph_without_acorn() -> None:
+    window = search_filter(SearchFilter(created_from=SINCE, exclude_ids=("a",)))
+    walked = walking(ACORN, window)
+    assert walked is not None and not walked.acorn and walked.hnsw_ef == 64
+    # Both engines are sent the same: no ACORN.
+    assert edge.params(ACORN, window).acorn is None  # type: ignore[union-attr]
+    assert server.params(ACORN, window).acorn is None  # type: ignore[union-attr]
+
+
+def test_a_filter_on_a_field_without_a_subgraph_keeps_acorn() -> None:
+    dated_and_tagged = search_filter(SearchFilter(created_from=SINCE, tags_any=("red",)))
+    assert walking(ACORN, dated_and_tagged) == ACORN
+    nested = Where(must=(Where(must=(Match("license", ("editorial",)),)),))
+    assert walking(ACORN, nested) == ACORN
+    assert walking(ACORN, Where(must=(HasVector("keywords"),))) == ACORN
+    # Nothing to decide: no filter, ids only, ACORN not asked for, no tuning.
+    assert walking(ACORN, None) == ACORN
+    assert walking(ACORN, search_filter(SearchFilter(exclude_ids=("a",)))) == ACORN
+    plain = SearchTuning(hnsw_ef=64)
+    assert walking(plain, search_filter(SearchFilter(tags_any=("red",)))) == plain
+    assert walking(None, nested) is None
