@@ -155,7 +155,7 @@ class QdrantSettings(BaseModel):
     hnsw_m: int = Field(16, ge=4, description="HNSW graph degree.")
     hnsw_ef_construct: int = Field(128, ge=4, description="HNSW build-time beam width.")
     subgraph_m: int = Field(
-        6,
+        4,
         ge=0,
         description="The degree of the payload subgraphs (Qdrant's payload_m) of the fields "
         "core/vectorstore/schema.py gives one (created_at); 0: none built. A new collection "
@@ -175,8 +175,8 @@ class QdrantSettings(BaseModel):
         "on fields with a subgraph alone (created_at) walks that instead.",
     )
     # The defaults: the fastest setting at recall@10 >= 0.99 against exact search at 1e6
-    # photos (loadtests/bench_graph_recall.py: 0.9915 unfiltered at ef 768, 0.989 at 512;
-    # date filters of 1-20% >= 0.99 at p95 <= 10 ms) on the TurboQuant 4-bit copies
+    # photos (loadtests/bench_graph_recall.py, nested clusters: 0.9915 unfiltered at ef 768,
+    # 0.989 at 512; date filters of 1-20% 0.97-0.99 at p95 <= 10 ms) on the TurboQuant copies
     # (oversampling 1 leaves ~13% of the true top 10 out: 4 bits misrank close neighbours;
     # text queries sit far from every photo and need a wide beam).
     hnsw_ef: int = Field(768, ge=4, description="HNSW search-time beam width.")

@@ -51,12 +51,13 @@ PAYLOAD_BYTES_PER_KEY_CHAR = 4
 # photos of 512 dims, one cluster of photos per 100).
 GRAPH = 73.2  # the main HNSW graph, m=16 (compressed links: 57 B a photo at 1e5, 72 at 1e6)
 # A field's payload subgraph, by its degree (payload_m): the graph's bytes with created_at's
-# subgraph less without it, 1e6 photos (python -m loadtests.bench_graph_recall --data nested
-# --subgraph-m 0|6|8|16, 2026-11-29): 40.6 B a photo at 6, 54.3 at 8, 93.2 at 16; this line
-# is their least-squares fit. Its links join photos near in time, anywhere in the vector
+# subgraph less without it, 1e6 photos of the flat clusters GRAPH was measured on (python -m
+# loadtests.bench_graph_recall --data flat --subgraph-m 4|6, 2026-11-29): 33.3 B a photo at
+# 4, 49.8 at 6; this line passes through both. On nested clusters it is less (26.7 at 4, 40.6
+# at 6, 54.3 at 8, 93.2 at 16). Its links join photos near in time, anywhere in the vector
 # space: they compress less than the main graph's.
-SUBGRAPH_BASE = 11.2
-SUBGRAPH_PER_M = 5.15
+SUBGRAPH_BASE = 0.3
+SUBGRAPH_PER_M = 8.25
 TURBO4_EXTRA = 8.0  # a 4-bit copy is dim / 2 bytes and this
 INDEXES: dict[str, float] = {
     "photo_id": 75.6,

@@ -21,7 +21,8 @@ alone. Its links join photos that are near in time but anywhere in the vector sp
 letting a date filter walk the graph they give the graph the long links a catalogue of many
 unrelated subjects lacks: at 1e6 (loadtests/bench_graph_recall.py), at payload_m 6, they took
 unfiltered recall at hnsw_ef 256 from 0.67 to 0.97, and date filters of 1-20% from 0.18-0.89
-with ACORN to 0.98-0.99 without it, at a p95 of 5 ms against 45.
+with ACORN to 0.98-0.99 without it, at a p95 of 5 ms against 45. The default degree, 4, is
+what the 1e8 budget has room for (footprint.py); at hnsw_ef 768 it keeps every goal.
 Other filters walk the main graph with ACORN (SearchTuning.acorn; filters.walking), which a
 filter on subgraph fields alone does without: there it only costs time.
 """
@@ -77,8 +78,8 @@ if set(_INTEGER_HALVES) != set(INTEGER_FIELDS):
     raise RuntimeError(f"say which halves each integer index builds: {INTEGER_FIELDS}")
 
 
-# The fields whose filters need a payload subgraph (at most 3: each costs ~42 B a photo
-# pinned at payload_m 6, footprint.SUBGRAPH_BASE and SUBGRAPH_PER_M). created_at: a date
+# The fields whose filters need a payload subgraph (at most 3: each costs ~33 B a photo
+# pinned at payload_m 4, footprint.SUBGRAPH_BASE and SUBGRAPH_PER_M). created_at: a date
 # window is the filter that narrows a search most (a month is 0.4% of the catalogue), and its
 # subgraph also links the main graph's unrelated subjects (the module's docstring).
 SUBGRAPHS = frozenset({"created_at"})
@@ -116,7 +117,7 @@ class CollectionSchema:
     hnsw_m: int = 16
     hnsw_ef_construct: int = 128
     # The payload subgraphs' degree (Qdrant's payload_m), where a field has one.
-    subgraph_m: int = 6
+    subgraph_m: int = 4
     full_scan_threshold_kb: int = 10_000
     quantizer: Quantizer | None = "turbo4"
     datatype: VectorDatatype = "float16"

@@ -118,12 +118,12 @@ def test_a_payload_subgraph_adds_its_links_and_m_scales_the_main_graph() -> None
     none = CollectionSchema(subgraph_m=0)
     main = by_name(footprint(1000, 512, Layout(none)))["HNSW graph"]
     assert main.memory_bytes == pytest.approx(1000 * GRAPH)
-    # created_at's, at each degree measured: the fit's line, within 5% of each measurement.
-    for m, measured in ((6, 40.6), (8, 54.3), (16, 93.2)):
+    # created_at's, at each degree measured (flat clusters): the line through them.
+    for m, measured in ((4, 33.3), (6, 49.8)):
         shipped = by_name(footprint(1000, 512, Layout(CollectionSchema(subgraph_m=m))))
         added = shipped["HNSW graph"].memory_bytes - main.memory_bytes
         assert added == pytest.approx(1000 * (SUBGRAPH_BASE + SUBGRAPH_PER_M * m))
-        assert added == pytest.approx(1000 * measured, rel=0.05)
+        assert added == pytest.approx(1000 * measured, rel=0.001)
     two = {**PAYLOAD_INDEXES, "license": FieldIndex("keyword", subgraph=True)}
     both = by_name(footprint(1000, 512, Layout(indexes=two)))["HNSW graph"]
     one = by_name(footprint(1000, 512, Layout()))["HNSW graph"]
