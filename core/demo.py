@@ -38,7 +38,7 @@ class DemoPhoto:
     license: str
 
     def row(self) -> dict[str, object]:
-        """Its line of photos.jsonl (indexer.metadata.PhotoMetadata's fields)."""
+        """Its line of photos.jsonl (indexer.plan.metadata.PhotoMetadata's fields)."""
         return {
             "path": self.filename,
             "id": self.id,

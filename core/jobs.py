@@ -140,7 +140,7 @@ class JobStatus:
     # shards.
     round: int = 0
     changes: int = 0  # of the round: embedded, updated or deleted photos it planned
-    # The delete guard (indexer/deleteguard.py): the live index's size when the job started,
+    # The delete guard (indexer/plan/deleteguard.py): the live index's size when the job started,
     # the deletions it may make, those held back until the whole listing was seen; forced
     # past it, or refused by it.
     live_count: int = 0
@@ -149,7 +149,7 @@ class JobStatus:
     # A reindex's grouping pass: photos it moved to another near-duplicate group than the
     # load's batches gave them.
     regrouped: int = 0
-    # A reindex's change capture (indexer/capture.py): changes of the live side waiting to be
+    # A reindex's change capture (indexer/queue/capture.py): changes of the live side waiting to be
     # replayed into its collection (keys, whole shards), the oldest one's time, the Redis time
     # up to which the running replay round reads, and the keys replayed so far.
     lag: int = 0
@@ -161,7 +161,7 @@ class JobStatus:
     # the live lock and how long it held it.
     verified_cut: int = 0
     warmed: int = 0
-    # The quality gate (indexer/quality_gate.py) at the verified cut: the live and the new
+    # The quality gate (indexer/jobs/quality_gate.py) at the verified cut: the live and the new
     # collection's figures on each judgement set and its decision, as JSON (a few hundred
     # bytes a set); "" before it ran.
     quality: str = ""

@@ -24,7 +24,7 @@ K1 = 1.2
 B = 0.75
 AVERAGE_WORDS = 12.0
 # The fields whose words a person wrote, and all the fields a keyword search matches: those
-# and the automatic tags the indexer derives from the image (indexer/autotags.py).
+# and the automatic tags the indexer derives from the image (indexer/photo/autotags.py).
 FIELDS = ("title", "tags", "photographer")
 WORD_FIELDS = (*FIELDS, AUTO_TAGS_FIELD)
 # A word that only a photo's automatic tags hold weighs this share of the same word typed by a

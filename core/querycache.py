@@ -31,7 +31,7 @@ def normalize_query(text: str) -> str:
 
 
 def cache_key(prefix: str, model_version: int, normalized: str) -> str:
-    # The API refuses lone surrogates (query_api.schemas); a key made of one by any other
+    # The API refuses lone surrogates (query_api.schemas.search); a key made of one by any other
     # caller is still a key, not a UnicodeEncodeError.
     digest = hashlib.sha256(normalized.encode("utf-8", "surrogatepass")).hexdigest()[:40]
     return f"{prefix}:qcache:v{model_version}:{digest}"

@@ -195,7 +195,7 @@ class QdrantSettings(BaseModel):
         description="Embedded store: writes are refused (the indexer retries) while its disk "
         "has less free space; writing into a full disk would kill the process (SIGBUS).",
     )
-    # What a reindex's pre-flight check (indexer/preflight.py) holds the new collection's
+    # What a reindex's pre-flight check (indexer/jobs/preflight.py) holds the new collection's
     # modelled size (core/vectorstore/footprint.py) against, beside the collections held.
     memory_gib: float = Field(
         0,

@@ -270,7 +270,7 @@ class ApiSettings(BaseModel):
     )
     # Little's law again: at 100 searches/s within 100 ms about 10 are in flight; 32 leaves
     # room for bursts and cached searches, and bounds what a replica far past its capacity
-    # queues on its event loop (query_api/shedding.py).
+    # queues on its event loop (query_api/http/shedding.py).
     max_searches_in_flight: int = Field(
         32,
         ge=0,

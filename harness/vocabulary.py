@@ -112,7 +112,7 @@ def photo_payload(r: random.Random, i: int, version: int, now: str) -> tuple[str
         GROUP_FIELD: key,
         **_visual_and_derived(i),
     }
-    # The words suggestions complete, as the indexer writes them (indexer/writer.py).
+    # The words suggestions complete, as the indexer writes them (indexer/photo/writer.py).
     return key, payload | {TERMS_FIELD: photo_terms(payload)}
 
 

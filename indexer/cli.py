@@ -98,7 +98,7 @@ def _progress(job: Any) -> str:
 def _describe(job: Any) -> str:
     """One job on a line of its own (what a followed job ends with)."""
     from core.jobs import FINISHED
-    from indexer.gate_status import gate_lines
+    from indexer.jobs.gate_status import gate_lines
 
     eta = "" if job.state in FINISHED else f"  ETA {_eta(job)}"
     return (
@@ -131,7 +131,7 @@ def _status_table(found: list[Any]) -> list[str]:
             cell.ljust(width) for cell, width in zip(cells, widths, strict=True)
         ).rstrip()
 
-    from indexer.gate_status import gate_lines
+    from indexer.jobs.gate_status import gate_lines
 
     lines = [line(header)]
     for job, row in zip(found, rows, strict=True):
@@ -254,7 +254,7 @@ def cancel_command(job_id: str) -> None:
     (`index reindex --resume JOB`); another job is marked failed and its work dropped."""
     from core.collectionroles import drop_command, resume_command
     from core.jobs import FINISHED, JobKind, JobState
-    from indexer.workqueue import WorkQueue
+    from indexer.queue.workqueue import WorkQueue
 
     jobs = _jobs()
     job = jobs.get(job_id)

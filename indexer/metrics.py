@@ -104,7 +104,7 @@ class IndexerMetrics:
             registry=r,
         )
         # A batch's search costs what the collection's index allows: one made without an
-        # index (a reindex's load) would scan a growing collection (indexer/regroup.py).
+        # index (a reindex's load) would scan a growing collection (indexer/jobs/regroup.py).
         self.duplicate_searches = Counter(
             "photosearch_indexer_duplicate_searches_total",
             "Batched nearest-neighbour requests of the near-duplicate grouping: before a "

@@ -20,12 +20,12 @@ from core.jobs import Jobs
 from core.settings import Settings
 from core.sources import Source, open_source
 from core.vectorstore import VectorStore, open_store
-from indexer.autotags import Taggers
-from indexer.capture import ChangeLog
 from indexer.metrics import worker_metrics
-from indexer.records import JobRecords
-from indexer.skips import SkipRecords
-from indexer.workqueue import WorkQueue
+from indexer.photo.autotags import Taggers
+from indexer.photo.skips import SkipRecords
+from indexer.queue.capture import ChangeLog
+from indexer.queue.records import JobRecords
+from indexer.queue.workqueue import WorkQueue
 
 T = TypeVar("T")
 
@@ -97,7 +97,7 @@ class Runtime:
         )
         self._loop_thread.start()
         self.embedder = self.run(self._make_client())
-        # The parts the plain functions take (indexer/planner.py, pipeline.py).
+        # The parts the plain functions take (indexer/plan/planner.py, pipeline.py).
         self.records = JobRecords(
             self.jobs,
             self.skips,

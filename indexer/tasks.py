@@ -1,7 +1,7 @@
 """Thin Celery tasks over the indexer's plain functions; retries are declared here.
 
 A job's tasks: `sync` / `increment` / `reindex` open its first round; `plan` and `embed_batch`
-are tokens that pull one shard or one batch each (indexer/workqueue.py) and hand out the next
+are tokens that pull one shard or one batch each (indexer/queue/workqueue.py) and hand out the next
 tokens (`pump`); the task that ends a round sends `finalize`, which ends the job or opens the
 next round.
 """
@@ -37,17 +37,17 @@ from core.sources import SourceError, check_source
 from core.submit import start_queued, submit_sync
 from core.taskqueue import EMBED_BATCH, FINALIZE, OPTIMIZE, PLAN, REINDEX, settings_of
 from core.vectorstore import LIVE_ALIAS, StoreError, model_version_of
-from indexer import pause as pausing
-from indexer import reindex as reindexing
-from indexer import rollback as rollingback
-from indexer import sync as syncing
-from indexer import units
-from indexer.autotags import note_off
-from indexer.catalog import Photo
-from indexer.deleteguard import DeletesRefused, refuse
-from indexer.pipeline import embed_photos
+from indexer.jobs import pause as pausing
+from indexer.jobs import reindex as reindexing
+from indexer.jobs import rollback as rollingback
+from indexer.jobs import sync as syncing
+from indexer.jobs import units
+from indexer.jobs.sync import IndexerError
+from indexer.photo.autotags import note_off
+from indexer.photo.pipeline import embed_photos
+from indexer.plan.catalog import Photo
+from indexer.plan.deleteguard import DeletesRefused, refuse
 from indexer.runtime import Runtime, close_runtime, get_runtime
-from indexer.sync import IndexerError
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ RETRYABLE = (
     RedisConnectionError,
     RedisTimeout,
     # The store's disk, a socket, a source that did not answer (SourceUnavailable): a photo
-    # that cannot be read is not among them, the reader records it (indexer/reader.py).
+    # that cannot be read is not among them, the reader records it (indexer/photo/reader.py).
     OSError,
 )
 # Job records carry the outcome of these; storing 1.5 million batch results would not help.
@@ -175,7 +175,7 @@ def nudging(app: Celery, stop: threading.Event) -> threading.Thread:
 
 class JobTask(Task[Any, Any]):
     """A task whose final failure fails its job with the reason, so status never hangs; a
-    long job pauses through a dependency's outage instead (indexer/pause.py)."""
+    long job pauses through a dependency's outage instead (indexer/jobs/pause.py)."""
 
     def on_failure(
         self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: object

@@ -69,7 +69,7 @@ from loadtests.registry import Figure
 from model.repository import version_dir
 from model.triton_config import parse
 from model.triton_server import TritonServer
-from query_api.auth import hash_key
+from query_api.http.auth import hash_key
 
 CACHED_RATE = 100.0  # requests/s of the cached target
 CACHED_P99_MS = 10.0

@@ -9,7 +9,7 @@ downscales, a small rotation, brighter), each copy encoded to a file and decoded
 indexer's own path. Over every pair of images, a pair of one photo's images (the photo and a
 copy, or two copies) is positive and a pair across photos negative; at each threshold the
 tables give the precision and recall of "cosine at or above it", per alteration too, and the
-groups the indexer's greedy assignment (indexer/duplicates.py) makes of the images written in
+groups the indexer's greedy assignment (indexer/photo/duplicates.py) makes of the images written in
 a shuffled order. The chosen threshold is the lowest at which that grouping puts no two
 different photos in one group (so search never hides a distinct photo behind another), or,
 where none does, the highest F1 of the grouping's pairs. No thresholds: it prints figures.
@@ -37,7 +37,7 @@ from harness.machine import commit, machine
 from harness.models import default_repository, ensure_model
 from harness.photos import ALTERATIONS
 from harness.processes import triton_ports
-from indexer.duplicates import assign
+from indexer.photo.duplicates import assign
 from model.calibration import photo_files
 from model.triton_server import TritonServer
 
@@ -240,8 +240,8 @@ def report(sample: Sample, rows: Sequence[Row], arch: str, weights: str) -> str:
         lines.append(f"| {shown(r.threshold)} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        f"The indexer's greedy grouping (indexer/duplicates.py), images written in a shuffled "
-        f"order (seed {ORDER_SEED}); {len(sample.photos)} photos",
+        f"The indexer's greedy grouping (indexer/photo/duplicates.py), images written in a "
+        f"shuffled order (seed {ORDER_SEED}); {len(sample.photos)} photos",
         "",
         "| threshold | groups | photos whole | groups of 2+ photos | pair precision "
         "| pair recall | F1 |",

@@ -41,7 +41,7 @@ from loadtests.openloop import OPERATOR_KEY, Phase, keep_alive, run_phase, searc
 from model.repository import MODELS, version_dir, write_configs
 from model.triton_config import BatchingOptions
 from model.triton_server import TritonServer
-from query_api.auth import hash_key
+from query_api.http.auth import hash_key
 
 CONNECTIONS = 256
 LINKED_BYTES = 1 << 20  # files above this are hard-linked into the copy (the ONNX weights)

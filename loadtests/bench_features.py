@@ -42,7 +42,7 @@ from harness.vocabulary import Queries
 from loadtests.bench_search import api
 from loadtests.openloop import OPERATOR_KEY, Phase, keep_alive, run_phase, search_target
 from model.triton_server import TritonServer
-from query_api.timing import STAGES
+from query_api.http.timing import STAGES
 
 CACHED_QUERIES = 50
 # Every facet the page asks for on a first page.

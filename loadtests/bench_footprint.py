@@ -127,7 +127,7 @@ def build(
             batch = []
             for j in range(n):
                 photo_id, payload = photo_payload(r, start + j, 1, now)
-                # What indexer/writer.py adds: the shard's label, the key, the source's root.
+                # What indexer/photo/writer.py adds: the shard's label, the key, the source's root.
                 payload |= {
                     SHARD_FIELD: photo_key((start + j) // shard * shard),
                     KEY_FIELD: photo_id,

@@ -55,7 +55,7 @@ from loadtests.system import Target, start
 from model.precision import FP16_CPU_CRASH
 from model.repository import version_dir
 from model.triton_config import BatchingOptions
-from query_api.timing import STAGES
+from query_api.http.timing import STAGES
 
 P99_MS = 100.0
 CONNECTIONS = 512  # refusals come back at once: the generator must not be the bottleneck

@@ -1,4 +1,4 @@
-"""Benchmark maximal marginal relevance (query_api.ranking.diversify) by pool size, against
+"""Benchmark maximal marginal relevance (query_api.search.ranking.diversify) by pool size, against
 the implementation it replaced (one matrix-vector product and eight array passes per pick).
 
     python -m loadtests.bench_rerank [--dim 512] [--repeat 3] [--deepest]
@@ -23,7 +23,7 @@ import numpy as np
 
 from core.vectorstore import Hit
 from harness.machine import machine
-from query_api.ranking import diversify
+from query_api.search.ranking import diversify
 
 # (pool, count): a default page and a page of 100 (the pool: RERANK_POOL, 100), pages ending
 # at 500 and at DIVERSITY_WINDOW (1,000), the deepest the API diversifies (the pool is then
@@ -33,7 +33,7 @@ DEEPEST = (10_101, 10_101)
 
 
 def diversify_before(hits: Sequence[Hit], diversity: float, count: int) -> list[Hit]:
-    """query_api.ranking.diversify as it was before the rewrite (commit 257eafa)."""
+    """query_api.search.ranking.diversify as it was before the rewrite (commit 257eafa)."""
     vectors = np.stack([np.asarray(h.vector, dtype=np.float32) for h in hits])
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     scores = np.array([h.score for h in hits], dtype=np.float64)

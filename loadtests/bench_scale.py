@@ -63,10 +63,10 @@ from harness.processes import (
     triton_ports,
     worker_process,
 )
+from indexer.jobs.units import plan_shard
+from indexer.jobs.verify import compare
+from indexer.plan.shards import ShardMap, ShardRange, load_map
 from indexer.runtime import Runtime
-from indexer.shards import ShardMap, ShardRange, load_map
-from indexer.units import plan_shard
-from indexer.verify import compare
 from loadtests.registry import Figure
 
 MB = 1 << 20

@@ -82,8 +82,8 @@ from loadtests.relevance import evaluations, fusion_name, photo_ids, rankers, re
 from model.synthetic import DEFAULT_COUNT
 from model.synthetic_judgements import write_set
 from model.triton_server import TritonServer
-from query_api.auth import hash_key
-from query_api.timing import STAGES
+from query_api.http.auth import hash_key
+from query_api.http.timing import STAGES
 
 CACHED_QUERIES = 50  # the pre-warmed set the cached phases draw from
 DEMO_SET = SETS / "demo"

@@ -42,11 +42,11 @@ from core.vectorstore import (
     open_store,
 )
 from loadtests.registry import Figure
-from query_api.arrange import Fetch, arrange
-from query_api.hybrid import HybridPlan
-from query_api.schemas import Page, TextSearch
-from query_api.search import nearest_fetch
-from query_api.timing import Stages
+from query_api.http.timing import Stages
+from query_api.schemas.search import Page, TextSearch
+from query_api.search.arrange import Fetch, arrange
+from query_api.search.hybrid import HybridPlan
+from query_api.search.pipeline import nearest_fetch
 
 COLLECTION = collection_name(1, "bench")
 LIMIT = 20
@@ -96,7 +96,7 @@ def photos(n: int, dim: int, seed: int = 7) -> list[PhotoPoint]:
 
 @dataclass
 class InlineCalls:
-    """What query_api.arrange reads of the API's store calls (and, in earlier trees, of its
+    """What query_api.search.arrange reads of the API's store calls (and, in earlier trees, of its
     Services): the store, the settings, and the store's threads (here: the calling thread)."""
 
     store: VectorStore
@@ -116,7 +116,7 @@ class InlineCalls:
             return (self,)
         if params[1] == "reranking":
             # Imported here: the trees measured before it have no such module.
-            from query_api.reranking import Reranking
+            from query_api.search.reranking import Reranking
 
             return (self, Reranking.of(self.settings.api))
         return (self, self.settings.api.rerank_pool)

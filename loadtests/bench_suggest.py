@@ -40,8 +40,8 @@ from core.vectorstore.edge import EdgeStore
 from core.vectorstore.schema import CollectionSchema
 from harness.processes import free_ports
 from query_api.app import create_app
-from query_api.suggestindex import SuggestIndex, Vocabulary
-from query_api.suggestions import Suggestions
+from query_api.suggest.index import SuggestIndex, Vocabulary
+from query_api.suggest.suggestions import Suggestions
 
 SEED = 35
 _LETTERS = "etaoinshrdlcumwfgypbvkjxqz"

@@ -13,13 +13,13 @@ import numpy as np
 from core.embedding.arrays import Embeddings
 from core.jobs import JobKind
 from core.vectorstore import collection_name
-from indexer.catalog import Photo
-from indexer.planner import Planned
-from indexer.reindex import loading, open_load
+from indexer.jobs.reindex import loading, open_load
+from indexer.jobs.units import commit, plan_unit, unit_id_of
+from indexer.photo.writer import write_points
+from indexer.plan.catalog import Photo
+from indexer.plan.planner import Planned
 from indexer.runtime import Runtime
 from indexer.tasks import PLAN_AHEAD
-from indexer.units import commit, plan_unit, unit_id_of
-from indexer.writer import write_points
 
 WORKER = "bench"
 

@@ -12,9 +12,9 @@ import numpy as np
 
 from core.vectorstore import KEY_FIELD, LIVE_ALIAS, SHARD_FIELD, PhotoPoint, collection_name
 from harness.photos import DISTINCT, PER_FOLDER, small_photo
-from indexer.catalog import Photo, photo_of
+from indexer.plan.catalog import Photo, photo_of
+from indexer.plan.shards import ShardMap, load_map, split_bounds
 from indexer.runtime import Runtime
-from indexer.shards import ShardMap, load_map, split_bounds
 from loadtests.jobtasks import Clustered
 
 LIVE_DIM = 32  # the live collection's (old) model: its vectors are never searched here

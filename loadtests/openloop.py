@@ -21,7 +21,7 @@ import numpy as np
 
 from core.embedding.manifest import TEXT_MODEL
 from harness.observe import Metrics, fetch_text
-from query_api.timing import STAGES
+from query_api.http.timing import STAGES
 
 REQUEST_TIMEOUT_S = 10.0
 SEARCH_ROUTE = "/v1/search"
@@ -61,7 +61,7 @@ class Request:
 
 
 def server_timing(header: str) -> dict[str, float]:
-    """The stages of a Server-Timing header (query_api/timing.py writes it): name -> ms."""
+    """The stages of a Server-Timing header (query_api/http/timing.py writes it): name -> ms."""
     stages: dict[str, float] = {}
     for part in header.split(","):
         name, *params = (p.strip() for p in part.split(";"))

@@ -19,9 +19,9 @@ from core.quality.judgements import JudgementSet, Query
 from core.quality.runner import Evaluation, Mode, evaluate
 from core.settings import Settings
 from core.sources import open_source
-from indexer.catalog import read_catalog
+from indexer.plan.catalog import read_catalog
 from loadtests.openloop import search_target
-from query_api.ranking import RRF_K
+from query_api.search.ranking import RRF_K
 
 AT = 10  # nDCG@10, recall@10, MRR@10
 CHANCE = "random order (chance)"
@@ -89,7 +89,7 @@ def photo_ids(folder: Path, settings: Settings) -> list[str]:
 
 
 def fusion_name(manifest: ModelManifest) -> str:
-    """The hybrid row: the fusion the API uses with this version (query_api.hybrid)."""
+    """The hybrid row: the fusion the API uses with this version (query_api.search.hybrid)."""
     c = manifest.calibration
     k, weight = (RRF_K, 1.0) if c is None else (c.rrf_k, c.keyword_weight)
     return f"hybrid (API: RRF k={k}, keyword weight {weight:g})"

@@ -59,10 +59,10 @@ from harness.processes import (
     rss_bytes,
     running,
 )
-from indexer.catchup import end_replay
+from indexer.jobs.catchup import end_replay
+from indexer.jobs.units import advance
+from indexer.jobs.verify import compare
 from indexer.runtime import Runtime
-from indexer.units import advance
-from indexer.verify import compare
 from loadtests.bench_scale import MB
 from loadtests.jobtasks import Clustered, Worker, begin_reindex
 from loadtests.livechanges import LIVE_DIM, Changes, fill_live

@@ -28,7 +28,7 @@ from harness.up import UpFailed, UpProcess
 from loadtests.scenario import Scenario
 from photosearch.up.probes import http_ok
 from photosearch.up.supervisor import STATE_FILE, read_state
-from query_api.auth import hash_key, new_key
+from query_api.http.auth import hash_key, new_key
 
 UP_TIMEOUT_S = 900  # a first start exports the model (a minute or more on two cores)
 APP_NAME = "loadtest-app"  # the internal apps' key name, as the API's metrics count it

@@ -47,11 +47,11 @@ from core.quality.metrics import ndcg_at
 from core.settings import Settings
 from core.sources import open_source
 from core.vectorstore import PhotoPoint, VectorStore, collection_name, open_store
-from indexer.catalog import read_catalog
+from indexer.plan.catalog import read_catalog
 from model.calibration import ALTERATIONS
 from model.precision import run_batches, session
 from model.repository import version_dir
-from query_api.ranking import RRF_K
+from query_api.search.ranking import RRF_K
 
 RRF_KS = (10, 20, 40, 60, 100)
 KEYWORD_WEIGHTS = (0.25, 0.5, 1.0, 2.0, 4.0)

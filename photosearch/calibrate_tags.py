@@ -40,7 +40,7 @@ from core.settings import Settings
 from core.sources import open_source
 from core.tagging.rule import MAX_TAGS, TagRule, auto_tags, tag_scores
 from core.tagging.vocabulary import Vocabulary, embed_vocabulary, normalise
-from indexer.catalog import read_catalog
+from indexer.plan.catalog import read_catalog
 from model.precision import run_batches, session
 from model.repository import version_dir
 

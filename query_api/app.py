@@ -21,14 +21,14 @@ from starlette.responses import Response
 
 from core.settings import Settings, get_settings
 from core.vectorstore import VectorStore
-from query_api.clientaddress import ClientAddress
-from query_api.errors import install_handlers
-from query_api.guards import BodyLimit, SecurityHeaders
-from query_api.metrics import Metrics, MetricsMiddleware
+from query_api.http.clientaddress import ClientAddress
+from query_api.http.errors import install_handlers
+from query_api.http.guards import BodyLimit, SecurityHeaders
+from query_api.http.metrics import Metrics, MetricsMiddleware
+from query_api.http.shedding import Shedding
 from query_api.routes import admin, events, experiments, health, model, photos, search, suggest
 from query_api.services import Services
-from query_api.shedding import Shedding
-from query_api.suggestions import suggestions_of
+from query_api.suggest.suggestions import suggestions_of
 
 
 class Companion(Protocol):
@@ -108,7 +108,7 @@ def create_app(
         timeout_s=api.body_timeout_s,
     )
     # Inside the metrics and headers, outside all else: a shed search is counted, costs
-    # nothing more (query_api/shedding.py).
+    # nothing more (query_api/http/shedding.py).
     app.add_middleware(
         Shedding,
         limit=api.max_searches_in_flight,

@@ -107,7 +107,7 @@ def key_command(
 ) -> None:
     """Make a key: give the key to the caller, put the JSON line in PHOTOSEARCH_API__KEYS."""
     from core.settings_api import ApiKey
-    from query_api.auth import hash_key, new_key
+    from query_api.http.auth import hash_key, new_key
 
     scopes = tuple(s.value for s in scope or [Scope.SEARCH])
     key = new_key()

@@ -7,11 +7,11 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request, Response
 
-from query_api.auth import Caller, presented_key
-from query_api.errors import ApiError
-from query_api.ratelimit import Meter
+from query_api.http.auth import Caller, presented_key
+from query_api.http.errors import ApiError
+from query_api.http.ratelimit import Meter
+from query_api.http.timing import Stages
 from query_api.services import Services
-from query_api.timing import Stages
 
 # Dependencies are `async def`: FastAPI runs a plain `def` one on a worker thread, a hop per
 # dependency per request that costs more than these few dictionary lookups.
@@ -84,7 +84,7 @@ async def _meter(
 
 
 # A search (text, image, more like this, a photo's duplicates): the search scope; the route
-# spends the search's price from the caller's rate limit (query_api.ratelimit.price).
+# spends the search's price from the caller's rate limit (query_api.http.ratelimit.price).
 SearchMeter = Annotated[Meter, Depends(_meter)]
 
 

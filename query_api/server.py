@@ -3,7 +3,7 @@
 uvicorn bounds idle keep-alive connections but not a request whose headers arrive a byte at
 a time: three such clients once held the server's connections for as long as they liked.
 Here a connection's request headers must arrive within a deadline, a request's body within
-another (query_api.guards), and connections past a bound get 503.
+another (query_api.http.guards), and connections past a bound get 503.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def server_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Confi
         # Past this many connections and requests at once, 503 at once instead of a queue.
         limit_concurrency=api.max_connections,
         # The app finds the client's address itself, from its own settings
-        # (query_api.clientaddress): uvicorn's would rewrite the peer it needs to check.
+        # (query_api.http.clientaddress): uvicorn's would rewrite the peer it needs to check.
         proxy_headers=False,
         timeout_keep_alive=5,
         log_config=log_config(api) or uvicorn.config.LOGGING_CONFIG,

@@ -28,17 +28,17 @@ from core.vectorstore import (
     VectorStore,
     open_store,
 )
-from query_api.admission import Admission
-from query_api.auth import KeyRing
-from query_api.boosts import Boosts
-from query_api.embedquery import QueryEmbedder
-from query_api.errors import Unavailable
-from query_api.experiment import AutoSwitch, ExperimentMetrics, Experiments
-from query_api.imagefetch import ImageFetcher
-from query_api.imagework import ImageWork
-from query_api.metrics import Metrics
-from query_api.ratelimit import RateLimits, TokenBuckets
-from query_api.reranking import Reranking
+from query_api.http.admission import Admission
+from query_api.http.auth import KeyRing
+from query_api.http.errors import Unavailable
+from query_api.http.metrics import Metrics
+from query_api.http.ratelimit import RateLimits, TokenBuckets
+from query_api.images.fetch import ImageFetcher
+from query_api.images.work import ImageWork
+from query_api.search.boosts import Boosts
+from query_api.search.embed import QueryEmbedder
+from query_api.search.experiment import AutoSwitch, ExperimentMetrics, Experiments
+from query_api.search.reranking import Reranking
 
 T = TypeVar("T")
 

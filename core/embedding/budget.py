@@ -3,7 +3,7 @@
 Decoding is where a photo's few compressed kilobytes become hundreds of megabytes (a
 10950x10950 PNG of 142 KB takes 480 MB), so every decode reserves its estimate
 (core/embedding/images.py, `decoded_bytes`) here first: the API's image threads
-(query_api/imagework.py) and the indexer's reader threads each hold one such budget per
+(query_api/images/work.py) and the indexer's reader threads each hold one such budget per
 process. A decode that needs more than the whole budget is refused at once (ImageTooLarge, the
 photo's reason); the others wait for room, the API's until its deadline.
 """

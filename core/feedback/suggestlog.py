@@ -1,7 +1,7 @@
 """Popular queries for suggestions: each text query's searches and its distinct sessions, per
 period, counted in the search log's write and read by the API's suggestions.
 
-Only what several sessions searched may be suggested to anyone (query_api/suggestions.py),
+Only what several sessions searched may be suggested to anyone (query_api/suggest/suggestions.py),
 so each query's sessions are counted in a HyperLogLog: it holds no session id, only register
 maxima of their hashes, 12 KB at most and tens of bytes for a few sessions, and it never
 counts more sessions than there were (two may share a register: fewer, never more).

@@ -24,7 +24,7 @@ from core.vectorstore import GROUP_FIELD, Hit, VectorStore, model_version_of
 Mode = Literal["hybrid", "vector", "keyword"]
 MODES: tuple[Mode, ...] = get_args(Mode)
 METRICS = ("ndcg", "recall", "mrr")
-# The API's defaults: reciprocal rank fusion's constant (query_api.ranking.RRF_K) and the
+# The API's defaults: reciprocal rank fusion's constant (query_api.search.ranking.RRF_K) and the
 # candidates a collapsed page is chosen from (PHOTOSEARCH_API__RERANK_POOL).
 RRF_K = 60
 POOL = 100
@@ -65,7 +65,7 @@ def score(
 
 
 def _collapsed(hits: Sequence[Hit]) -> list[str]:
-    """The best-ranked photo of each near-duplicate group (query_api.ranking.collapse)."""
+    """The best-ranked photo of each near-duplicate group (query_api.search.ranking.collapse)."""
     seen: set[str] = set()
     kept: list[str] = []
     for hit in hits:

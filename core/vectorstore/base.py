@@ -22,13 +22,13 @@ VECTOR_NAME = "image"
 # less, of its automatic tags), weighted for BM25 by core/keywords.py; the engine multiplies
 # each word by its IDF over the collection.
 KEYWORDS_VECTOR = "keywords"
-# A photo's near-duplicate group: the id of the group's first photo (indexer/duplicates.py).
+# A photo's near-duplicate group: the id of the group's first photo (indexer/photo/duplicates.py).
 GROUP_FIELD = "dup_group"
 # Blue-green: searches read LIVE_ALIAS; PREVIOUS_ALIAS keeps the collection a rollback returns to.
 LIVE_ALIAS = "photos"
 PREVIOUS_ALIAS = "photos-previous"
 # The indexer's shard of a point: the lower bound of the range of source keys it was planned
-# in (see indexer/shards.py), and the key itself. Both indexed: a shard's points are read by
+# in (see indexer/plan/shards.py), and the key itself. Both indexed: a shard's points are read by
 # its label, a changed file's point by its key.
 SHARD_FIELD = "shard"
 KEY_FIELD = "source_key"
@@ -57,7 +57,7 @@ FLOAT_FIELDS: tuple[str, ...] = (
     *(f"color_shares.{name}" for name in PALETTE_NAMES),
     "popularity",
 )
-# A photo's automatic tags (indexer/autotags.py), and the key of the vocabulary and rule that
+# A photo's automatic tags (indexer/photo/autotags.py), and the key of the vocabulary and rule that
 # made them: a point whose key is not its version's current one is re-tagged by a sync.
 AUTO_TAGS_FIELD = "auto_tags"
 TAGGED_WITH_FIELD = "auto_tags_vocabulary"

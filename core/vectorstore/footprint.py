@@ -1,5 +1,5 @@
 """What a collection costs in RAM and on disk, part by part and by memory tier: the capacity
-model of docs/capacity-plan.md and of a reindex's pre-flight check (indexer/preflight.py).
+model of docs/capacity-plan.md and of a reindex's pre-flight check (indexer/jobs/preflight.py).
 
     python -m core.vectorstore.footprint [--points 1e8] [--dim 512] [--nodes 3]
 

@@ -139,7 +139,7 @@ def nearest_each(
 ) -> list[Hit | None]:
     """For each vector of [N, D], its nearest stored photo at or above the threshold (not one
     of exclude_ids), or None; one batched query. The indexer's near-duplicate groups."""
-    # The grouping reads a neighbour's id and group label only (indexer/duplicates.py).
+    # The grouping reads a neighbour's id and group label only (indexer/photo/duplicates.py).
     found = store.neighbours_each(
         collection,
         vectors,

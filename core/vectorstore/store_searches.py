@@ -202,7 +202,7 @@ class Searches:
     ) -> list[list[Hit]]:
         """For each vector of [N, D], its `limit` nearest stored photos at or above the
         threshold (not among exclude_ids), best first; one batched query. A reindex's grouping
-        pass (indexer/regroup.py). fields: the payload fields each hit carries besides
+        pass (indexer/jobs/regroup.py). fields: the payload fields each hit carries besides
         photo_id (None: its whole payload)."""
         if len(vectors) == 0:
             return []

@@ -21,9 +21,8 @@ from core.submit import (
     submit_sync,
 )
 from query_api.deps import AdminCaller, ServicesDep
-from query_api.duplicates import largest_groups
-from query_api.errors import ApiError
-from query_api.schemas_admin import (
+from query_api.http.errors import ApiError
+from query_api.schemas.admin import (
     Collection,
     DuplicateGroups,
     Job,
@@ -32,7 +31,8 @@ from query_api.schemas_admin import (
     RollbackResponse,
     SyncRequest,
 )
-from query_api.schemas_answers import ErrorResponse
+from query_api.schemas.answers import ErrorResponse
+from query_api.search.duplicates import largest_groups
 from query_api.services import Services
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"])

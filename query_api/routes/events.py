@@ -8,9 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.feedback.events import BadEvent, Event, EventBatch, check, store_events
 from query_api.deps import ReadCaller, ServicesDep
-from query_api.errors import ApiError, Unavailable
-from query_api.feedback import EventBound
-from query_api.schemas_answers import ErrorResponse
+from query_api.http.errors import ApiError, Unavailable
+from query_api.schemas.answers import ErrorResponse
+from query_api.search.feedback import EventBound
 
 router = APIRouter(prefix="/v1/events", tags=["feedback"])
 

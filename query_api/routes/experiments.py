@@ -22,9 +22,9 @@ from core.experiments import (
 from core.jobs import FINISHED
 from core.vectorstore import LIVE_ALIAS, CollectionNotFound, model_version_of
 from query_api.deps import AdminCaller, ServicesDep
-from query_api.errors import ApiError
-from query_api.schemas_answers import ErrorResponse
-from query_api.schemas_experiment import EndRequest, ExperimentRequest, ExperimentStatus
+from query_api.http.errors import ApiError
+from query_api.schemas.answers import ErrorResponse
+from query_api.schemas.experiment import EndRequest, ExperimentRequest, ExperimentStatus
 from query_api.services import Services
 
 router = APIRouter(prefix="/v1/admin/experiments", tags=["admin"])

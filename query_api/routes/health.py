@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from core.vectorstore import model_version_of
 from query_api.deps import ServicesDep
-from query_api.errors import Unavailable
+from query_api.http.errors import Unavailable
 
 router = APIRouter(tags=["health"])
 

@@ -9,9 +9,9 @@ from fastapi import APIRouter
 from core.embedding.errors import ModelVersionUnavailable
 from core.vectorstore import model_version_of
 from query_api.deps import ReadCaller, ServicesDep
-from query_api.errors import Unavailable
+from query_api.http.errors import Unavailable
 from query_api.routes.search import ERRORS
-from query_api.schemas_answers import ModelResponse
+from query_api.schemas.answers import ModelResponse
 
 router = APIRouter(prefix="/v1", tags=["search"])
 

@@ -9,21 +9,21 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Response
 from core.embedding.images import ImageLimits
 from core.vectorstore import CollectionNotFound, StoredPhoto
 from query_api.deps import ReadCaller, RootPath, SearchMeter, ServicesDep, StagesDep, once_each
-from query_api.duplicates import photo_duplicates
-from query_api.errors import ApiError
-from query_api.facets import facet_reads
-from query_api.feedback import SearchRecorder
-from query_api.photos import (
+from query_api.http.errors import ApiError
+from query_api.http.ratelimit import price
+from query_api.images.photos import (
     etag_of,
     make_thumbnail,
     media_type,
     read_original,
     thumbnail_key,
 )
-from query_api.ratelimit import price
-from query_api.schemas import DuplicatesPage, Page
-from query_api.schemas_answers import DuplicatesResponse, ErrorResponse, Photo, SearchResponse
-from query_api.search import similar_search, stored_photo
+from query_api.schemas.answers import DuplicatesResponse, ErrorResponse, Photo, SearchResponse
+from query_api.schemas.search import DuplicatesPage, Page
+from query_api.search.duplicates import photo_duplicates
+from query_api.search.facets import facet_reads
+from query_api.search.feedback import SearchRecorder
+from query_api.search.pipeline import similar_search, stored_photo
 from query_api.services import Services
 
 router = APIRouter(prefix="/v1/photos", tags=["photos"], dependencies=[Depends(once_each)])

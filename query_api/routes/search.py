@@ -6,24 +6,24 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from query_api.candidate import NamedCollection
 from query_api.deps import RootPath, SearchMeter, ServicesDep, StagesDep, once_each
-from query_api.experiment import interleaved_search
-from query_api.facets import facet_reads
-from query_api.feedback import Recorder, SearchRecorder
-from query_api.imagebody import OPENAPI, fetch_caller, read_image_query
-from query_api.ratelimit import price
-from query_api.schemas import Page, RecommendSearch, TextSearch
-from query_api.schemas_answers import ErrorResponse, SearchResponse
-from query_api.search import image_search, recommend_search, text_embeddings, text_search
+from query_api.http.ratelimit import price
+from query_api.http.timing import Stages
+from query_api.images.body import OPENAPI, fetch_caller, read_image_query
+from query_api.schemas.answers import ErrorResponse, SearchResponse
+from query_api.schemas.search import Page, RecommendSearch, TextSearch
+from query_api.search.candidate import NamedCollection
+from query_api.search.experiment import interleaved_search
+from query_api.search.facets import facet_reads
+from query_api.search.feedback import Recorder, SearchRecorder
+from query_api.search.pipeline import image_search, recommend_search, text_embeddings, text_search
 from query_api.services import Services
-from query_api.timing import Stages
 
 router = APIRouter(prefix="/v1/search", tags=["search"], dependencies=[Depends(once_each)])
 
 # Every search spends its price from the caller's rate limit before any work (a 422 for a
 # page past the diversity window spends nothing): one token per embedding, one per full
-# thousand candidates re-ranked or counted for facets (query_api.ratelimit.price).
+# thousand candidates re-ranked or counted for facets (query_api.http.ratelimit.price).
 
 # 400: FastAPI refuses a body that is not UTF-8 JSON (or not multipart) before validating.
 ERRORS: dict[int | str, dict[str, object]] = {

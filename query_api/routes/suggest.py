@@ -9,8 +9,8 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from query_api.deps import ReadCaller, once_each
 from query_api.routes.search import ERRORS
-from query_api.schemas_suggest import SuggestionItem, SuggestQuery, SuggestResponse
-from query_api.suggestions import Suggestions
+from query_api.schemas.suggest import SuggestionItem, SuggestQuery, SuggestResponse
+from query_api.suggest.suggestions import Suggestions
 
 router = APIRouter(prefix="/v1", tags=["suggest"], dependencies=[Depends(once_each)])
 

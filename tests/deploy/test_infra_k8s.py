@@ -27,7 +27,7 @@ from core.taskqueue import all_queues, embed_queue, plan_queue
 from core.vectorstore import footprint
 from core.vectorstore.footprint import GiB
 from model.triton_server import control_flags
-from query_api.metrics import Metrics
+from query_api.http.metrics import Metrics
 from query_api.routes.health import router as health_router
 from tests.support.deployfiles import (
     ROOT,

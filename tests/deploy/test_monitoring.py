@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry
 from core.settings import RedisSettings, Settings
 from harness.processes import free_ports
 from indexer.metrics import IndexerMetrics
-from query_api.metrics import Metrics
+from query_api.http.metrics import Metrics
 from tests.support.deployfiles import ROOT
 
 MONITORING = ROOT / "infra" / "monitoring"

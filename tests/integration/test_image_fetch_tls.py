@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from query_api.imagefetch import FetchError, ImageFetcher, open_client
-from query_api.urlpolicy import AddressPolicy
+from query_api.images.fetch import FetchError, ImageFetcher, open_client
+from query_api.images.urlpolicy import AddressPolicy
 from tests.support.imagehost import ImageHost
 from tests.support.images import encode, photo
 

@@ -21,9 +21,9 @@ from core.vectorstore import (
     VectorStore,
     collection_name,
 )
-from indexer import regroup
-from indexer.duplicates import assign_groups
-from indexer.regroup import earlier_neighbour, regroup_shard
+from indexer.jobs import regroup
+from indexer.jobs.regroup import earlier_neighbour, regroup_shard
+from indexer.photo.duplicates import assign_groups
 from tests.support.stores import ENGINES, engine_store
 
 DIM = 16

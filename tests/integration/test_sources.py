@@ -37,9 +37,9 @@ from core.sources import (
     s3_errors,
 )
 from harness.processes import free_ports
-from indexer.catalog import Photo
-from indexer.metadata import parse_manifest
-from indexer.reader import read_photo as read_for_indexing
+from indexer.photo.reader import read_photo as read_for_indexing
+from indexer.plan.catalog import Photo
+from indexer.plan.metadata import parse_manifest
 from tests.support.indexing import write_photo
 
 SETTINGS = Settings()

@@ -11,7 +11,7 @@ from redis.asyncio import Redis as AsyncRedis
 
 from core.redisguard import RedisGuard
 from harness.processes import free_ports
-from query_api.ratelimit import Limit, Taken, TokenBuckets
+from query_api.http.ratelimit import Limit, Taken, TokenBuckets
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ from model.triton_server import (
     grpc_control_headers,
     write_control_key,
 )
-from query_api.errors import install_handlers
+from query_api.http.errors import install_handlers
 from tests.support.gated import Gated, gated_triton
 from tests.support.images import broken_files, encode, photo
 from tests.support.models import TRITON_CONTROL_KEY

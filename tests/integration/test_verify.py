@@ -1,4 +1,4 @@
-"""The check before a switch (indexer/verify.py) on both engines: a new collection equal to the
+"""The check before a switch (indexer/jobs/verify.py) on both engines: a new collection equal to the
 live one passes; a photo removed from it, or added to it behind the indexer's back, is named;
 differences that the change log or the source explain are not."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from core.sources import LocalSource
 from core.vectorstore import KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
-from indexer.verify import common_ranges, compare
+from indexer.jobs.verify import common_ranges, compare
 from tests.support.stores import ENGINES, engine_store
 
 LIVE, NEW = "photos-m1-live", "photos-m2-new"

@@ -10,8 +10,8 @@ import pytest
 from redis import Redis
 
 from core.jobs import LIVE_LOCK, JobKind, Jobs, JobState
-from indexer.skips import SkipRecords
-from indexer.workqueue import WorkQueue
+from indexer.photo.skips import SkipRecords
+from indexer.queue.workqueue import WorkQueue
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from harness.observe import Metrics
 from harness.processes import free_ports
 from indexer.runtime import Runtime
 from query_api.app import StartCompanion, create_app
-from query_api.auth import hash_key
+from query_api.http.auth import hash_key
 from query_api.server import server_config
 from tests.support.images import encode
 from tests.support.indexing import drop_keys, make_settings, variant

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from core.vectorstore import LIVE_ALIAS
-from query_api.auth import hash_key
+from query_api.http.auth import hash_key
 from tests.support.indexing import ApiJobs
 from tests.support.upprocess import Up
 

@@ -27,7 +27,7 @@ import pytest
 from core.settings import Settings
 from core.vectorstore import GROUP_FIELD, VectorStore
 from model.triton_server import TritonServer
-from query_api.auth import hash_key
+from query_api.http.auth import hash_key
 from query_api.services import Services
 from tests.support.api import (
     KEYS,

@@ -26,7 +26,7 @@ from core.vectorstore import open_store
 from harness.processes import free_ports
 from model.triton_server import TritonServer
 from photosearch.up.probes import http_ok
-from query_api.auth import hash_key
+from query_api.http.auth import hash_key
 from tests.support.api import (
     KEYS,
     SEARCH_KEY,

@@ -19,7 +19,7 @@ from core.querycache import cache_key, normalize_query
 from core.settings import Settings
 from core.vectorstore import PhotoPoint, VectorStore
 from model.triton_server import TritonServer
-from query_api.schemas import MAX_LIMIT
+from query_api.schemas.search import MAX_LIMIT
 from tests.support.api import (
     ADMIN_KEY,
     SEARCH_KEY,

@@ -16,7 +16,7 @@ import pytest
 from core.settings import Settings
 from core.vectorstore import GROUP_FIELD, PhotoPoint, VectorStore
 from model.triton_server import TritonServer
-from query_api.ranking import RRF_K
+from query_api.search.ranking import RRF_K
 from tests.support.api import (
     ADMIN_KEY,
     SEARCH_KEY,

@@ -23,7 +23,7 @@ from PIL import Image
 from core.settings import Settings
 from core.vectorstore import PhotoPoint, VectorStore
 from model.triton_server import TritonServer
-from query_api.guards import CONTENT_SECURITY_POLICY
+from query_api.http.guards import CONTENT_SECURITY_POLICY
 from query_api.services import Services
 from tests.support.api import (
     SEARCH_KEY,

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from model.triton_server import TritonServer
-from query_api.schemas import MAX_OFFSET
+from query_api.schemas.search import MAX_OFFSET
 from tests.support.api import SEARCH_KEY, Indexed, api_settings, indexed_api
 
 SEARCH = {"X-API-Key": SEARCH_KEY}

@@ -21,8 +21,8 @@ from core.vectorstore import LIVE_ALIAS, VectorStore
 from core.vectorstore.boosts import boosted_score
 from core.vectorstore.engine import Boosted
 from indexer.app import create_app
-from indexer.capture import ChangeLog
 from indexer.host import worker_thread
+from indexer.queue.capture import ChangeLog
 from indexer.runtime import Runtime
 from model.triton_server import TritonServer
 from photosearch.cli import app

@@ -20,7 +20,7 @@ from core.submit import Submitted, queue_sync, submit_sync
 from core.taskqueue import SCHEDULED_RECONCILE, control_queue
 from core.vectorstore import LIVE_ALIAS, IndexedPoint, open_store
 from harness.photos import small_photo
-from indexer.feed import Feed, journal_key, open_feed, s3_event_keys
+from indexer.plan.feed import Feed, journal_key, open_feed, s3_event_keys
 from model.triton_server import TritonServer
 from tests.support.indexing import WorkerProcess, indexer_settings, tasks, wait_job, write_photo
 from tests.support.scale import Moto, moto_server

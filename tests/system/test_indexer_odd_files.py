@@ -16,7 +16,7 @@ from redis import Redis
 from core.jobs import Jobs
 from core.submit import queue_sync
 from core.vectorstore import LIVE_ALIAS
-from indexer.skips import SkipRecords
+from indexer.photo.skips import SkipRecords
 from model.triton_server import TritonServer
 from tests.support.api import ADMIN_KEY, api_settings, own_store, serving
 from tests.support.indexing import WorkerProcess, photo_folder, tasks, wait_job, write_photo

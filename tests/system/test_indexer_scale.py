@@ -20,8 +20,8 @@ from core.taskqueue import control_queue, embed_queue, plan_queue
 from core.vectorstore import LIVE_ALIAS, VectorStore, model_version_of, open_store
 from harness.observe import QueueWatch
 from harness.photos import small_photo
-from indexer.shards import ShardMap
-from indexer.workqueue import WorkQueue
+from indexer.plan.shards import ShardMap
+from indexer.queue.workqueue import WorkQueue
 from model.triton_server import TritonServer
 from tests.support.indexing import WorkerProcess, indexer_settings, tasks, wait_job
 from tests.support.qdrant_server import qdrant_stand_in

@@ -33,7 +33,7 @@ from loadtests.scenario import (
     user_groups,
 )
 from photosearch.up.supervisor import read_state
-from query_api.auth import hash_key
+from query_api.http.auth import hash_key
 from tests.support.deployfiles import ROOT
 from tests.support.upprocess import Up
 

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, ViewportSize, expect
 
 from model.triton_server import TritonServer
-from query_api.schemas import MAX_NOT, MAX_QUERY_CHARS
+from query_api.schemas.search import MAX_NOT, MAX_QUERY_CHARS
 from tests.support.api import Served, api_settings, indexed_api
 from tests.support.browser import settle
 

@@ -28,7 +28,7 @@ from core.vectorstore import LIVE_ALIAS, model_version_of, open_store
 from harness.processes import triton_ports
 from indexer.app import create_app
 from indexer.host import worker_thread
-from indexer.quality_gate import NOT_CONFIGURED
+from indexer.jobs.quality_gate import NOT_CONFIGURED
 from indexer.runtime import Runtime
 from model.synthetic_judgements import SyntheticSet
 from model.triton_server import TritonServer

@@ -23,10 +23,10 @@ from core.vectorstore import (
     model_version_of,
     open_store,
 )
-from indexer import rollback as rollingback
-from indexer import units
 from indexer.app import create_app
 from indexer.host import worker_thread
+from indexer.jobs import rollback as rollingback
+from indexer.jobs import units
 from indexer.runtime import Runtime
 from model.triton_server import TritonServer
 from tests.support.images import encode

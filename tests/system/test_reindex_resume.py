@@ -35,8 +35,8 @@ from core.vectorstore import (
 )
 from indexer.app import create_app
 from indexer.host import worker_thread
+from indexer.queue.workqueue import WorkQueue
 from indexer.runtime import Runtime
-from indexer.workqueue import WorkQueue
 from tests.support.api import ADMIN_KEY, SEARCH_KEY, api_settings, own_store, serving
 from tests.support.indexing import cli, drop_keys, settings_for, tasks
 
@@ -218,7 +218,7 @@ def test_resume_is_refused_for_a_sync_a_done_reindex_and_beside_a_running_one(
 
 def test_a_reindex_the_delete_guard_refused_gives_way_to_a_forced_one(site: Site) -> None:
     refused = started(site.settings, site.jobs, site.photos)
-    site.jobs.update(refused, refused=1)  # as indexer/deleteguard.py ends it, work dropped
+    site.jobs.update(refused, refused=1)  # as indexer/plan/deleteguard.py ends it, work dropped
     ended(site.jobs, refused)
 
     resume = site.admin.post(f"/v1/admin/reindex/{refused}/resume")

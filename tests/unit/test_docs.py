@@ -17,9 +17,9 @@ import yaml
 from mkdocs.utils.yaml import get_yaml_loader
 from pydantic import BaseModel
 
-import query_api.schemas
-import query_api.schemas_admin
-import query_api.schemas_answers
+import query_api.schemas.admin
+import query_api.schemas.answers
+import query_api.schemas.search
 from core.settings import Settings
 from core.settings_doc import PAGE, marked_table, settings_table
 from tests.support.deployfiles import leaf_variables
@@ -168,7 +168,7 @@ def test_the_check_for_examples_sees_a_missing_one() -> None:
 
 @pytest.mark.parametrize(
     "modules",
-    [(query_api.schemas, query_api.schemas_answers), (query_api.schemas_admin,)],
+    [(query_api.schemas.search, query_api.schemas.answers), (query_api.schemas.admin,)],
     ids=["search", "admin"],
 )
 def test_every_example_is_valid_for_its_model(modules: tuple[ModuleType, ...]) -> None:
@@ -186,12 +186,12 @@ def test_the_reference_shows_the_models_examples_as_the_bodies_examples() -> Non
     shown = HOOKS.with_examples_shown(HOOKS.openapi_schema())
     search = shown["paths"]["/v1/search"]["post"]
     body = search["requestBody"]["content"]["application/json"]["example"]
-    assert query_api.schemas.TextSearch.model_validate(body).q
+    assert query_api.schemas.search.TextSearch.model_validate(body).q
     answer = search["responses"]["200"]["content"]["application/json"]["example"]
-    assert query_api.schemas_answers.SearchResponse.model_validate(answer).results
+    assert query_api.schemas.answers.SearchResponse.model_validate(answer).results
     jobs = shown["paths"]["/v1/admin/jobs"]["get"]["responses"]["200"]["content"]
     [job] = jobs["application/json"]["example"]
-    assert query_api.schemas_admin.Job.model_validate(job).id
+    assert query_api.schemas.admin.Job.model_validate(job).id
 
 
 def _page(src_uri: str, repo_url: str | None = None) -> tuple[Any, Any]:

@@ -18,8 +18,8 @@ from core.demo import (
     write_demo_photos,
 )
 from core.sources import LocalSource
-from indexer.catalog import read_catalog
-from indexer.metadata import parse_manifest
+from indexer.plan.catalog import read_catalog
+from indexer.plan.metadata import parse_manifest
 
 
 def shipped(package: str, source: str) -> Path:

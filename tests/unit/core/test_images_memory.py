@@ -17,7 +17,7 @@ from PIL import Image
 from core.embedding.budget import Reserve
 from core.embedding.images import ImageLimits, decoded_bytes, prepare_image
 from core.embedding.manifest import ImagePreprocessing
-from query_api.photos import make_thumbnail
+from query_api.images.photos import make_thumbnail
 from tests.support.images import encode, photo
 from tests.support.pixelmemory import PixelLedger
 

@@ -23,13 +23,13 @@ from core.jobs import JobKind, Jobs, JobState, JobStatus
 from core.settings import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import VectorStore, collection_name
-from indexer.capture import ChangeLog
-from indexer.pipeline import BatchResult, embed_photos
-from indexer.planner import PlanParts
-from indexer.records import JobRecords
-from indexer.skips import SkipRecords
-from indexer.workqueue import WorkQueue
-from indexer.writer import ShardPhoto
+from indexer.photo.pipeline import BatchResult, embed_photos
+from indexer.photo.skips import SkipRecords
+from indexer.photo.writer import ShardPhoto
+from indexer.plan.planner import PlanParts
+from indexer.queue.capture import ChangeLog
+from indexer.queue.records import JobRecords
+from indexer.queue.workqueue import WorkQueue
 from tests.support.indexing import photo_folder
 from tests.support.models import stand_in_manifest
 from tests.support.stores import engine_store

@@ -25,12 +25,12 @@ from core.querycache import QueryCache
 from core.settings import RedisSettings, Settings
 from core.settings_api import ApiKey, ApiSettings
 from core.vectorstore import GROUP_FIELD, LIVE_ALIAS, PhotoPoint, VectorStore, collection_name
-from query_api.admission import Admission
 from query_api.app import services_lifespan
-from query_api.embedquery import QueryEmbedder
-from query_api.errors import install_handlers
-from query_api.metrics import Metrics, MetricsMiddleware
-from query_api.reranking import Reranking
+from query_api.http.admission import Admission
+from query_api.http.errors import install_handlers
+from query_api.http.metrics import Metrics, MetricsMiddleware
+from query_api.search.embed import QueryEmbedder
+from query_api.search.reranking import Reranking
 from query_api.services import LiveCollection, StoreCalls
 from tests.support.models import stand_in_manifest
 from tests.support.stores import engine_store

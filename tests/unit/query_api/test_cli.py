@@ -9,8 +9,8 @@ import logging
 from typer.testing import CliRunner
 
 from core.settings_api import ApiKey, ApiSettings
-from query_api.auth import KeyRing
 from query_api.cli import _QuietProbes, api_app
+from query_api.http.auth import KeyRing
 
 
 def test_a_new_keys_settings_entry_identifies_it_with_its_scopes() -> None:

@@ -17,7 +17,7 @@ from core.vectorstore import VectorStore
 from query_api.routes import events, search
 from query_api.services import Services
 from tests.unit.query_api.conftest import api_settings, router_app
-from tests.unit.query_api.test_feedback import on_redis
+from tests.unit.query_api.search.test_feedback import on_redis
 
 SESSION = "5b2d4c3e-9a7f-4d2e-8f4a-5b6c0f8e6c1a"
 

@@ -16,7 +16,7 @@ from core.vectorstore import VectorStore, collection_name
 from query_api.routes import experiments
 from query_api.services import Services
 from tests.unit.query_api.conftest import DIM, LIVE, api_settings, key_of, router_app
-from tests.unit.query_api.test_feedback import on_redis
+from tests.unit.query_api.search.test_feedback import on_redis
 
 ADMIN = {"X-API-Key": "admin-secret"}
 READER = {"X-API-Key": "reader-secret"}

@@ -15,7 +15,7 @@ from core.terms import TERMS_FIELD
 from core.vectorstore import VectorStore
 from query_api.routes import suggest
 from query_api.services import Services
-from query_api.suggestions import Suggestions
+from query_api.suggest.suggestions import Suggestions
 from tests.unit.query_api.conftest import LIVE, key_of, router_client
 
 SECRET = "ps_suggest-test-key"

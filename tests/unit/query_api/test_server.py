@@ -40,7 +40,7 @@ for n in range(200):
     try:
         raise RuntimeError(f"failure {n}")
     except RuntimeError:
-        logging.getLogger("query_api.errors").exception("unhandled error %d", n)
+        logging.getLogger("query_api.http.errors").exception("unhandled error %d", n)
     logging.getLogger("uvicorn.access").info('%s - "%s %s HTTP/%s" %d', "c", "GET", "/", "1.1", 500)
 print("the last words on stdout", flush=True)
 """

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from core.vectorstore import LIVE_ALIAS, CollectionNotFound, StoreError, VectorStore
-from query_api.errors import Unavailable
-from query_api.metrics import Metrics
+from query_api.http.errors import Unavailable
+from query_api.http.metrics import Metrics
 from query_api.services import LiveCollection, StoreCalls
 from tests.unit.query_api.conftest import DEADLINE_S, DIM, LIVE, Clock
 

@@ -1,0 +1,2 @@
+"""What every request passes: keys, addresses, rate limits, admission and shedding,
+deadlines, errors, timing and metrics."""

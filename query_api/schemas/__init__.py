@@ -1,0 +1,1 @@
+"""What the API accepts and answers: the pydantic models of its requests and responses."""

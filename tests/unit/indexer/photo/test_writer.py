@@ -1,0 +1,62 @@
+"""Points for the store: the payload a photo is written with, its near-duplicate group, and
+a batch written again replacing the same points."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.sources import LocalSource
+from core.vectorstore import GROUP_FIELD, VectorStore
+from indexer.photo.writer import build_payload, write_points
+from indexer.plan.catalog import Photo
+from tests.unit.indexer.conftest import COLLECTION, DIM, INDEXED_AT
+
+
+def photo(i: int, **metadata: object) -> Photo:
+    return Photo(f"id-{i}", f"day1/photo{i}.jpg", f"v{i}", f"m{i}", dict(metadata) or None)
+
+
+def test_a_payload_carries_the_metadata_the_source_and_when_it_was_indexed(
+    source: LocalSource,
+) -> None:
+    payload = build_payload(photo(1, title="A bicycle"), source, 3, "day1", now=lambda: INDEXED_AT)
+    assert payload["title"] == "A bicycle"
+    assert payload["tags"] == []  # the metadata a photo lacks is empty, never missing
+    assert payload["source_uri"] == source.uri_of("day1/photo1.jpg")
+    assert payload["source_root"] == source.uri
+    assert (payload["model_version"], payload["indexed_at"]) == (3, INDEXED_AT.isoformat())
+
+
+def test_near_duplicates_share_a_group_and_a_rewrite_replaces_the_points(
+    source: LocalSource, store: VectorStore
+) -> None:
+    same, other = np.eye(DIM, dtype=np.float32)[0], np.eye(DIM, dtype=np.float32)[1]
+    photos = [(photo(1), ""), (photo(2), ""), (photo(3), "")]
+    vectors = np.stack([same, same, other])
+    for _ in range(2):  # a retried batch writes the same points again
+        write_points(store, COLLECTION, source, 1, photos, vectors, duplicate_threshold=0.99)
+    assert store.count(COLLECTION) == 3
+    groups = {
+        record.photo_id: record.payload[GROUP_FIELD]
+        for record in store.retrieve(COLLECTION, ["id-1", "id-2", "id-3"])
+    }
+    assert groups["id-1"] == groups["id-2"] != groups["id-3"]
+
+
+def test_a_payload_carries_the_words_of_its_title_and_tags_for_suggestions(
+    source: LocalSource, store: VectorStore
+) -> None:
+    tagged = photo(1, title="A Red Bicycle in the café", tags=["Street", "red bike"])
+    payload = build_payload(tagged, source, 3, "day1", now=lambda: INDEXED_AT)
+    assert payload["terms"] == ["red", "bicycle", "cafe", "street", "bike"]
+    # The store counts each word's photos from its index: what suggestions read.
+    write_points(
+        store,
+        COLLECTION,
+        source,
+        1,
+        [(tagged, "")],
+        np.eye(DIM, dtype=np.float32)[:1],
+        duplicate_threshold=0.99,
+    )
+    assert dict(store.value_counts(COLLECTION, "terms", limit=10))["bicycle"] == 1
