@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from core.jobs import FINISHED, JobKind, JobState, JobStatus
+from core.jobstatus import FINISHED, JobKind, JobState, JobStatus
 from core.vectorstore import (
     LIVE_ALIAS,
     PREVIOUS_ALIAS,

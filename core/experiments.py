@@ -19,7 +19,8 @@ from celery import Celery
 from redis import Redis
 
 from core.collectionroles import job_id_of
-from core.jobs import FINISHED, JobKind, Jobs, JobState, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import FINISHED, JobKind, JobState, JobStatus
 from core.taskqueue import FINALIZE, send
 from core.vectorstore import collection_name
 
@@ -332,10 +333,7 @@ def candidate_ready(job: JobStatus | None) -> bool:
     collection that no kept reindex record names is taken as it is."""
     if job is None:
         return True
-    return job.state not in (JobState.FAILED, JobState.CANCELLED) and job.phase in (
-        "catch-up",
-        "switch",
-    )
+    return job.state not in (JobState.FAILED, JobState.CANCELLED) and job.phase.follows_live
 
 
 def go_on(tasks: Celery, jobs: Jobs, candidate: str) -> None:

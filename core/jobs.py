@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from redis import Redis
+
+from core.jobstatus import FINISHED, JobKind, JobState, JobStatus, job_status
 
 if TYPE_CHECKING:
     from core.settings import Settings
@@ -71,156 +70,10 @@ return false
 _MAX_PROBLEMS = 1000
 
 
-class JobKind(StrEnum):
-    SYNC = "sync"  # list the whole source (the weekly reconciliation, or nightly without a feed)
-    INCREMENT = "increment"  # the changes the feed reported since the last one
-    REINDEX = "reindex"
-    ROLLBACK = "rollback"
-
-
 # One job at a time changes the live collection (a sync or increment, or a reindex's catch-up);
 # one reindex at a time builds a new one.
 LIVE_LOCK = "live"
 REINDEX_LOCK = "reindex"
-
-
-class JobState(StrEnum):
-    QUEUED = "queued"
-    PLANNING = "planning"
-    RUNNING = "running"
-    FINALIZING = "finalizing"
-    # A dependency (Triton, Redis, the store) stayed down past the retry budget: the job keeps
-    # its locks and its work, and goes on by itself once the dependency answers.
-    PAUSED = "paused"
-    DONE = "done"
-    FAILED = "failed"
-    # Ended by an operator; a reindex keeps its work to be resumed (`index reindex --resume`).
-    CANCELLED = "cancelled"
-
-
-FINISHED = (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
-_INTS = (
-    *("listed", "total", "done", "failed", "skipped", "deleted", "updated", "unchanged"),
-    *("batches_total", "batches_done", "model_version", "round", "changes"),
-    *("shards_total", "shards_planned", "live_count", "delete_budget", "held"),
-    "regrouped",
-    *("lag", "lag_shards", "capture_cut", "replayed", "verified_cut", "warmed"),
-)
-_BOOLS = ("force", "refused", "dropped")
-_FLOATS = (
-    *("created_at", "started_at", "finished_at", "lag_oldest_at", "paused_at"),
-    *("locked_at", "lock_s"),
-)
-
-
-@dataclass
-class JobStatus:
-    """One job as `photosearch index status` shows it."""
-
-    id: str
-    kind: str
-    state: str
-    source: str = ""
-    collection: str = ""
-    model_version: int = 0
-    phase: str = ""  # a reindex: load, indexing, grouping, catch-up
-    listed: int = 0  # photos listed so far (the catalogue known)
-    total: int = 0  # photos to embed or skip, known so far
-    done: int = 0
-    failed: int = 0
-    skipped: int = 0
-    deleted: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    batches_total: int = 0
-    batches_done: int = 0
-    shards_total: int = 0  # of the round (grows while big shards are split)
-    shards_planned: int = 0
-    # A reindex: 0 the load, 1 the grouping pass, then catch-up passes; a sync: 1 its held
-    # shards.
-    round: int = 0
-    changes: int = 0  # of the round: embedded, updated or deleted photos it planned
-    # The delete guard (indexer/plan/deleteguard.py): the live index's size when the job started,
-    # the deletions it may make, those held back until the whole listing was seen; forced
-    # past it, or refused by it.
-    live_count: int = 0
-    delete_budget: int = 0
-    held: int = 0
-    # A reindex's grouping pass: photos it moved to another near-duplicate group than the
-    # load's batches gave them.
-    regrouped: int = 0
-    # A reindex's change capture (indexer/queue/capture.py): changes of the live side waiting to be
-    # replayed into its collection (keys, whole shards), the oldest one's time, the Redis time
-    # up to which the running replay round reads, and the keys replayed so far.
-    lag: int = 0
-    lag_shards: int = 0
-    lag_oldest_at: float = 0.0
-    capture_cut: int = 0
-    replayed: int = 0
-    # The switch: the cut whose catch-up was verified, the queries pre-warmed, when it took
-    # the live lock and how long it held it.
-    verified_cut: int = 0
-    warmed: int = 0
-    # The quality gate (indexer/jobs/quality_gate.py) at the verified cut: the live and the new
-    # collection's figures on each judgement set and its decision, as JSON (a few hundred
-    # bytes a set); "" before it ran.
-    quality: str = ""
-    locked_at: float = 0.0
-    lock_s: float = 0.0
-    # A paused job: since when, and the state it goes back to.
-    paused_at: float = 0.0
-    resume_state: str = ""
-    force: bool = False
-    refused: bool = False
-    # A failed or cancelled reindex whose collection `index drop` deleted: it resumes no more,
-    # and holds no room for a new reindex.
-    dropped: bool = False
-    created_at: float = 0.0
-    started_at: float = 0.0
-    finished_at: float = 0.0
-    message: str = ""
-
-    @property
-    def processed(self) -> int:
-        return self.done + self.failed + self.skipped
-
-    @property
-    def planning(self) -> bool:
-        return self.shards_planned < self.shards_total
-
-    @property
-    def estimated_total(self) -> int:
-        """total, extrapolated from the shards planned while planning goes on (shards are of
-        about one size)."""
-        if not self.planning or not self.shards_planned:
-            return self.total
-        return max(self.total, round(self.total * self.shards_total / self.shards_planned))
-
-    @property
-    def elapsed_s(self) -> float:
-        if not self.started_at:
-            return 0.0
-        return (self.finished_at or time.time()) - self.started_at
-
-    @property
-    def images_per_s(self) -> float:
-        return self.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-    @property
-    def eta_s(self) -> float | None:
-        """Seconds left at the rate so far; None before there is a rate."""
-        if self.state in FINISHED:
-            return 0.0
-        rate = self.processed / self.elapsed_s if self.elapsed_s > 0 else 0.0
-        return max(0.0, self.estimated_total - self.processed) / rate if rate > 0 else None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["images_per_s"] = round(self.images_per_s, 2)
-        data["eta_s"] = None if self.eta_s is None else round(self.eta_s, 1)
-        data["estimated_total"] = self.estimated_total
-        data["quality"] = json.loads(self.quality) if self.quality else None
-        return data
 
 
 class Jobs:
@@ -290,15 +143,7 @@ class Jobs:
         raw: dict[bytes, bytes] = self.redis.hgetall(self._key("job", job_id))  # type: ignore[assignment]
         if not raw:
             return None
-        data: dict[str, Any] = {k.decode(): v.decode() for k, v in raw.items()}
-        for name in _INTS:
-            data[name] = int(data.get(name) or 0)
-        for name in _FLOATS:
-            data[name] = float(data.get(name) or 0.0)
-        for name in _BOOLS:
-            data[name] = data.get(name) in ("1", "True")
-        known = JobStatus.__dataclass_fields__
-        return JobStatus(**{k: v for k, v in data.items() if k in known})
+        return job_status({k.decode(): v.decode() for k, v in raw.items()})
 
     def wait(self, job_id: str, timeout_s: float, poll_s: float = 0.05) -> JobStatus | None:
         """The job once it has finished, or its latest record when timeout_s passes first."""

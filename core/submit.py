@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from celery import Celery
 
 from core.collectionroles import drop_command, holds_room, room_refusal
-from core.jobs import LIVE_LOCK, REINDEX_LOCK, JobKind, Jobs, JobState, JobStatus
+from core.jobs import LIVE_LOCK, REINDEX_LOCK, Jobs
+from core.jobstatus import JobKind, JobState, JobStatus
 from core.taskqueue import INCREMENT, REINDEX, RESUME, ROLLBACK, SYNC, send
 
 # The reindex last started or resumed: the one whose collection may hold the room, since

@@ -16,7 +16,8 @@ from typing import Any
 import psutil
 from redis import Redis
 
-from core.jobs import Jobs, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import JobStatus
 from core.settings import Settings
 from core.submit import queue_sync
 from core.taskqueue import create_celery

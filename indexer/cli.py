@@ -73,7 +73,7 @@ def _publisher() -> Any:
 
 def _eta(job: Any) -> str:
     """A finished job has none (it said "ETA 0s", as if about to end); "?" while unknown."""
-    from core.jobs import FINISHED
+    from core.jobstatus import FINISHED
 
     if job.state in FINISHED:
         return "-"
@@ -97,7 +97,7 @@ def _progress(job: Any) -> str:
 
 def _describe(job: Any) -> str:
     """One job on a line of its own (what a followed job ends with)."""
-    from core.jobs import FINISHED
+    from core.jobstatus import FINISHED
     from indexer.jobs.gate_status import gate_lines
 
     eta = "" if job.state in FINISHED else f"  ETA {_eta(job)}"
@@ -154,7 +154,7 @@ def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
         TimeRemainingColumn,
     )
 
-    from core.jobs import FINISHED
+    from core.jobstatus import FINISHED
 
     job = jobs.get(job_id)
     columns = (
@@ -185,7 +185,7 @@ def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
 
 def _follow(job_id: str) -> None:
     """Follow a job; exit 1 when it failed (a refusal's message on stderr)."""
-    from core.jobs import JobState
+    from core.jobstatus import JobState
 
     job = follow(_jobs(), job_id)
     if job.refused:
@@ -239,7 +239,7 @@ def sync_command(
 @index_app.command("increment")
 def increment_command(wait: WaitOption = False, force: ForceOption = False) -> None:
     """Index what the change feed (PHOTOSEARCH_INDEXER__FEED) reported, listing nothing."""
-    from core.jobs import JobKind
+    from core.jobstatus import JobKind
     from core.submit import submit_sync
 
     jobs = _jobs()
@@ -253,7 +253,7 @@ def cancel_command(job_id: str) -> None:
     """End a job that is stuck, its locks released: a reindex keeps its work, to be resumed
     (`index reindex --resume JOB`); another job is marked failed and its work dropped."""
     from core.collectionroles import drop_command, resume_command
-    from core.jobs import FINISHED, JobKind, JobState
+    from core.jobstatus import FINISHED, JobKind, JobState
     from indexer.queue.workqueue import WorkQueue
 
     jobs = _jobs()
@@ -360,7 +360,7 @@ def _call(name: str, *args: Any) -> Any:
 @index_app.command("rollback")
 def rollback_command() -> None:
     """Searches go back to the previous collection (and model version) at once."""
-    from core.jobs import FINISHED, JobState
+    from core.jobstatus import FINISHED, JobState
     from core.submit import submit_rollback
 
     # A job record, not a task result: the API asks the same way, and a worker embedded in

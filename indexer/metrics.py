@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 from redis import Redis
 from redis.exceptions import RedisError
 
-from core.jobs import FINISHED, JobKind
+from core.jobstatus import FINISHED, JobKind
 from core.settings import Settings
 from core.taskqueue import ENQUEUED_AT, control_queue, embed_queue, plan_queue
 

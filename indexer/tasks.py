@@ -32,7 +32,7 @@ from core.embedding.errors import (
 )
 from core.embedding.images import ImageLimits
 from core.feedback.popularity import refresh
-from core.jobs import FINISHED, JobKind, JobState
+from core.jobstatus import FINISHED, JobKind, JobPhase, JobState
 from core.sources import SourceError, check_source
 from core.submit import start_queued, submit_sync
 from core.taskqueue import EMBED_BATCH, FINALIZE, OPTIMIZE, PLAN, REINDEX, settings_of
@@ -136,13 +136,13 @@ def nudge(app: Celery, rt: Runtime, recent: int = 100) -> None:
             job, jobs=rt.jobs, ready=triton_ready(rt), store=rt.store
         ):
             continue
-        if job.kind == JobKind.REINDEX and not job.phase:  # paused before it started
+        if job.kind == JobKind.REINDEX and job.phase == JobPhase.NONE:  # paused before it started
             app.tasks[REINDEX].delay(job.id, job.model_version, job.source)
             continue
         ended = pump(app, rt, job.id)
-        waiting = (job.kind == JobKind.REINDEX and job.phase in ("indexing", "catch-up")) or (
-            job.kind == JobKind.ROLLBACK and job.phase != "replay"
-        )
+        waiting = (
+            job.kind == JobKind.REINDEX and job.phase in (JobPhase.INDEXING, JobPhase.CATCH_UP)
+        ) or (job.kind == JobKind.ROLLBACK and job.phase != JobPhase.REPLAY)
         if ended or waiting or rt.work.round_done(job.id, job.round):
             app.tasks[FINALIZE].delay(job.id)
 

@@ -46,7 +46,8 @@ from typing import TypeVar
 import numpy as np
 from redis import Redis
 
-from core.jobs import JobKind, Jobs
+from core.jobs import Jobs
+from core.jobstatus import JobKind
 from core.settings import Settings
 from core.sources import LocalSource
 from core.submit import queue_sync

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from core.embedding.arrays import Embeddings
-from core.jobs import JobKind
+from core.jobstatus import JobKind
 from core.vectorstore import collection_name
 from indexer.jobs.reindex import loading, open_load
 from indexer.jobs.units import commit, plan_unit, unit_id_of

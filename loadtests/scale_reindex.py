@@ -46,7 +46,7 @@ from pathlib import Path
 
 import psutil
 
-from core.jobs import JobState
+from core.jobstatus import JobPhase, JobState
 from core.settings import Settings
 from core.vectorstore import open_store
 from harness.photos import write_catalogue
@@ -177,7 +177,7 @@ def reindex_run(rt: Runtime, root: Path, photos: int, args: argparse.Namespace) 
         return run
     with record.phase("index build", photos, "photos"):
         advance(rt, job_id)  # finish_bulk_load, index_ready, and the grouping round opened
-    assert phase_of(rt, job_id) == "grouping", rt.jobs.get(job_id)
+    assert phase_of(rt, job_id) == JobPhase.GROUPING, rt.jobs.get(job_id)
     with record.phase("grouping pass", photos, "photos"):
         worker.round(job_id)
     if worker.sampled_out:  # the shards grouped, extrapolated to every shard
@@ -192,7 +192,7 @@ def reindex_run(rt: Runtime, root: Path, photos: int, args: argparse.Namespace) 
     captured = changes.live_side(rt, live, keys, old_model)
     with record.phase("catch-up replay", len(keys), "changes"):
         advance(rt, job_id)  # start_replay of what the live side logged
-        assert phase_of(rt, job_id) == "catch-up", rt.jobs.get(job_id)
+        assert phase_of(rt, job_id) == JobPhase.CATCH_UP, rt.jobs.get(job_id)
         worker.round(job_id)
         job = rt.jobs.get(job_id)
         assert job is not None
@@ -217,7 +217,7 @@ def reindex_run(rt: Runtime, root: Path, photos: int, args: argparse.Namespace) 
 
     with record.phase("switch: live lock", len(drain), "changes"):
         advance(rt, job_id)  # verifies again, takes the live lock, opens the drain's round
-        assert phase_of(rt, job_id) == "switch", rt.jobs.get(job_id)
+        assert phase_of(rt, job_id) == JobPhase.SWITCH, rt.jobs.get(job_id)
         worker.round(job_id)
         advance(rt, job_id)  # end_replay, the delete guard's check, the aliases
     job = rt.jobs.get(job_id)

@@ -19,7 +19,8 @@ from typing import Any
 
 import httpx
 
-from core.jobs import FINISHED, Jobs
+from core.jobs import Jobs
+from core.jobstatus import FINISHED
 from core.settings import Settings, get_settings
 from core.submit import queue_sync
 from core.taskqueue import create_celery

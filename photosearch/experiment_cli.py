@@ -93,7 +93,7 @@ def _waiting_for(redis: Any, experiment: Any) -> Any:
 
 def describe(experiment: Any, alpha: float, waiting: Any = None) -> list[str]:
     """The status lines of an experiment (`core.experiments.Experiment`); `waiting`: the
-    reindex (`core.jobs.JobStatus`) its candidate waits for, if any."""
+    reindex (`core.jobstatus.JobStatus`) its candidate waits for, if any."""
     from core.experiments import verdict
 
     e = experiment
@@ -148,7 +148,8 @@ def start_command(
 ) -> None:
     """Interleave a share of text searches with the candidate's ranking until it ends."""
     from core.experiments import ExperimentError, reindex_of, start
-    from core.jobs import FINISHED, Jobs
+    from core.jobs import Jobs
+    from core.jobstatus import FINISHED
 
     settings = get_settings()
     redis = _redis()

@@ -24,7 +24,8 @@ from core.embedding.errors import (
     TritonTimeout,
     TritonUnavailable,
 )
-from core.jobs import FINISHED, JobKind, Jobs, JobState, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import FINISHED, JobKind, JobState, JobStatus
 from core.vectorstore import VectorStore
 
 # Jobs too long to fail for an outage; a nightly job fails and the next night starts again.

@@ -33,7 +33,7 @@ from core.embedding.manifest import SearchCalibration
 from core.feedback import clickmodel
 from core.feedback.events import read_events
 from core.feedback.searchlog import read_searches
-from core.jobs import JobStatus
+from core.jobstatus import JobStatus
 from core.quality.judgements import JudgementError, JudgementSet, Query, load_judgements
 from core.quality.metrics import Interval
 from core.quality.runner import METRICS, Evaluation, collection_ranker, compare, evaluate

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from core.jobs import JobStatus
+from core.jobstatus import JobStatus
 from core.vectorstore import GROUP_FIELD, Hit, StoredPhoto, VectorStore
 from indexer.plan.planner import Planned, chunks
 from indexer.plan.shards import ShardMap, ShardRange

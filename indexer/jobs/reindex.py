@@ -26,7 +26,8 @@ from redis.lock import Lock
 from core.collectionroles import job_of
 from core.embedding.manifest import ModelManifest
 from core.experiments import State as ExperimentState
-from core.jobs import FINISHED, LIVE_LOCK, JobKind, JobState, JobStatus
+from core.jobs import LIVE_LOCK
+from core.jobstatus import FINISHED, JobKind, JobPhase, JobState, JobStatus
 from core.settings import IndexerSettings, QdrantSettings
 from core.sources import Source
 from core.vectorstore import (
@@ -90,7 +91,7 @@ def replay(
 def loading(job: JobStatus) -> bool:
     """A reindex's load: its collection has no search index to find near-duplicates with
     yet, so each batch is grouped within itself, and the grouping pass does the rest."""
-    return job.kind == JobKind.REINDEX and job.phase == "load"
+    return job.kind == JobKind.REINDEX and job.phase == JobPhase.LOAD
 
 
 def start_reindex(
@@ -136,7 +137,7 @@ def open_load(
     records.jobs.start(
         job_id,
         state=JobState.RUNNING,
-        phase="load",
+        phase=JobPhase.LOAD,
         source=source_uri,
         collection=collection,
         model_version=model_version_of(collection),
@@ -172,14 +173,14 @@ def advance(
     if job is None or job.state in (*FINISHED, JobState.PAUSED):
         return
     ended = work.round_done(job_id, job.round)
-    if job.phase == "load":
+    if job.phase == JobPhase.LOAD:
         if not ended:
             record_lag(records, job_id, job.collection)
             return
         store.finish_bulk_load(job.collection)
-        jobs.update(job_id, phase="indexing", state=JobState.FINALIZING)
-        job.phase = "indexing"
-    if job.phase == "indexing":
+        jobs.update(job_id, phase=JobPhase.INDEXING, state=JobState.FINALIZING)
+        job.phase = JobPhase.INDEXING
+    if job.phase == JobPhase.INDEXING:
         # Waits end at a later nudge.
         if not store.index_ready(job.collection):
             jobs.update(job_id, message="building the search index of the new collection")
@@ -188,23 +189,25 @@ def advance(
         # start being once only.
         shards = load_map(store, job.collection)
         work.start_round(job_id, GROUPING_ROUND, group_units(shards))
-        jobs.update(job_id, phase="grouping", message="grouping near-duplicates, shard by shard")
+        jobs.update(
+            job_id, phase=JobPhase.GROUPING, message="grouping near-duplicates, shard by shard"
+        )
         return
 
     def replay_next(round_: int) -> None:
         replay(job_id, round_, job.collection, store=store, records=records, settings=settings)
 
-    if job.phase == "grouping":
+    if job.phase == JobPhase.GROUPING:
         if not work.round_done(job_id, GROUPING_ROUND):
             return
         replay_next(GROUPING_ROUND + 1)
-        jobs.update(job_id, phase="catch-up", message="replaying the changes since the load")
+        jobs.update(job_id, phase=JobPhase.CATCH_UP, message="replaying the changes since the load")
         return
     if not ended:
         record_lag(records, job_id, job.collection)
         return
     lag = end_replay(records, job_id, job.collection, job.capture_cut)
-    if job.phase == "switch":
+    if job.phase == JobPhase.SWITCH:
         switch(
             job_id,
             store=store,
@@ -264,7 +267,7 @@ def advance(
         if lag.waiting:  # keep the lag small while it waits
             replay_next(job.round + 1)
         return
-    jobs.update(job_id, phase="switch", locked_at=now(), message="draining the last changes")
+    jobs.update(job_id, phase=JobPhase.SWITCH, locked_at=now(), message="draining the last changes")
     replay_next(job.round + 1)
 
 
@@ -285,15 +288,15 @@ def resume(
         raise IndexerError(f"no reindex job {job_id}")
     if job.state == JobState.DONE:
         raise IndexerError(f"reindex job {job_id} has switched already")
-    if not job.phase:
+    if job.phase == JobPhase.NONE:
         jobs.update(job_id, state=JobState.QUEUED, finished_at=0)
         return False
     records.capture.follow(job.collection)  # logging again, if it stopped
     records.work.requeue(job_id, running=running, before=before)
     fields: dict[str, object] = {"finished_at": 0, "message": f"resumed in its {job.phase}"}
-    if job.phase == "switch":  # the live lock went with its end: verify and take it again
-        fields |= {"phase": "catch-up", "verified_cut": 0}
-    state = JobState.RUNNING if job.phase == "load" else JobState.FINALIZING
+    if job.phase == JobPhase.SWITCH:  # the live lock went with its end: verify and take it again
+        fields |= {"phase": JobPhase.CATCH_UP, "verified_cut": 0}
+    state = JobState.RUNNING if job.phase == JobPhase.LOAD else JobState.FINALIZING
     jobs.update(job_id, state=state, **fields)
     return True
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 from redis.lock import Lock
 
-from core.jobs import FINISHED, LIVE_LOCK, JobState
+from core.jobs import LIVE_LOCK
+from core.jobstatus import FINISHED, JobPhase, JobState
 from core.settings import IndexerSettings
 from core.vectorstore import LIVE_ALIAS, PREVIOUS_ALIAS, VectorStore, model_version_of
 from indexer.jobs.catchup import end_replay, record_lag
@@ -80,7 +81,7 @@ def start_rollback(
     jobs.start(
         job_id,
         state=JobState.RUNNING,
-        phase="replay",
+        phase=JobPhase.REPLAY,
         collection=previous,
         model_version=model_version_of(previous),
         source=jobs.recall("source") or settings.source or "",
@@ -105,7 +106,7 @@ def advance_rollback(
     if job is None or job.state in (*FINISHED, JobState.PAUSED):
         return
     parts = ReindexParts(store=store, records=records, lock=lock, settings=settings, now=now)
-    if job.phase != "replay":
+    if job.phase != JobPhase.REPLAY:
         start_rollback(job_id, **parts)
         return
     if not records.work.round_done(job_id, 0):

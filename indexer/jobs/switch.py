@@ -12,7 +12,8 @@ from redis import Redis
 from redis.lock import Lock
 
 from core.embedding.arrays import Embeddings
-from core.jobs import Jobs, JobState
+from core.jobs import Jobs
+from core.jobstatus import JobState
 from core.querycache import prewarm
 from core.settings_api import ApiSettings
 from core.vectorstore import LIVE_ALIAS, PREVIOUS_ALIAS, VectorStore

@@ -13,7 +13,8 @@ from redis import Redis
 from redis.lock import Lock
 
 from core.embedding.manifest import ModelManifest, list_versions
-from core.jobs import FINISHED, JobKind, Jobs, JobState
+from core.jobs import Jobs
+from core.jobstatus import FINISHED, JobKind, JobState
 from core.settings import IndexerSettings
 from core.sources import Source
 from core.vectorstore import LIVE_ALIAS, CollectionNotFound, VectorStore, collection_name

@@ -12,7 +12,7 @@ from typing import Any
 
 from core.embedding.arrays import Embeddings
 from core.experiments import decision_for
-from core.jobs import JobStatus
+from core.jobstatus import JobStatus
 from core.sources import Source
 from indexer.jobs import quality_gate, regroup, reindex, switch
 from indexer.jobs.quality_gate import Verdict

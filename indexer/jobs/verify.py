@@ -23,7 +23,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
 
-from core.jobs import JobStatus
+from core.jobstatus import JobStatus
 from core.sources import Source
 from core.vectorstore import LIVE_ALIAS, CollectionNotFound, VectorStore
 from indexer.queue.records import JobRecords

@@ -31,7 +31,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from core.jobs import FINISHED, JobKind, Jobs, JobState, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import FINISHED, JobKind, JobState, JobStatus
 from core.vectorstore import LIVE_ALIAS, CollectionNotFound, VectorStore
 from indexer.queue.workqueue import WorkQueue
 

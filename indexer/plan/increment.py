@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from pathlib import PurePosixPath
 
-from core.jobs import JobKind, JobStatus
+from core.jobstatus import JobKind, JobStatus
 from core.settings import IndexerSettings
 from core.sources import Source, is_photo
 from core.vectorstore import VectorStore

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any, NotRequired, TypedDict
 
-from core.jobs import JobKind, Jobs, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import JobKind, JobStatus
 from core.settings import IndexerSettings
 from core.sources import Source
 from core.vectorstore import IndexedPoint, VectorStore

@@ -60,7 +60,8 @@ def index_then_announce(
     where the page is, once the API is ready (`wait_ready` by the clock `now`)."""
     data_dir = settings.data_dir
     try:
-        from core.jobs import Jobs, JobState
+        from core.jobs import Jobs
+        from core.jobstatus import JobState
         from core.submit import queue_sync, submit_reindex
         from core.taskqueue import create_celery
         from indexer.cli import follow

@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from core.collectionroles import collection_roles
 from core.embedding.errors import ModelVersionUnavailable
-from core.jobs import FINISHED, JobKind, JobState, JobStatus
+from core.jobstatus import FINISHED, JobKind, JobState, JobStatus
 from core.sources import SourceError, check_source
 from core.submit import (
     Submitted,

@@ -19,7 +19,7 @@ from core.experiments import (
     start,
     switch_refusal,
 )
-from core.jobs import FINISHED
+from core.jobstatus import FINISHED
 from core.vectorstore import LIVE_ALIAS, CollectionNotFound, model_version_of
 from query_api.deps import AdminCaller, ServicesDep
 from query_api.http.errors import ApiError

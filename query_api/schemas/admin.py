@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from core.jobstatus import PHASES
 from query_api.schemas.search import MAX_DUPLICATE_IDS
 
 # The examples of the OpenAPI schema (the documentation's API reference shows them).
@@ -237,7 +238,11 @@ class Job(BaseModel):
     source: str
     collection: str
     model_version: int
-    phase: str = Field(description="A reindex: load, indexing, grouping or catch-up.")
+    phase: str = Field(
+        description="A reindex's or a rollback's phase: "
+        + "; ".join(f"'{phase.value}' {what}" for phase, what in PHASES.items())
+        + "."
+    )
     round: int = Field(
         description="A reindex: 0 the load, 1 the grouping pass, then each catch-up pass."
     )

@@ -34,7 +34,7 @@ from core.experiments import (
 from core.feedback.events import CLICKS, Event
 from core.feedback.searchlog import SearchRecord, new_search_id
 from core.feedback.searchlog import Side as ShownSide
-from core.jobs import JobStatus
+from core.jobstatus import JobStatus
 from query_api.http.timing import Stages
 from query_api.schemas.answers import SearchResponse
 from query_api.schemas.search import TextSearch

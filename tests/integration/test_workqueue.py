@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from redis import Redis
 
-from core.jobs import LIVE_LOCK, JobKind, Jobs, JobState
+from core.jobs import LIVE_LOCK, Jobs
+from core.jobstatus import JobKind, JobState
 from indexer.photo.skips import SkipRecords
 from indexer.queue.workqueue import WorkQueue
 

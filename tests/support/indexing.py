@@ -20,7 +20,8 @@ from PIL import Image
 from redis import Redis
 
 from core.deployment import mark
-from core.jobs import FINISHED, Jobs, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import FINISHED, JobStatus, job_status
 from core.settings import Settings, get_settings
 from core.taskqueue import TaskApp, create_celery
 from tests.support.images import encode, photo
@@ -298,11 +299,10 @@ class ApiJobs:
             return None
         if response.status_code != 200:
             return None
-        known = JobStatus.__dataclass_fields__
         data = response.json()
         # The record keeps the quality gate's figures as JSON text; the API shows them parsed.
         data["quality"] = json.dumps(data["quality"]) if data.get("quality") else ""
-        return JobStatus(**{k: v for k, v in data.items() if k in known})
+        return job_status(data)
 
 
 class Logged(Protocol):
@@ -319,7 +319,7 @@ def wait_job(
     *,
     until: Callable[[JobStatus], bool] | None = None,
 ) -> JobStatus:
-    """Until the job has finished (core.jobs.FINISHED), or `until(job)` holds: the record
+    """Until the job has finished (core.jobstatus.FINISHED), or `until(job)` holds: the record
     then. Past timeout_s, an AssertionError with the last record read and the worker's log."""
     last: list[JobStatus] = []
 

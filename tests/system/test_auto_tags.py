@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from core.embedding.manifest import load_manifest
-from core.jobs import Jobs, JobState, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import JobState, JobStatus
 from core.keywords import FIELDS, photo_words, query_vector
 from core.settings import Settings
 from core.submit import queue_sync, submit_reindex

@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from core.jobs import Jobs, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import JobStatus
 from core.settings import Settings
 from core.submit import queue_sync
 from core.taskqueue import all_queues

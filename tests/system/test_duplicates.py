@@ -15,7 +15,8 @@ import pytest
 
 from core.embedding.arrays import Embeddings
 from core.embedding.client import EmbeddingClient
-from core.jobs import Jobs, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import JobPhase, JobStatus
 from core.settings import Settings
 from core.submit import queue_sync, submit_reindex
 from core.taskqueue import all_queues
@@ -239,7 +240,12 @@ def test_a_reindex_groups_the_copies_as_the_sync_did_searching_only_after_its_lo
         # at the switch (3): every copy was moved by the pass from the group of its own that
         # its batch gave it.
         copies = sum(1 for _, alteration in (FIRST | LATER).values() if alteration)
-        assert (job.phase, job.round, job.regrouped, job.replayed) == ("switch", 3, copies, 0)
+        assert (job.phase, job.round, job.regrouped, job.replayed) == (
+            JobPhase.SWITCH,
+            3,
+            copies,
+            0,
+        )
         # No batch searched the stored photos (the load, and the catch-up wrote nothing);
         # the pass did.
         assert searches("write") == before["write"]

@@ -18,7 +18,7 @@ import pytest
 from redis import Redis
 
 from core.feedback.searchlog import SearchRecord, record_key
-from core.jobs import JobStatus
+from core.jobstatus import JobPhase, JobStatus
 from core.settings import Settings
 from core.taskqueue import all_queues
 from core.vectorstore import LIVE_ALIAS, VectorStore, collection_name
@@ -43,7 +43,7 @@ def embedded(
 
 
 def _held(job: JobStatus) -> bool:
-    return job.phase == "catch-up" and "held for an experiment" in job.message
+    return job.phase == JobPhase.CATCH_UP and "held for an experiment" in job.message
 
 
 def _interleaved(admin: httpx.Client, redis: Redis, settings: Settings) -> bool:

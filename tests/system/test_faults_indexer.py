@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from core.jobs import FINISHED, Jobs, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import FINISHED, JobStatus
 from core.settings import Settings
 from core.sources import LocalSource
 from core.submit import queue_sync

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from redis import Redis
 
-from core.jobs import JobKind, Jobs, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import JobKind, JobStatus
 from core.settings import Settings
 from core.sources import LocalSource, S3Source, open_source
 from core.submit import Submitted, queue_sync, submit_sync

@@ -17,7 +17,8 @@ from celery.beat import PersistentScheduler
 
 from core.embedding.arrays import Embeddings
 from core.embedding.client import EmbeddingClient
-from core.jobs import JobKind, Jobs, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import JobKind, JobStatus
 from core.settings import Settings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, VectorStore, open_store

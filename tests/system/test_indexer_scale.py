@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from core.jobs import FINISHED, Jobs, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import FINISHED, JobStatus
 from core.settings import Settings
 from core.submit import queue_sync, submit_reindex
 from core.taskqueue import control_queue, embed_queue, plan_queue

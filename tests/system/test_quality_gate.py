@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from core.jobs import Jobs, JobState, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import JobState, JobStatus
 from core.settings import Settings
 from core.submit import queue_sync, submit_reindex
 from core.taskqueue import all_queues

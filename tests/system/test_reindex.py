@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.jobs import Jobs, JobState
+from core.jobs import Jobs
+from core.jobstatus import JobState
 from core.sources import LocalSource
 from core.submit import queue_sync, submit_reindex, submit_rollback
 from core.taskqueue import all_queues, control_queue, plan_queue

@@ -24,7 +24,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from core.embedding.manifest import IMAGE_MODEL
-from core.jobs import Jobs, JobState, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import JobPhase, JobState, JobStatus
 from core.settings import Settings
 from core.sources import LocalSource
 from core.submit import queue_sync, submit_reindex, submit_resume
@@ -223,7 +224,12 @@ def synced_then_reindexing(
     stored = sum(sum(execution) for execution in triton.executions()[:PASSED])
     assert stored >= PASSED * BATCH > IN_FLIGHT  # a load started over would show
     job = wait_job(jobs, submitted.job_id, worker=worker, until=lambda j: j.done >= stored)
-    assert (job.state, job.phase, job.done, job.failed) == (JobState.RUNNING, "load", stored, 0)
+    assert (job.state, job.phase, job.done, job.failed) == (
+        JobState.RUNNING,
+        JobPhase.LOAD,
+        stored,
+        0,
+    )
     return submitted.job_id, stored
 
 

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from core.experiments import end, start
-from core.jobs import JobKind, Jobs, JobState
+from core.jobs import Jobs
+from core.jobstatus import JobKind, JobPhase, JobState
 from core.sources import LocalSource, SourceObject, check_source
 from core.submit import queue_sync, submit_reindex, submit_rollback, submit_sync
 from core.taskqueue import all_queues, control_queue, plan_queue
@@ -105,7 +106,7 @@ class Changer(threading.Thread):
                 assert job is not None
                 if job.state != JobState.RUNNING and job.state != JobState.FINALIZING:
                     return
-                if job.phase == "switch":
+                if job.phase == JobPhase.SWITCH:
                     return
                 self.phases.append(job.phase)
                 keys = self.cycle(i)
@@ -189,7 +190,7 @@ def test_a_reindex_switches_while_photos_change_and_rollback_is_current(
         assert job.state == JobState.DONE, (job, jobs.problems(reindex))
         assert job.failed == 0 and job.lag == 0, job
         # Changes arrived through the load and after it, and were replayed.
-        assert changer.phases[0] == "load" and len(changer.increments) >= 3, changer.phases
+        assert changer.phases[0] == JobPhase.LOAD and len(changer.increments) >= 3, changer.phases
         assert job.replayed > 0, job
         # The photo deleted between its listing and its read is a delete, not a problem.
         problems = [p for j in [reindex, *changer.increments] for p in jobs.problems(j)]

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.jobs import Jobs, JobState
+from core.jobs import Jobs
+from core.jobstatus import JobState
 from core.submit import submit_reindex
 from core.taskqueue import control_queue
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, collection_name, open_store

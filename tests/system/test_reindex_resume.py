@@ -21,7 +21,8 @@ import pytest
 
 from core.collectionroles import drop_command, resume_command
 from core.embedding.manifest import ImagePreprocessing, ModelManifest, TokenizerSpec, write_manifest
-from core.jobs import LIVE_LOCK, REINDEX_LOCK, JobKind, Jobs, JobState, JobStatus
+from core.jobs import LIVE_LOCK, REINDEX_LOCK, Jobs
+from core.jobstatus import JobKind, JobPhase, JobState, JobStatus
 from core.settings import Settings
 from core.submit import room_holder, submit_reindex, submit_resume
 from core.taskqueue import REINDEX, RESUME, control_queue
@@ -125,7 +126,7 @@ def ended(jobs: Jobs, job_id: str, state: JobState = JobState.FAILED) -> JobStat
     job = jobs.get(job_id)
     assert job is not None
     collection = collection_name(job.model_version, job_id)
-    jobs.start(job_id, state=JobState.RUNNING, phase="load", collection=collection)
+    jobs.start(job_id, state=JobState.RUNNING, phase=JobPhase.LOAD, collection=collection)
     jobs.finish(job_id, state, "TritonUnavailable: no answer past the retry budget")
     done = jobs.get(job_id)
     assert done is not None

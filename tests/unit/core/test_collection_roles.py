@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.collectionroles import Role, collection_roles, holds_room, job_id_of, room_refusal
-from core.jobs import JobKind, JobState, JobStatus
+from core.jobstatus import JobKind, JobState, JobStatus
 from core.vectorstore import LIVE_ALIAS, PREVIOUS_ALIAS, CollectionInfo, collection_name
 
 NOW = 1_000_000.0

@@ -9,7 +9,8 @@ import pytest
 from celery import Celery
 from redis import Redis
 
-from core.jobs import JobKind, Jobs, JobState
+from core.jobs import Jobs
+from core.jobstatus import JobKind, JobState
 from core.submit import submit_resume
 
 

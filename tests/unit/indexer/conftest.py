@@ -19,7 +19,8 @@ from redis import Redis
 from core.embedding.arrays import Embeddings, Pixels
 from core.embedding.images import ImageLimits
 from core.embedding.manifest import ModelManifest
-from core.jobs import JobKind, Jobs, JobState, JobStatus
+from core.jobs import Jobs
+from core.jobstatus import JobKind, JobState, JobStatus
 from core.settings import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import VectorStore, collection_name

@@ -11,7 +11,8 @@ import pytest
 from redis import Redis
 from typer.testing import CliRunner
 
-from core.jobs import JobKind, Jobs, JobState
+from core.jobs import Jobs
+from core.jobstatus import JobKind, JobState
 from core.settings import get_settings
 from core.taskqueue import control_queue
 from indexer.cli import follow, index_app

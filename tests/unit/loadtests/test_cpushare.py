@@ -40,8 +40,9 @@ def test_the_table_gives_cores_and_cpu_milliseconds_per_search() -> None:
 
 
 RAW = [
-    "<module> (query_api/app.py:3);handle (/work/x/query_api/search/pipeline.py:10);dumps (json/x.py:1) 5",
-    "<module> (query_api/app.py:3);handle (/work/x/query_api/search/pipeline.py:12) 3",
+    "<module> (query_api/app.py:3);handle (/w/query_api/search/pipeline.py:10);"
+    "dumps (json/x.py:1) 5",
+    "<module> (query_api/app.py:3);handle (/w/query_api/search/pipeline.py:12) 3",
     "<module> (site-packages/uvicorn/server.py:3);select (selectors.py:9) 2",
     "not a stack line",
 ]
@@ -50,11 +51,11 @@ RAW = [
 def test_self_time_sums_the_innermost_frame_or_the_innermost_of_ours() -> None:
     assert cpushare.self_time(RAW) == {
         "dumps (json/x.py)": 5,
-        "handle (/work/x/query_api/search/pipeline.py)": 3,
+        "handle (/w/query_api/search/pipeline.py)": 3,
         "select (selectors.py)": 2,
     }
     assert cpushare.self_time(RAW, ("query_api/search/pipeline",)) == {
-        "handle (/work/x/query_api/search/pipeline.py)": 8,
+        "handle (/w/query_api/search/pipeline.py)": 8,
         "(elsewhere)": 2,
     }
     top = cpushare.top(cpushare.self_time(RAW), 1)

@@ -12,7 +12,8 @@ from redis import Redis
 from typer.testing import CliRunner
 
 from core.experiments import credit, decision_for, start
-from core.jobs import JobKind, Jobs, JobState
+from core.jobs import Jobs
+from core.jobstatus import JobKind, JobPhase, JobState
 from core.settings import get_settings
 from core.vectorstore import collection_name
 from photosearch.experiment_cli import experiment_app
@@ -99,11 +100,13 @@ def test_status_says_when_the_candidate_s_reindex_has_not_caught_up(
     redis: Redis, prefix: str
 ) -> None:
     jobs = Jobs(redis, prefix)
-    job_id = jobs.create(JobKind.REINDEX, state=JobState.RUNNING, phase="load", model_version=2)
+    job_id = jobs.create(
+        JobKind.REINDEX, state=JobState.RUNNING, phase=JobPhase.LOAD, model_version=2
+    )
     start(redis, prefix, live=LIVE, candidate=collection_name(2, job_id), share=0.05)
     shown = CliRunner().invoke(experiment_app, ["status"])
     assert f"waiting      for reindex job {job_id} (load) to hold every photo" in shown.output
-    jobs.update(job_id, phase="catch-up")
+    jobs.update(job_id, phase=JobPhase.CATCH_UP)
     shown = CliRunner().invoke(experiment_app, ["status"])
     assert "waiting" not in shown.output
     jobs.finish(job_id, JobState.FAILED)

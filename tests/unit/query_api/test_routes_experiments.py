@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from core.experiments import credit, decision_for
-from core.jobs import JobKind, JobState
+from core.jobstatus import JobKind, JobState
 from core.vectorstore import VectorStore, collection_name
 from query_api.routes import experiments
 from query_api.services import Services

@@ -4,7 +4,7 @@ its cut, and what waits once it has ended."""
 
 from __future__ import annotations
 
-from core.jobs import JobKind
+from core.jobstatus import JobKind
 from core.vectorstore import VectorStore
 from indexer.jobs.catchup import end_replay, record_lag, replay_units, start_replay
 from indexer.plan.shards import ShardMap, ShardRange

@@ -4,7 +4,7 @@ waited, once its dependencies answer. The clock and Triton's readiness are the t
 from __future__ import annotations
 
 from core.embedding.errors import TritonUnavailable
-from core.jobs import JobKind, JobState
+from core.jobstatus import JobKind, JobState
 from core.vectorstore import StoreError, VectorStore
 from indexer.jobs.pause import go_on, pause
 from indexer.queue.records import JobRecords

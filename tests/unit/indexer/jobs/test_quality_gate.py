@@ -16,7 +16,7 @@ from redis import Redis
 from core.embedding.arrays import Embeddings
 from core.feedback.events import events_key
 from core.feedback.searchlog import record_key, searches_key
-from core.jobs import JobKind, JobStatus
+from core.jobstatus import JobKind, JobStatus
 from core.quality.judgements import JudgementSet, Query, write_judgements
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name
 from indexer.jobs.quality_gate import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.jobs import JobKind, JobState
+from core.jobstatus import JobKind, JobState
 from core.sources import LocalSource
 from core.vectorstore import GROUP_FIELD, VectorStore
 from indexer.jobs.regroup import group_shard

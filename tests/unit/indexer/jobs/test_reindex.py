@@ -17,7 +17,8 @@ from redis import Redis
 from core.embedding.arrays import Embeddings
 from core.embedding.errors import TritonUnavailable
 from core.experiments import State
-from core.jobs import LIVE_LOCK, JobKind, JobState, JobStatus
+from core.jobs import LIVE_LOCK
+from core.jobstatus import JobKind, JobPhase, JobState, JobStatus
 from core.querycache import cache_key, popular_key
 from core.settings import IndexerSettings
 from core.settings_api import ApiSettings
@@ -221,14 +222,17 @@ def test_a_reindex_steps_from_its_load_to_the_switch_by_the_tests_clock(
         assert job is not None
         return job
 
-    assert step().phase == "load"  # its round runs
+    assert step().phase == JobPhase.LOAD  # its round runs
     end_round(records, job_id)
-    assert (step().phase, step().round) == ("grouping", GROUPING_ROUND)  # Edge's index is ready
+    assert (step().phase, step().round) == (
+        JobPhase.GROUPING,
+        GROUPING_ROUND,
+    )  # Edge's index is ready
     end_round(records, job_id)
-    assert (step().phase, step().round) == ("catch-up", GROUPING_ROUND + 1)
+    assert (step().phase, step().round) == (JobPhase.CATCH_UP, GROUPING_ROUND + 1)
     end_round(records, job_id)
     job = step()
-    assert (job.phase, job.locked_at, job.warmed) == ("switch", 1000.0, 5)
+    assert (job.phase, job.locked_at, job.warmed) == (JobPhase.SWITCH, 1000.0, 5)
     assert warmed == [(job_id, 2)]
     assert records.jobs.claim_lock(LIVE_LOCK, "another") == job_id
     end_round(records, job_id)
@@ -252,12 +256,12 @@ def test_a_stopped_reindex_resumes_in_its_phase_and_verifies_again_after_the_liv
 
     job_id = records.jobs.create(JobKind.REINDEX, source=source.uri)
     open_load(job_id, NEW, DIM, source.uri, store=store, records=records)
-    records.jobs.update(job_id, phase="switch", verified_cut=7, state=JobState.CANCELLED)
+    records.jobs.update(job_id, phase=JobPhase.SWITCH, verified_cut=7, state=JobState.CANCELLED)
     records.capture.unfollow(NEW)
     assert resume(job_id, records=records) is True
     job = records.jobs.get(job_id)
     assert job is not None
-    assert (job.state, job.phase, job.verified_cut) == (JobState.FINALIZING, "catch-up", 0)
+    assert (job.state, job.phase, job.verified_cut) == (JobState.FINALIZING, JobPhase.CATCH_UP, 0)
     assert records.capture.followers() == {NEW: 0.0}  # logging again
     with pytest.raises(IndexerError, match="no reindex job"):
         resume("nobody", records=records)
@@ -293,7 +297,7 @@ def test_a_rollback_replays_under_the_live_lock_then_swaps_and_a_stale_one_is_re
     advance_rollback(job_id, **parts)  # the lock taken, the log's replay opened
     job = records.jobs.get(job_id)
     assert job is not None
-    assert (job.phase, job.collection, job.locked_at) == ("replay", COLLECTION, 9 * DAY)
+    assert (job.phase, job.collection, job.locked_at) == (JobPhase.REPLAY, COLLECTION, 9 * DAY)
     end_round(records, job_id)
     advance_rollback(job_id, **parts)
     job = records.jobs.get(job_id)
@@ -352,18 +356,18 @@ def test_a_reindex_held_by_an_experiment_stays_current_and_switches_when_told(
     reindex = Catchup(source, store, records, redis)
     reindex.decision = "running"
     job = reindex.step()
-    assert (job.phase, job.message) == ("catch-up", HELD)
+    assert (job.phase, job.message) == (JobPhase.CATCH_UP, HELD)
     assert records.jobs.lock_holder(LIVE_LOCK) is None and reindex.gated == []
     # A change of the live side while it is held is replayed at once (switch_lag aside).
     records.capture.capture(ShardRange(""), ["day1/photo001.png"])
     job = reindex.step()
-    assert (job.phase, job.round, job.replayed) == ("catch-up", GROUPING_ROUND + 2, 1)
+    assert (job.phase, job.round, job.replayed) == (JobPhase.CATCH_UP, GROUPING_ROUND + 2, 1)
     end_round(records, reindex.job_id)
     assert reindex.step().message == HELD
 
     reindex.decision = "switch"
     job = reindex.step()
-    assert (job.phase, reindex.gated) == ("switch", [NEW])  # verified and gated once
+    assert (job.phase, reindex.gated) == (JobPhase.SWITCH, [NEW])  # verified and gated once
     assert records.jobs.lock_holder(LIVE_LOCK) == reindex.job_id
 
 
@@ -438,7 +442,7 @@ def test_a_shortfall_the_waiting_changes_could_make_up_is_replayed_then_counted_
     embed_batch(photos[1:], NEW, model_version=2)  # what the replay's tasks write
     end_round(records, reindex.job_id)
     job = reindex.step()
-    assert (job.phase, job.refused, reindex.gated) == ("switch", False, [NEW])
+    assert (job.phase, job.refused, reindex.gated) == (JobPhase.SWITCH, False, [NEW])
 
 
 def test_a_shortfall_past_what_waits_is_refused_at_once(

@@ -15,7 +15,7 @@ import pytest
 from redis import Redis
 
 from core.embedding.manifest import write_manifest
-from core.jobs import FINISHED, JobKind, JobState, JobStatus
+from core.jobstatus import FINISHED, JobKind, JobState, JobStatus
 from core.settings import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, VectorStore, collection_name

@@ -18,7 +18,7 @@ from core.embedding.arrays import Embeddings
 from core.embedding.errors import ModelVersionUnavailable
 from core.embedding.images import ImageLimits
 from core.embedding.manifest import ModelManifest, SearchCalibration, TagCalibration
-from core.jobs import JobStatus
+from core.jobstatus import JobStatus
 from core.keywords import query_vector
 from core.settings import IndexerSettings
 from core.sources import LocalSource

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from redis import Redis
 
-from core.jobs import JobStatus
+from core.jobstatus import JobStatus
 from core.settings import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import VectorStore

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from core.jobs import JobStatus
+from core.jobstatus import JobStatus
 from core.settings import IndexerSettings
 from core.vectorstore import VectorStore
 from indexer.plan.catalog import Photo

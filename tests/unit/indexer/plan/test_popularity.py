@@ -12,7 +12,7 @@ import pytest
 from redis import Redis
 
 from core.feedback.popularity import Popularity
-from core.jobs import JobKind, JobState, JobStatus
+from core.jobstatus import JobKind, JobState, JobStatus
 from core.settings import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, VectorStore

@@ -14,7 +14,8 @@ from redis import Redis
 from core.experiments import current, decision_for, start
 from core.feedback.events import Action, Event
 from core.feedback.searchlog import SearchRecord, Side, new_search_id
-from core.jobs import JobKind, Jobs, JobState
+from core.jobs import Jobs
+from core.jobstatus import JobKind, JobPhase, JobState
 from core.vectorstore import collection_name
 from query_api.http.errors import Unavailable
 from query_api.http.timing import Stages
@@ -71,16 +72,22 @@ def test_a_share_of_one_draws_every_first_page_that_embeds(redis: Redis) -> None
 def test_a_reindexs_candidate_is_drawn_only_once_it_has_caught_up(redis: Redis) -> None:
     prefix = f"unit-{uuid.uuid4().hex}"
     jobs = Jobs(redis, prefix)
-    job_id = jobs.create(JobKind.REINDEX, state=JobState.RUNNING, phase="load", model_version=2)
+    job_id = jobs.create(
+        JobKind.REINDEX, state=JobState.RUNNING, phase=JobPhase.LOAD, model_version=2
+    )
     candidate = collection_name(2, job_id)
     jobs.update(job_id, collection=candidate)
     experiments = _experiments(redis, prefix)
     start(redis, prefix, live=LIVE, candidate=candidate, share=1.0)
     query = TextSearch(q="a red square")
-    for phase in ("load", "indexing", "grouping"):  # half built: not a fair comparison
+    for phase in (
+        JobPhase.LOAD,
+        JobPhase.INDEXING,
+        JobPhase.GROUPING,
+    ):  # half built: not a fair comparison
         jobs.update(job_id, phase=phase)
         assert asyncio.run(experiments.draw(query, None)) is None
-    jobs.update(job_id, phase="catch-up", state=JobState.FINALIZING)
+    jobs.update(job_id, phase=JobPhase.CATCH_UP, state=JobState.FINALIZING)
     assert asyncio.run(experiments.draw(query, None)) is not None
     jobs.finish(job_id, JobState.CANCELLED)  # no longer kept current
     assert asyncio.run(experiments.draw(query, None)) is None
