@@ -1,0 +1,242 @@
+"""The work queue's Lua scripts (indexer/queue/workqueue.py): each change of a job's work is
+one of them, so it happens whole or not at all. A script's KEYS are the job's record, then its
+lists in the order of `JOB_KEYS`."""
+
+from __future__ import annotations
+
+# Shared by the scripts: a round that has started ends when every list and claim is empty,
+# once (1 for the call that ends it).
+ROUND_DONE = """
+local function round_done()
+  local r = redis.call('HGET', KEYS[1], 'round') or '0'
+  if not redis.call('HGET', KEYS[1], 'round_started:' .. r) then return 0 end
+  if redis.call('LLEN', KEYS[2]) == 0 and redis.call('HLEN', KEYS[3]) == 0
+     and redis.call('LLEN', KEYS[5]) == 0 and redis.call('HLEN', KEYS[7]) == 0 then
+    return redis.call('HSETNX', KEYS[1], 'round_done:' .. r, 1)
+  end
+  return 0
+end
+local function finished()
+  local state = redis.call('HGET', KEYS[1], 'state')
+  return state == 'done' or state == 'failed' or state == 'cancelled'
+end
+-- A paused job hands out no work until it goes on (indexer/jobs/pause.py).
+local function stopped()
+  return finished() or redis.call('HGET', KEYS[1], 'state') == 'paused'
+end
+"""
+# KEYS: 1 job, 2 units, 3 unit claims, 4 plan tokens, 5 work, 6 items, 7 work claims,
+#       8 work tokens, 9 unit ids, 10 planned
+JOB_KEYS = (
+    "units",
+    "pclaims",
+    "ptokens",
+    "work",
+    "items",
+    "wclaims",
+    "wtokens",
+    "unitids",
+    "planned",
+)
+
+START_ROUND = (
+    ROUND_DONE
+    + """
+-- ARGV: round. Reset the round's bookkeeping once, whoever asks again.
+if redis.call('HSETNX', KEYS[1], 'round_started:' .. ARGV[1], 1) == 0 then return 0 end
+redis.call('DEL', KEYS[2], KEYS[9], KEYS[10])
+redis.call('HSET', KEYS[1], 'round', ARGV[1], 'shards_total', 0, 'shards_planned', 0, 'changes', 0)
+return 1
+"""
+)
+
+ADD_UNITS = """
+-- ARGV: unit id, unit json, ... Each unit once per round.
+local added = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('SADD', KEYS[9], ARGV[i]) == 1 then
+    redis.call('RPUSH', KEYS[2], ARGV[i + 1])
+    added = added + 1
+  end
+end
+redis.call('HINCRBY', KEYS[1], 'shards_total', added)
+return added
+"""
+
+RESERVE = (
+    ROUND_DONE
+    + """
+-- ARGV: now, ttl, max embed tokens, max plan tokens, plan ahead, job id.
+-- Returns {embed token ids, plan token ids, 1 when the round ended now}.
+if stopped() then return {{}, {}, 0} end
+local now, cutoff = tonumber(ARGV[1]), tonumber(ARGV[1]) - tonumber(ARGV[2])
+-- A token's score is when it was handed out or last claimed its work (each retry claims
+-- again). Past the ttl it is lost: never sent, or its task ended without counting its work
+-- (a failure whose report Redis missed). Its room comes back, and its work goes first in line.
+local function sweep(tokens, claims, list)
+  for _, t in ipairs(redis.call('ZRANGEBYSCORE', tokens, '-inf', cutoff)) do
+    local held = redis.call('HGET', claims, t)
+    if held then
+      redis.call('LPUSH', list, held)
+      redis.call('HDEL', claims, t)
+    end
+    redis.call('ZREM', tokens, t)
+  end
+end
+sweep(KEYS[8], KEYS[7], KEYS[5])
+sweep(KEYS[4], KEYS[3], KEYS[2])
+local function hand_out(tokens, claims, waiting_work, limit, kind)
+  local out = redis.call('ZCARD', tokens)
+  local idle = out - redis.call('HLEN', claims)
+  local n = math.min(limit - out, waiting_work - idle)
+  local ids = {}
+  for _ = 1, n do
+    local id = ARGV[6] .. '-' .. kind .. redis.call('HINCRBY', KEYS[1], 'token_seq', 1)
+    redis.call('ZADD', tokens, now, id)
+    table.insert(ids, id)
+  end
+  return ids
+end
+local waiting = redis.call('LLEN', KEYS[5])
+local embed = hand_out(KEYS[8], KEYS[7], waiting, tonumber(ARGV[3]), 'e')
+local plan = {}
+if waiting < tonumber(ARGV[5]) then
+  plan = hand_out(KEYS[4], KEYS[3], redis.call('LLEN', KEYS[2]), tonumber(ARGV[4]), 'p')
+end
+return {embed, plan, round_done()}
+"""
+)
+
+CLAIM = (
+    ROUND_DONE
+    + """
+-- ARGV: token, 'unit' or 'work', now. Returns {id, body}, {id, false} (done already) or nil.
+local list, claims, tokens, store = KEYS[2], KEYS[3], KEYS[4], nil
+if ARGV[2] == 'work' then list, claims, tokens, store = KEYS[5], KEYS[7], KEYS[8], KEYS[6] end
+-- Claiming (again, on a retry) shows the token alive: the sweep leaves it its work.
+redis.call('ZADD', tokens, ARGV[3], ARGV[1])
+local held = redis.call('HGET', claims, ARGV[1])
+if held then
+  if store then return {held, redis.call('HGET', store, held)} end
+  return {'unit', held}
+end
+if stopped() then return nil end
+local item = redis.call('LPOP', list)
+if not item then return nil end
+if store then
+  redis.call('HSET', claims, ARGV[1], item)
+  return {item, redis.call('HGET', store, item)}
+end
+redis.call('HSET', claims, ARGV[1], item)
+return {'unit', item}
+"""
+)
+
+COMMIT = (
+    ROUND_DONE
+    + """
+-- ARGV: token, unit id, record, n batches, batch..., n units, (unit id, unit)...,
+--       n marks, (key, value, ttl)..., counter pairs
+local token, unit, record = ARGV[1], ARGV[2], ARGV[3]
+local i = 4
+local n = tonumber(ARGV[i]); i = i + 1
+local batches = {}
+for _ = 1, n do table.insert(batches, ARGV[i]); i = i + 1 end
+local m = tonumber(ARGV[i]); i = i + 1
+local units = {}
+for _ = 1, m do table.insert(units, {ARGV[i], ARGV[i + 1]}); i = i + 2 end
+local k = tonumber(ARGV[i]); i = i + 1
+local marks = {}
+for _ = 1, k do table.insert(marks, {ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])}); i = i + 3 end
+if redis.call('HSETNX', KEYS[10], unit, record) == 1 and not finished() then
+  -- A feed's checkpoint goes with the plan it was read for.
+  for _, mark in ipairs(marks) do
+    if mark[3] > 0 then redis.call('SET', mark[1], mark[2], 'EX', mark[3])
+    else redis.call('SET', mark[1], mark[2]) end
+  end
+  for _, b in ipairs(batches) do
+    local id = 'b' .. redis.call('HINCRBY', KEYS[1], 'batch_seq', 1)
+    redis.call('HSET', KEYS[6], id, b)
+    redis.call('RPUSH', KEYS[5], id)
+  end
+  redis.call('HINCRBY', KEYS[1], 'batches_total', n)
+  local added = 0
+  for _, u in ipairs(units) do
+    if redis.call('SADD', KEYS[9], u[1]) == 1 then
+      redis.call('RPUSH', KEYS[2], u[2]); added = added + 1
+    end
+  end
+  redis.call('HINCRBY', KEYS[1], 'shards_total', added)
+  redis.call('HINCRBY', KEYS[1], 'shards_planned', 1)
+  while i <= #ARGV do
+    redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]); i = i + 2
+  end
+end
+redis.call('HDEL', KEYS[3], token)
+redis.call('ZREM', KEYS[4], token)
+return round_done()
+"""
+)
+
+COMPLETE = (
+    ROUND_DONE
+    + """
+-- ARGV: token, batch id, counter pairs. A batch counts once: its entry goes with the count.
+if redis.call('HDEL', KEYS[6], ARGV[2]) == 1 then
+  redis.call('HINCRBY', KEYS[1], 'batches_done', 1)
+  for i = 3, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
+redis.call('HDEL', KEYS[7], ARGV[1])
+redis.call('ZREM', KEYS[8], ARGV[1])
+return round_done()
+"""
+)
+
+RELEASE = (
+    ROUND_DONE
+    + """
+-- ARGV: token. A token that found nothing to do.
+redis.call('ZREM', KEYS[8], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+return round_done()
+"""
+)
+
+
+REQUEUE = """
+-- ARGV: a token; or '', the highest last-claim time (a ZRANGEBYSCORE bound) and the tokens
+-- to leave: every other token that last claimed by then. What a token claimed goes back
+-- first in line, and the token is forgotten: its task failed for good, or its worker is gone.
+-- A task a live worker runs keeps its claim: given back, its batch would be embedded twice.
+local function give_back(tokens, claims, list, token)
+  local held = redis.call('HGET', claims, token)
+  if held then
+    redis.call('LPUSH', list, held)
+    redis.call('HDEL', claims, token)
+  end
+  redis.call('ZREM', tokens, token)
+end
+if ARGV[1] ~= '' then
+  give_back(KEYS[8], KEYS[7], KEYS[5], ARGV[1])
+  give_back(KEYS[4], KEYS[3], KEYS[2], ARGV[1])
+  return 1
+end
+local running = {}
+for i = 3, #ARGV do running[ARGV[i]] = true end
+local n = 0
+for _, kind in ipairs({{KEYS[8], KEYS[7], KEYS[5]}, {KEYS[4], KEYS[3], KEYS[2]}}) do
+  for _, t in ipairs(redis.call('ZRANGEBYSCORE', kind[1], '-inf', ARGV[2])) do
+    if not running[t] then give_back(kind[1], kind[2], kind[3], t); n = n + 1 end
+  end
+  -- Claims whose token was swept already.
+  local claims = redis.call('HGETALL', kind[2])
+  for i = 1, #claims, 2 do
+    local t = claims[i]
+    if not running[t] and not redis.call('ZSCORE', kind[1], t) then
+      redis.call('LPUSH', kind[3], claims[i + 1])
+      redis.call('HDEL', kind[2], t)
+    end
+  end
+end
+return n
+"""
