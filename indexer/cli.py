@@ -504,7 +504,7 @@ def worker_command(
 
     from core.taskqueue import all_queues
     from indexer.app import create_app
-    from indexer.tasks import nudging
+    from indexer.rounds import nudging
 
     settings = get_settings()
     app = create_app(settings)

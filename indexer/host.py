@@ -73,7 +73,7 @@ def worker_thread(
     thread.start()
     if not worker.ready.wait(30):
         raise RuntimeError("the embedded Celery worker did not start within 30 s")
-    from indexer.tasks import nudging
+    from indexer.rounds import nudging
 
     stop_nudging = threading.Event()
     nudger = nudging(app, stop_nudging)

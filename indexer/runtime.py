@@ -8,6 +8,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from celery import Celery
 from redis import Redis
 
 from core.embedding.arrays import Embeddings, Pixels
@@ -19,6 +20,7 @@ from core.feedback.popularity import Popularity
 from core.jobs import Jobs
 from core.settings import Settings
 from core.sources import Source, open_source
+from core.taskqueue import settings_of
 from core.vectorstore import VectorStore, open_store
 from indexer.metrics import worker_metrics
 from indexer.photo.autotags import Taggers
@@ -191,6 +193,11 @@ def get_runtime(settings: Settings) -> Runtime:
         if _runtime is None:
             _runtime = Runtime(settings)
         return _runtime
+
+
+def runtime_of(app: Celery) -> Runtime:
+    """The worker process's runtime, made from the settings of a task's app."""
+    return get_runtime(settings_of(app))
 
 
 def install_runtime(runtime: Runtime | None) -> Runtime | None:

@@ -1,43 +1,32 @@
-"""Thin Celery tasks over the indexer's plain functions; retries are declared here.
+"""Thin Celery tasks over the indexer's plain functions.
 
 A job's tasks: `sync` / `increment` / `reindex` open its first round; `plan` and `embed_batch`
-are tokens that pull one shard or one batch each (indexer/queue/workqueue.py) and hand out the next
-tokens (`pump`); the task that ends a round sends `finalize`, which ends the job or opens the
-next round.
+are tokens that pull one shard or one batch each (indexer/queue/workqueue.py) and hand out the
+next tokens (indexer/rounds.py); the task that ends a round sends `finalize`, which ends the
+job or opens the next round. What a failure does, and the retries every job task declares,
+are in indexer/failures.py.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import asdict
 from typing import Any
 
 from celery import Celery, Task, shared_task
 from celery.signals import worker_shutdown
-from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeout
 
 from core.collectionroles import collection_roles
-from core.deployment import Presence
-from core.embedding.errors import (
-    InferenceFailed,
-    ModelVersionUnavailable,
-    TritonTimeout,
-    TritonUnavailable,
-)
 from core.embedding.images import ImageLimits
 from core.feedback.popularity import refresh
-from core.jobstatus import FINISHED, JobKind, JobPhase, JobState
+from core.jobstatus import FINISHED, JobKind, JobState
 from core.sources import SourceError, check_source
 from core.submit import start_queued, submit_sync
-from core.taskqueue import EMBED_BATCH, FINALIZE, OPTIMIZE, PLAN, REINDEX, settings_of
-from core.vectorstore import LIVE_ALIAS, StoreError, model_version_of
-from indexer.jobs import pause as pausing
+from core.taskqueue import FINALIZE, OPTIMIZE, REINDEX
+from core.vectorstore import LIVE_ALIAS, model_version_of
+from indexer.failures import RETRY, BatchTask, JobTask
 from indexer.jobs import reindex as reindexing
 from indexer.jobs import rollback as rollingback
 from indexer.jobs import sync as syncing
@@ -47,48 +36,10 @@ from indexer.photo.autotags import note_off
 from indexer.photo.pipeline import embed_photos
 from indexer.plan.catalog import Photo
 from indexer.plan.deleteguard import DeletesRefused, refuse
-from indexer.runtime import Runtime, close_runtime, get_runtime
+from indexer.rounds import after, pump
+from indexer.runtime import Runtime, close_runtime, runtime_of
 
 log = logging.getLogger(__name__)
-
-# Failures of a dependency, worth trying again later; a bad photo is not among them.
-RETRYABLE = (
-    TritonUnavailable,
-    TritonTimeout,
-    InferenceFailed,
-    ModelVersionUnavailable,
-    StoreError,
-    ResponseHandlingException,
-    UnexpectedResponse,
-    RedisConnectionError,
-    RedisTimeout,
-    # The store's disk, a socket, a source that did not answer (SourceUnavailable): a photo
-    # that cannot be read is not among them, the reader records it (indexer/photo/reader.py).
-    OSError,
-)
-# Job records carry the outcome of these; storing 1.5 million batch results would not help.
-# max_retries and retry_backoff_max come from the app's settings (indexer/app.py).
-RETRY: dict[str, Any] = {
-    "ignore_result": True,
-    "autoretry_for": RETRYABLE,
-    "retry_backoff": True,
-    # Celery's jitter draws the wait anywhere in 0..backoff, so retries could be spent in
-    # seconds and a short outage fail whole batches; the waits are spread by the failures'
-    # own times, and a worker runs only `concurrency` tasks at once when the dependency returns.
-    "retry_jitter": False,
-}
-# Shards are planned while fewer batches than this many times the broker's room wait in Redis.
-PLAN_AHEAD = 4
-
-
-def runtime(task: Task[Any, Any]) -> Runtime:
-    """The worker process's runtime, made from the settings of the task's app."""
-    return get_runtime(settings_of(task.app))
-
-
-def triton_ready(rt: Runtime) -> Callable[[int], bool]:
-    """Whether Triton serves a model version, asked from a task thread."""
-    return lambda version: rt.run(rt.embedder.is_ready(version), timeout=30)
 
 
 @worker_shutdown.connect
@@ -96,132 +47,10 @@ def _close(**_: object) -> None:
     close_runtime()
 
 
-# --- the tokens of a job's rounds --------------------------------------------------------------
-
-
-def pump(app: Celery, rt: Runtime, job_id: str) -> bool:
-    """Publish the tokens the job has room for: embedding up to max_queued_batches, planning
-    while the batches waiting are few. True when the round turned out to have ended."""
-    s = rt.settings.indexer
-    tokens = rt.work.reserve(
-        job_id,
-        max_embed=s.max_queued_batches,
-        max_plan=s.planners,
-        plan_ahead=PLAN_AHEAD * s.max_queued_batches,
-        ttl_s=s.visibility_timeout_s,
-    )
-    for token in tokens.plan:
-        app.tasks[PLAN].apply_async((job_id,), task_id=token)
-    for token in tokens.embed:
-        app.tasks[EMBED_BATCH].apply_async((job_id,), task_id=token)
-    return tokens.round_ended
-
-
-def after(app: Celery, rt: Runtime, job_id: str, round_ended: bool) -> None:
-    if pump(app, rt, job_id) or round_ended:
-        app.tasks[FINALIZE].delay(job_id)
-
-
-def nudge(app: Celery, rt: Runtime, recent: int = 100) -> None:
-    """Move every unfinished job on, whatever was lost: tokens its room allows (the sweep gives
-    back the room and work of lost ones), `finalize` where a round has ended or a job waits
-    (a reindex for its index or the live lock, a rollback for the live lock), and a paused
-    job once its dependencies answer."""
-    pausing.record_unrecorded(rt.jobs)
-    start_queued(app, rt.jobs)  # a job in line for the live lock, its holder ended unannounced
-    for job in rt.jobs.recent(recent):
-        if job.state in (*FINISHED, JobState.QUEUED):
-            continue
-        if job.state == JobState.PAUSED and not pausing.go_on(
-            job, jobs=rt.jobs, ready=triton_ready(rt), store=rt.store
-        ):
-            continue
-        if job.kind == JobKind.REINDEX and job.phase == JobPhase.NONE:  # paused before it started
-            app.tasks[REINDEX].delay(job.id, job.model_version, job.source)
-            continue
-        ended = pump(app, rt, job.id)
-        waiting = (
-            job.kind == JobKind.REINDEX and job.phase in (JobPhase.INDEXING, JobPhase.CATCH_UP)
-        ) or (job.kind == JobKind.ROLLBACK and job.phase != JobPhase.REPLAY)
-        if ended or waiting or rt.work.round_done(job.id, job.round):
-            app.tasks[FINALIZE].delay(job.id)
-
-
-def nudging(app: Celery, stop: threading.Event) -> threading.Thread:
-    """A worker's thread that nudges the jobs every min(30 s, visibility timeout) until stop.
-
-    Every worker passes here as it starts: it marks the Redis as PhotoSearch's (before this
-    returns, so a command run once the worker has started finds the mark) and says, round
-    after round, that the worker runs (core/deployment.py).
-    """
-    settings = settings_of(app)
-    interval = min(30.0, float(settings.indexer.visibility_timeout_s))
-    presence = Presence(settings.redis.url, settings.redis.prefix, ttl_s=3 * interval)
-    presence.renew()
-
-    def run() -> None:
-        while not stop.wait(interval):
-            presence.renew()
-            try:
-                nudge(app, get_runtime(settings))
-            except Exception:  # Redis down, say: the next round of nudges tries again
-                log.exception("nudging the index jobs failed")
-        presence.close()
-
-    thread = threading.Thread(target=run, name="nudge-jobs", daemon=True)
-    thread.start()
-    return thread
-
-
-class JobTask(Task[Any, Any]):
-    """A task whose final failure fails its job with the reason, so status never hangs; a
-    long job pauses through a dependency's outage instead (indexer/jobs/pause.py)."""
-
-    def on_failure(
-        self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: object
-    ) -> None:
-        job_id = args[0] if args else kwargs.get("job_id")
-        if not job_id:
-            return
-        rt = runtime(self)
-        if isinstance(exc, RETRYABLE) and pausing.pause(rt.jobs, job_id, exc):
-            with suppress(*pausing.REDIS_DOWN):  # the sweep gives it back then
-                rt.work.requeue(job_id, task_id)  # a plan token's shard
-            return
-        job = rt.jobs.get(job_id)
-        rt.jobs.finish(job_id, JobState.FAILED, f"{type(exc).__name__}: {exc}")
-        if job is None or job.kind != JobKind.REINDEX:  # a reindex keeps its work to resume
-            rt.work.drop(job_id, rt.jobs.ttl_s)
-
-
-class BatchTask(Task[Any, Any]):
-    """A batch that failed for good (retries spent) counts its photos as failed, unless its
-    job pauses for the outage: then the batch goes back to be embedded once it is over."""
-
-    def on_failure(
-        self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: object
-    ) -> None:
-        job_id = args[0] if args else kwargs["job_id"]
-        rt = runtime(self)
-        if isinstance(exc, RETRYABLE) and pausing.pause(rt.jobs, job_id, exc):
-            with suppress(*pausing.REDIS_DOWN):
-                rt.work.requeue(job_id, task_id)
-            return
-        claimed = rt.work.claim_batch(job_id, task_id)
-        if claimed is None:
-            return
-        failed = len(claimed.body["photos"]) if claimed.body else 0
-        rt.metrics.photos.labels("failed").inc(failed)
-        rt.jobs.note_problems(job_id, [f"batch {claimed.id}: {type(exc).__name__}: {exc}"])
-        after(
-            self.app, rt, job_id, rt.work.complete(job_id, task_id, claimed.id, {"failed": failed})
-        )
-
-
 @shared_task(name="indexer.plan", bind=True, base=JobTask, **RETRY)
 def plan(self: Task[Any, Any], job_id: str) -> None:
     """Plan one unit of the job: a shard, a chunk of its feed, or a shard to group."""
-    rt = runtime(self)
+    rt = runtime_of(self.app)
     token = str(self.request.id)
     unit = rt.work.claim_unit(job_id, token)
     job = rt.jobs.get(job_id)
@@ -244,7 +73,7 @@ def plan(self: Task[Any, Any], job_id: str) -> None:
 @shared_task(name="indexer.embed_batch", bind=True, base=BatchTask, **RETRY)
 def embed_batch(self: Task[Any, Any], job_id: str) -> None:
     """Read, decode, embed and upsert one batch of the job; bad photos are recorded."""
-    rt = runtime(self)
+    rt = runtime_of(self.app)
     token = str(self.request.id)
     claimed = rt.work.claim_batch(job_id, token)
     if claimed is None:
@@ -288,7 +117,7 @@ def embed_batch(self: Task[Any, Any], job_id: str) -> None:
 def finalize(self: Task[Any, Any], job_id: str) -> None:
     """A round of the job ended (or a reindex waits): end the job, or take its next step. Safe
     to run any number of times: nudges send it again whenever a job seems stalled."""
-    rt = runtime(self)
+    rt = runtime_of(self.app)
     # One step at a time per job; another worker's nudge that finds it taken leaves it.
     lock = rt.redis.lock(f"{rt.settings.redis.prefix}:job:{job_id}:finalize", timeout=900)
     if not lock.acquire(blocking=False):
@@ -321,7 +150,7 @@ def finalize(self: Task[Any, Any], job_id: str) -> None:
         lock.release()
     if job.state in FINISHED:
         start_queued(self.app, rt.jobs)  # the job in line behind this one, if any
-    if job.state not in FINISHED and pump(self.app, rt, job_id):
+    if job.state not in FINISHED and pump(self.app, rt.work, rt.settings.indexer, job_id):
         self.app.tasks[FINALIZE].delay(
             job_id
         )  # a round that ends as it starts (every shard split away)
@@ -340,7 +169,7 @@ def accepted_source(rt: Runtime, job_id: str, source_uri: str) -> str | None:
 @shared_task(name="indexer.sync", bind=True, base=JobTask, **RETRY)
 def sync(self: Task[Any, Any], job_id: str, source_uri: str) -> None:
     """List the source shard by shard against the live collection."""
-    rt = runtime(self)
+    rt = runtime_of(self.app)
     source = accepted_source(rt, job_id, source_uri)
     if source is None:
         return
@@ -363,13 +192,13 @@ def sync(self: Task[Any, Any], job_id: str, source_uri: str) -> None:
         max_delete_share=settings.indexer.max_delete_share,
     )
     note_off(rt.jobs, job_id, rt.taggers, model_version_of(collection))
-    pump(self.app, rt, job_id)
+    pump(self.app, rt.work, rt.settings.indexer, job_id)
 
 
 @shared_task(name="indexer.increment", bind=True, base=JobTask, **RETRY)
 def increment(self: Task[Any, Any], job_id: str, source_uri: str) -> None:
     """Plan what the change feed reported since the last increment."""
-    rt = runtime(self)
+    rt = runtime_of(self.app)
     source = accepted_source(rt, job_id, source_uri)
     if source is None:
         return
@@ -381,13 +210,13 @@ def increment(self: Task[Any, Any], job_id: str, source_uri: str) -> None:
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
         return
     note_off(rt.jobs, job_id, rt.taggers, model_version_of(rt.store.resolve(LIVE_ALIAS)))
-    pump(self.app, rt, job_id)
+    pump(self.app, rt.work, rt.settings.indexer, job_id)
 
 
 @shared_task(name="indexer.reindex", bind=True, base=JobTask, **RETRY)
 def reindex(self: Task[Any, Any], job_id: str, model_version: int, source_uri: str) -> None:
     """Build a new collection with another model version beside the live one."""
-    rt = runtime(self)
+    rt = runtime_of(self.app)
     source = accepted_source(rt, job_id, source_uri)
     if source is None:
         return
@@ -406,7 +235,7 @@ def reindex(self: Task[Any, Any], job_id: str, model_version: int, source_uri: s
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
         return
     note_off(rt.jobs, job_id, rt.taggers, model_version)
-    pump(self.app, rt, job_id)
+    pump(self.app, rt.work, rt.settings.indexer, job_id)
 
 
 def scheduled(
@@ -431,7 +260,7 @@ def scheduled(
 @shared_task(name="indexer.scheduled_sync", bind=True, ignore_result=True)
 def scheduled_sync(self: Task[Any, Any]) -> str | None:
     """Beat's nightly job: the increment when a feed is set, else a full sync."""
-    rt = runtime(self)
+    rt = runtime_of(self.app)
     return scheduled(
         self.app,
         rt,
@@ -444,14 +273,14 @@ def scheduled_sync(self: Task[Any, Any]) -> str | None:
 def scheduled_reconcile(self: Task[Any, Any]) -> str | None:
     """Beat's weekly full sync beside a feed: what the feed missed is found by listing. It
     waits for a nightly increment still running rather than skip a week."""
-    return scheduled(self.app, runtime(self), JobKind.SYNC, "weekly full sync", wait=True)
+    return scheduled(self.app, runtime_of(self.app), JobKind.SYNC, "weekly full sync", wait=True)
 
 
 @shared_task(name="indexer.scheduled_popularity", bind=True, ignore_result=True)
 def scheduled_popularity(self: Task[Any, Any]) -> int:
     """Beat's daily count of each photo's popularity from the feedback events (kept for the
     feedback retention); the photos whose value changed, which the nightly job writes."""
-    rt = runtime(self)
+    rt = runtime_of(self.app)
     now, retention_s = time.time(), rt.settings.api.feedback_retention_days * 86400
     done = refresh(rt.redis, rt.settings.redis.prefix, since=0.0, now=now, retention_s=retention_s)
     log.info("popularity: %d photos, %d changed", done.photos, len(done.changed))
@@ -461,14 +290,14 @@ def scheduled_popularity(self: Task[Any, Any]) -> int:
 @shared_task(name="indexer.optimize", bind=True, **RETRY)
 def optimize(self: Task[Any, Any], collection: str) -> None:
     """Build the search index of a collection (the embedded engine does not in background)."""
-    runtime(self).store.optimize(collection)
+    runtime_of(self.app).store.optimize(collection)
 
 
 @shared_task(name="indexer.rollback_job", bind=True, base=JobTask, **RETRY)
 def rollback_job(self: Task[Any, Any], job_id: str) -> None:
     """Replay the changes since the switch into the previous collection, then point searches
     back at it; the outcome goes into the job record."""
-    rt = runtime(self)
+    rt = runtime_of(self.app)
     rt.jobs.start(job_id, state=JobState.RUNNING)
     try:
         rollingback.start_rollback(job_id, **units.reindex_parts(rt))
@@ -488,7 +317,7 @@ def running_tasks(app: Celery, timeout_s: float = 1.0) -> set[str]:
 @shared_task(name="indexer.resume", bind=True, base=JobTask, **RETRY)
 def resume(self: Task[Any, Any], job_id: str) -> None:
     """Set a failed, cancelled or orphaned reindex going again from its checkpoints."""
-    rt = runtime(self)
+    rt = runtime_of(self.app)
     # Workers that came back may already run the job's tokens: their claims stay theirs, and
     # so do those of tasks that begin while the workers are asked.
     asked = time.time()
@@ -509,7 +338,7 @@ def resume(self: Task[Any, Any], job_id: str) -> None:
 @shared_task(name="indexer.drop", bind=True)
 def drop(self: Task[Any, Any], collection: str) -> str:
     """Delete a collection that is not live."""
-    rt = runtime(self)
+    rt = runtime_of(self.app)
     lock = syncing.alias_lock(rt.redis, rt.settings.redis.prefix)
     return reindexing.drop(collection, store=rt.store, records=rt.records, lock=lock)
 
@@ -517,7 +346,7 @@ def drop(self: Task[Any, Any], collection: str) -> str:
 @shared_task(name="indexer.collections", bind=True)
 def collections(self: Task[Any, Any]) -> list[dict[str, Any]]:
     """The collections, their aliases and roles, as the store owner sees them."""
-    rt = runtime(self)
+    rt = runtime_of(self.app)
     return [asdict(c) for c in collection_roles(rt.store.collections(), rt.jobs.get)]
 
 
@@ -526,7 +355,7 @@ def evaluate(self: Task[Any, Any], request: dict[str, Any]) -> dict[str, Any]:
     """Judgement sets evaluated on the store this worker owns (`photosearch eval`)."""
     from core.quality.request import answer
 
-    rt = runtime(self)
+    rt = runtime_of(self.app)
     return answer(
         request,
         store=rt.store,

@@ -18,8 +18,8 @@ from indexer.jobs.units import commit, plan_unit, unit_id_of
 from indexer.photo.writer import write_points
 from indexer.plan.catalog import Photo
 from indexer.plan.planner import Planned
+from indexer.rounds import PLAN_AHEAD
 from indexer.runtime import Runtime
-from indexer.tasks import PLAN_AHEAD
 
 WORKER = "bench"
 

@@ -16,7 +16,7 @@ whole or not at all:
 A token lost between reservation and publication, or whose task ended without counting its
 work (Redis down when it failed), is swept once it has not claimed for `ttl_s`: its room comes
 back and its work goes first in line. Each worker nudges the unfinished jobs now and then
-(indexer/tasks.py), so a job whose every token was lost still moves.
+(indexer/rounds.py), so a job whose every token was lost still moves.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ from core.settings import IndexerSettings, Settings
 from core.sources import SourceError, SourceUnavailable
 from core.taskqueue import EMBED_BATCH, FINALIZE, PLAN, REINDEX, SCHEDULED_POPULARITY
 from core.vectorstore import StoreError
+from indexer import tasks
 from indexer.app import create_app, nightly
-from indexer.tasks import RETRYABLE
+from indexer.failures import RETRYABLE
 
 
 def test_the_job_tasks_retry_a_dependencys_failure_a_finite_number_of_times() -> None:
@@ -38,3 +39,21 @@ def test_beat_counts_popularity_daily_before_the_nightly_job_unless_unset() -> N
     assert SCHEDULED_POPULARITY in create_app(Settings()).tasks
     unset = Settings(indexer=IndexerSettings(popularity_cron=None))
     assert "popularity" not in create_app(unset).conf.beat_schedule
+
+
+# The names the previous release's publishers sent: a message queued before an upgrade (a
+# token, a job, the beat's) finds its task under the same name in the new worker.
+PREVIOUS_TASK_NAMES = {
+    *("indexer.plan", "indexer.embed_batch", "indexer.finalize", "indexer.sync"),
+    *("indexer.increment", "indexer.reindex", "indexer.scheduled_sync"),
+    *("indexer.scheduled_reconcile", "indexer.scheduled_popularity", "indexer.optimize"),
+    *("indexer.rollback_job", "indexer.resume", "indexer.drop", "indexer.collections"),
+    "indexer.evaluate",
+}
+
+
+def test_the_previous_releases_task_names_are_this_workers_tasks() -> None:
+    app = create_app(Settings())
+    ours = {name for name in app.tasks if name.startswith("indexer.")}
+    assert ours == PREVIOUS_TASK_NAMES
+    assert {app.tasks[name].run.__module__ for name in ours} == {tasks.__name__}

@@ -1,0 +1,63 @@
+"""indexer/rounds.py's pump over a real work queue (the tests' Redis) and the worker's real
+app: it publishes exactly the tokens the job has room for, each under its token's id, and says
+when the round has ended. Publishing is recorded instead of sent (no broker here)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from redis import Redis
+
+from core.jobs import Jobs
+from core.jobstatus import JobKind
+from core.settings import IndexerSettings, Settings
+from core.taskqueue import EMBED_BATCH, PLAN
+from indexer.app import create_app
+from indexer.queue.workqueue import WorkQueue
+from indexer.rounds import pump
+
+
+class Published:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, tuple[Any, ...], str]] = []
+
+    def recorder(self, name: str) -> Any:
+        def apply_async(args: tuple[Any, ...], task_id: str) -> None:
+            self.sent.append((name, args, task_id))
+
+        return apply_async
+
+
+def test_pump_publishes_the_room_of_the_job_and_then_nothing_more(
+    redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = IndexerSettings(planners=2, max_queued_batches=3)
+    app = create_app(Settings(indexer=settings))
+    published = Published()
+    for name in (PLAN, EMBED_BATCH):
+        monkeypatch.setattr(app.tasks[name], "apply_async", published.recorder(name))
+    prefix = f"rounds-{uuid.uuid4().hex[:8]}"
+    job_id = Jobs(redis, prefix).create(JobKind.SYNC)
+    work = WorkQueue(redis, prefix)
+    work.start_round(job_id, 0, [(n, {"kind": "shard", "lo": n}) for n in "abc"])
+
+    assert not pump(app, work, settings, job_id)
+    # Three shards wait and no batch yet: two planners (their room), no embedding.
+    assert [(name, args) for name, args, _ in published.sent] == [(PLAN, (job_id,))] * 2
+    tokens = [token for _, _, token in published.sent]
+    assert len(set(tokens)) == 2 and all(token.startswith(job_id) for token in tokens)
+    # Pumped again with both tokens out: the room is taken, nothing more is sent.
+    assert not pump(app, work, settings, job_id)
+    assert len(published.sent) == 2
+
+
+def test_pump_says_when_an_empty_round_has_ended(redis: Redis) -> None:
+    settings = IndexerSettings()
+    app = create_app(Settings(indexer=settings))
+    prefix = f"rounds-{uuid.uuid4().hex[:8]}"
+    job_id = Jobs(redis, prefix).create(JobKind.SYNC)
+    work = WorkQueue(redis, prefix)
+    work.start_round(job_id, 0, [])
+    assert pump(app, work, settings, job_id)
