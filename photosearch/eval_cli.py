@@ -114,7 +114,7 @@ def _ask_worker(settings: Settings, redis: Redis, request: dict[str, Any]) -> di
     typer.echo("evaluating on the worker that owns the embedded store", err=True)
     sent = create_celery(settings).send_task(EVALUATE, args=(request,))
     try:
-        # A command is never a task (indexer/cli.py's _call says why the guard is off).
+        # A command is never a task (indexer/cli/common.py's call_worker says why the guard is off).
         try:
             found: dict[str, Any] = sent.get(timeout=PICKUP_S, disable_sync_subtasks=False)
         except CeleryTimeout:

@@ -8,14 +8,19 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import typer
 from redis import Redis
 from typer.testing import CliRunner
 
 from core.jobs import Jobs
 from core.jobstatus import JobKind, JobState
 from core.settings import get_settings
+from core.submit import Submitted
 from core.taskqueue import control_queue
-from indexer.cli import follow, index_app
+from indexer.cli import jobs as job_commands
+from indexer.cli.common import index_app
+from indexer.cli.status import follow
+from indexer.cli.worker import worker_command
 from tests.support.indexing import marked_prefix
 
 
@@ -110,3 +115,28 @@ def test_a_redis_that_is_not_photosearchs_is_refused_before_anything_is_written(
         assert answer.exit_code == 2, (command, answer.output)
         assert f"is not PhotoSearch's: it holds no {prefix}:deployment key" in answer.output
     assert (redis.dbsize(), set(redis.scan_iter())) == before
+
+
+def test_a_refused_or_joined_job_is_said_so(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(typer.Exit) as refused:
+        job_commands.started(
+            Submitted("j1", refused="would delete 60% of the live index"), "sync", False
+        )
+    assert refused.value.exit_code == 1
+    assert "refused: would delete 60% of the live index" in capsys.readouterr().err
+    job_commands.started(Submitted("j2", joined=True), "sync of file:///photos", False)
+    assert "joined the running job j2 (sync of file:///photos)" in capsys.readouterr().out
+
+
+def test_a_reindex_resumed_takes_none_of_a_new_ones_options() -> None:
+    answer = CliRunner().invoke(index_app, ["reindex", "--resume", "j1", "--model-version", "2"])
+    assert answer.exit_code == 2
+    assert "--resume goes on with the job's own model version" in answer.output
+
+
+def test_the_worker_refuses_a_log_level_celery_has_not() -> None:
+    app = typer.Typer()
+    app.command()(worker_command)
+    answer = CliRunner().invoke(app, ["--loglevel", "verbose"], env={"COLUMNS": "200"})
+    assert answer.exit_code == 2
+    assert "'verbose' is not one of 'debug', 'info'" in answer.output
