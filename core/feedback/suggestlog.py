@@ -17,14 +17,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from redis.asyncio import Redis as AsyncRedis
 from redis.asyncio.client import Pipeline
-
-if TYPE_CHECKING:
-    # The search log writes these counts with its record: only its type is needed here.
-    from core.feedback.searchlog import SearchRecord
 
 # A longer query is no completion of anything a person types into a search box.
 MAX_QUERY_CHARS = 100
@@ -41,6 +37,25 @@ class PopularQuery:
     text: str
     sessions: int
     searches: int
+
+
+class Searched(Protocol):
+    """What the counts read of a search: the search log's SearchRecord, which writes them with
+    its record (core/feedback/searchlog.py imports this module, so this one names no type of
+    that one)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def query(self) -> str | None: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def session(self) -> str | None: ...
+    @property
+    def shown(self) -> Sequence[str]: ...
+    @property
+    def at(self) -> float: ...
 
 
 def period_s(retention_s: int) -> int:
@@ -62,7 +77,7 @@ def sessions_key(prefix: str, period: int, query: str) -> str:
     return f"{prefix}:suggest:{period}:sessions:{digest}"
 
 
-def counted(record: SearchRecord) -> bool:
+def counted(record: Searched) -> bool:
     """Whether a search counts for suggestions: a text query's first page that showed
     something, from a session. A search without a session counts for nothing: its sessions
     could not be told apart."""
@@ -76,7 +91,7 @@ def counted(record: SearchRecord) -> bool:
     )
 
 
-def queue_count(pipe: Pipeline, prefix: str, record: SearchRecord, retention_s: int) -> None:
+def queue_count(pipe: Pipeline, prefix: str, record: Searched, retention_s: int) -> None:
     """Queue the search's counts on the search log's pipeline (the same round trip)."""
     if not counted(record) or record.query is None or record.session is None:
         return
