@@ -142,7 +142,8 @@ def export_command(
     ),
 ) -> None:
     """Export both encoders of one model version; earlier versions stay and keep serving."""
-    from model.export import ExportError, export_model
+    from model.export import export_model
+    from model.export_errors import ExportError
     from model.precision import PrecisionOptions
     from model.triton_config import BatchingOptions
 

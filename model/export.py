@@ -25,13 +25,10 @@ from core.embedding.manifest import (
     sha256_file,
     write_manifest,
 )
+from model.export_errors import ExportError
 from model.precision import Embedded, PrecisionOptions
 from model.repository import next_version, version_dir, write_configs
 from model.triton_config import BatchingOptions, Target
-
-
-class ExportError(RuntimeError):
-    """The export cannot proceed; the message says what to change."""
 
 
 @dataclass

@@ -24,7 +24,7 @@ from core.embedding.tokenizer import (
     TextTokenizer,
     pad_batch,
 )
-from model.export import ExportError
+from model.export_errors import ExportError
 
 _CLEAN_MODES = {
     "_clean_lower": "lower",

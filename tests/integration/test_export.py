@@ -20,7 +20,8 @@ from core.embedding.manifest import (
     sha256_file,
 )
 from core.embedding.tokenizer import ClipTokenizer, pad_batch
-from model.export import ExportError, export_model
+from model.export import export_model
+from model.export_errors import ExportError
 from model.repository import version_dir
 from tests.support.models import TINY_CONFIG
 

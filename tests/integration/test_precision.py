@@ -26,7 +26,8 @@ from core.embedding.manifest import (
 from harness.processes import triton_ports
 from model.calibration import ALTERATIONS, QUERIES, Calibration, load_calibration, photo_files
 from model.cli import model_app
-from model.export import ExportError, export_model
+from model.export import export_model
+from model.export_errors import ExportError
 from model.precision import FLOORS, PrecisionOptions
 from model.repository import version_dir
 from model.triton_server import TritonServer
