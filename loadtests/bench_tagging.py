@@ -22,9 +22,10 @@ from core.settings import Settings
 from core.tagging.rule import auto_tags
 from core.tagging.vocabulary import Vocabulary, embed_vocabulary, load_vocabulary
 from model.export import export_model
+from model.heldback import HELD_BACK_COUNT, HELD_BACK_SEED
 from model.synthetic import generate, write_photos
 from model.synthetic_labels import KINDS, labels, write_labels
-from model.train import CONFIG, HELD_BACK_COUNT, HELD_BACK_SEED, trained_checkpoint
+from model.train import CONFIG, trained_checkpoint
 from photosearch.calibrate_tags import (
     calibrate_tags,
     embed_images,

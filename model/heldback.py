@@ -14,9 +14,13 @@ from typing import Any
 import numpy as np
 
 from model import synthetic
+from model.inputs import model_pixels, tokenize
 from model.synthetic import COLOURS, SHAPES, Content
 
 TOP = 10
+# The held-back set: a seed of its own, never seen in training (model/train.py's TRAIN_SEED).
+HELD_BACK_SEED = 7
+HELD_BACK_COUNT = 600
 
 
 def shape_colour_queries() -> list[tuple[str, str, str]]:
@@ -60,8 +64,6 @@ def retrieval_figures(
 def held_back_photos(
     count: int | None = None, seed: int | None = None
 ) -> list[synthetic.SyntheticPhoto]:
-    from model.train import HELD_BACK_COUNT, HELD_BACK_SEED
-
     return synthetic.generate(count or HELD_BACK_COUNT, HELD_BACK_SEED if seed is None else seed)
 
 
@@ -91,15 +93,14 @@ def model_embeddings(
     from PIL import Image
 
     from model.encoders import ImageEncoder, TextEncoder
-    from model.train import _model_pixels, _tokenize
 
     cfg = clip.visual.preprocess_cfg
     size = int(cfg["size"][0] if isinstance(cfg["size"], (tuple, list)) else cfg["size"])
-    pixels = torch.from_numpy(np.stack([_model_pixels(p, size, Image) for p in photos]))
+    pixels = torch.from_numpy(np.stack([model_pixels(p, size, Image) for p in photos]))
     texts = [text for text, _, _ in shape_colour_queries()]
     with torch.no_grad():
         images = ImageEncoder(clip, tuple(cfg["mean"]), tuple(cfg["std"]))(pixels)
-        queries = TextEncoder(clip)(_tokenize(tokenizer, texts, {}))
+        queries = TextEncoder(clip)(tokenize(tokenizer, texts, {}))
     return images.numpy(), queries.numpy()
 
 

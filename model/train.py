@@ -20,15 +20,14 @@ from typing import Any
 import numpy as np
 
 from core.atomicfile import write_atomic
-from model import synthetic
+from model import inputs, synthetic
+from model.inputs import model_pixels, tokenize
 from model.synthetic import ATTRIBUTES, COLOURS, SHAPES, Content, caption
 
 CONFIG = Path(__file__).parent / "configs" / "tiny-trained.json"
 # Training photos come from their own seed: the default synthetic set (seed 0) and every
-# held-back set are never seen in training.
+# held-back set (model/heldback.py) are never seen in training.
 TRAIN_SEED = 1_000_003
-HELD_BACK_SEED = 7
-HELD_BACK_COUNT = 600
 
 
 @dataclass(frozen=True)
@@ -73,9 +72,10 @@ def cache_root(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def cache_key(config: Path = CONFIG) -> str:
-    """A digest of the training script, the generator and the config: the weights' recipe."""
+    """A digest of the training script, its inputs, the generator and the config: the weights'
+    recipe."""
     digest = hashlib.sha256()
-    for path in (Path(__file__), Path(synthetic.__file__), config):
+    for path in (Path(__file__), Path(inputs.__file__), Path(synthetic.__file__), config):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:20]
 
@@ -165,7 +165,7 @@ def _train(
     text_encoder = TextEncoder(clip)
 
     photos = synthetic.generate(recipe.photos, TRAIN_SEED)
-    pixels = torch.from_numpy(np.stack([_model_pixels(p, size, Image) for p in photos]))
+    pixels = torch.from_numpy(np.stack([model_pixels(p, size, Image) for p in photos]))
     codes = _codes([p.content for p in photos])
     rng = np.random.default_rng(recipe.seed)
     tokens: dict[str, Any] = {}
@@ -190,7 +190,7 @@ def _train(
             caption(photos[i].content, [a for a, m in zip(ATTRIBUTES, mask, strict=True) if m])
             for i, mask in zip(chosen, masks, strict=True)
         ]
-        ids = _tokenize(tokenizer, texts, tokens)
+        ids = tokenize(tokenizer, texts, tokens)
         match = torch.from_numpy(_targets(codes[chosen], masks))
         images = image_encoder(pixels[torch.from_numpy(chosen)])
         captions = text_encoder(ids)
@@ -210,25 +210,6 @@ def _train(
             clip.train()
     clip.eval()
     return clip.state_dict(), time.perf_counter() - started
-
-
-def _model_pixels(photo: synthetic.SyntheticPhoto, size: int, image: Any) -> Any:
-    """The photo's file-size picture resized as the indexer resizes it (bicubic), uint8 HWC."""
-    picture = synthetic.image_of(photo).resize((size, size), image.Resampling.BICUBIC)
-    return np.asarray(picture, dtype=np.uint8)
-
-
-def _tokenize(tokenizer: Any, texts: list[str], cache: dict[str, Any]) -> Any:
-    """Token ids cut to the batch's longest text: the causal tower never sees past it."""
-    import torch
-
-    missing = [t for t in dict.fromkeys(texts) if t not in cache]
-    if missing:
-        for text, row in zip(missing, tokenizer(missing), strict=True):
-            cache[text] = row
-    ids = torch.stack([cache[t] for t in texts])
-    length = int((ids != 0).sum(1).max())
-    return ids[:, :length]
 
 
 def checkpoint_paths(config: Path, recipe: Recipe, root: Path) -> tuple[Path, Path]:
