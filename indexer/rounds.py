@@ -15,7 +15,7 @@ from celery import Celery
 
 from core.deployment import Presence
 from core.jobstatus import FINISHED, JobKind, JobPhase, JobState
-from core.settings import IndexerSettings
+from core.settings_indexer import IndexerSettings
 from core.submit import start_queued
 from core.taskqueue import EMBED_BATCH, FINALIZE, PLAN, REINDEX, settings_of
 from indexer.jobs import pause as pausing

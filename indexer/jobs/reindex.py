@@ -28,7 +28,8 @@ from core.embedding.manifest import ModelManifest
 from core.experiments import State as ExperimentState
 from core.jobs import LIVE_LOCK
 from core.jobstatus import FINISHED, JobKind, JobPhase, JobState, JobStatus
-from core.settings import IndexerSettings, QdrantSettings
+from core.settings import QdrantSettings
+from core.settings_indexer import IndexerSettings
 from core.sources import Source
 from core.vectorstore import (
     LIVE_ALIAS,

@@ -10,7 +10,7 @@ from redis.lock import Lock
 
 from core.jobs import LIVE_LOCK
 from core.jobstatus import FINISHED, JobPhase, JobState
-from core.settings import IndexerSettings
+from core.settings_indexer import IndexerSettings
 from core.vectorstore import LIVE_ALIAS, PREVIOUS_ALIAS, VectorStore, model_version_of
 from indexer.jobs.catchup import end_replay, record_lag
 from indexer.jobs.reindex import ReindexParts, replay

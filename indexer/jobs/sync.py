@@ -15,7 +15,7 @@ from redis.lock import Lock
 from core.embedding.manifest import ModelManifest, list_versions
 from core.jobs import Jobs
 from core.jobstatus import FINISHED, JobKind, JobState
-from core.settings import IndexerSettings
+from core.settings_indexer import IndexerSettings
 from core.sources import Source
 from core.vectorstore import LIVE_ALIAS, CollectionNotFound, VectorStore, collection_name
 from core.vectorstore.base import model_version_of

@@ -28,7 +28,7 @@ from core.embedding.arrays import Embeddings
 from core.embedding.errors import ModelVersionUnavailable
 from core.embedding.manifest import ModelManifest
 from core.jobs import Jobs
-from core.settings import IndexerSettings
+from core.settings_indexer import IndexerSettings
 from core.tagging.rule import TagRule, auto_tags, tagging_key
 from core.tagging.vocabulary import Vocabulary, VocabularyError, embed_vocabulary, load_vocabulary
 from core.vectorstore import VectorStore

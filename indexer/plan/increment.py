@@ -16,7 +16,7 @@ from concurrent.futures import Executor
 from pathlib import PurePosixPath
 
 from core.jobstatus import JobKind, JobStatus
-from core.settings import IndexerSettings
+from core.settings_indexer import IndexerSettings
 from core.sources import Source, is_photo
 from core.vectorstore import VectorStore
 from indexer.photo.autotags import Tagger

@@ -23,7 +23,7 @@ from typing import Any, NotRequired, TypedDict
 
 from core.jobs import Jobs
 from core.jobstatus import JobKind, JobStatus
-from core.settings import IndexerSettings
+from core.settings_indexer import IndexerSettings
 from core.sources import Source
 from core.vectorstore import IndexedPoint, VectorStore
 from indexer.photo.autotags import Tagger, with_tags

@@ -21,7 +21,7 @@ from core.embedding.images import ImageLimits
 from core.embedding.manifest import ModelManifest
 from core.jobs import Jobs
 from core.jobstatus import JobKind, JobState, JobStatus
-from core.settings import IndexerSettings
+from core.settings_indexer import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import VectorStore, collection_name
 from indexer.photo.pipeline import BatchResult, embed_photos

@@ -12,7 +12,8 @@ from redis import Redis
 
 from core.jobs import Jobs
 from core.jobstatus import JobKind
-from core.settings import IndexerSettings, Settings
+from core.settings import Settings
+from core.settings_indexer import IndexerSettings
 from core.taskqueue import EMBED_BATCH, PLAN
 from indexer.app import create_app
 from indexer.queue.workqueue import WorkQueue

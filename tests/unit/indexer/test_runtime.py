@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.embedding.manifest import SearchCalibration, TagCalibration, write_manifest
-from core.settings import IndexerSettings, ModelSettings, Settings
+from core.settings import ModelSettings, Settings
+from core.settings_indexer import IndexerSettings
 from indexer.runtime import Runtime
 from tests.support.models import stand_in_manifest
 

@@ -5,7 +5,8 @@ ran; a photo that cannot be read is never a reason to retry; beat's schedule."""
 from __future__ import annotations
 
 from core.embedding.errors import InvalidImage, TritonUnavailable
-from core.settings import IndexerSettings, Settings
+from core.settings import Settings
+from core.settings_indexer import IndexerSettings
 from core.sources import SourceError, SourceUnavailable
 from core.taskqueue import EMBED_BATCH, FINALIZE, PLAN, REINDEX, SCHEDULED_POPULARITY
 from core.vectorstore import StoreError

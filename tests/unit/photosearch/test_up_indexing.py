@@ -9,7 +9,8 @@ import uuid
 from pathlib import Path
 
 from core.jobs import Jobs
-from core.settings import IndexerSettings, RedisSettings, Settings
+from core.settings import RedisSettings, Settings
+from core.settings_indexer import IndexerSettings
 from photosearch.up.indexing import source_to_index, wait_ready
 
 

@@ -20,8 +20,8 @@ from core.experiments import State
 from core.jobs import LIVE_LOCK
 from core.jobstatus import JobKind, JobPhase, JobState, JobStatus
 from core.querycache import cache_key, popular_key
-from core.settings import IndexerSettings
 from core.settings_api import ApiSettings
+from core.settings_indexer import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, PREVIOUS_ALIAS, VectorStore, collection_name
 from indexer.jobs.quality_gate import NOT_CONFIGURED, Verdict

@@ -16,7 +16,7 @@ from redis import Redis
 
 from core.embedding.manifest import write_manifest
 from core.jobstatus import FINISHED, JobKind, JobState, JobStatus
-from core.settings import IndexerSettings
+from core.settings_indexer import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, VectorStore, collection_name
 from indexer.jobs.sync import (

@@ -20,7 +20,7 @@ from core.embedding.images import ImageLimits
 from core.embedding.manifest import ModelManifest, SearchCalibration, TagCalibration
 from core.jobstatus import JobStatus
 from core.keywords import query_vector
-from core.settings import IndexerSettings
+from core.settings_indexer import IndexerSettings
 from core.sources import LocalSource
 from core.tagging.rule import TagRule, tagging_key
 from core.tagging.vocabulary import load_vocabulary

@@ -14,7 +14,7 @@ from pathlib import Path
 from redis import Redis
 
 from core.jobstatus import JobStatus
-from core.settings import IndexerSettings
+from core.settings_indexer import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import VectorStore
 from indexer.plan.catalog import read_catalog

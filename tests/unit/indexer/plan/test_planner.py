@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from core.jobstatus import JobStatus
-from core.settings import IndexerSettings
+from core.settings_indexer import IndexerSettings
 from core.vectorstore import VectorStore
 from indexer.plan.catalog import Photo
 from indexer.plan.deleteguard import DeletesRefused, open_budget

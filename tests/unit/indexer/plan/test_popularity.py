@@ -13,7 +13,7 @@ from redis import Redis
 
 from core.feedback.popularity import Popularity
 from core.jobstatus import JobKind, JobState, JobStatus
-from core.settings import IndexerSettings
+from core.settings_indexer import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, VectorStore
 from indexer.jobs.sync import popular_keys, start_increment
