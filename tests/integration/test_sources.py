@@ -18,24 +18,22 @@ from moto.server import ThreadedMotoServer
 
 from core.embedding.images import ImageLimits
 from core.embedding.manifest import ImagePreprocessing
-from core.originals import read_bounded, read_file
-from core.settings import S3Settings, Settings
-from core.sources import (
-    LocalSource,
+from core.originals import (
     PhotoTooLarge,
     ReadLimits,
     ReadTimedOut,
-    S3Source,
-    Source,
     SourceError,
     SourceRefused,
     SourceUnavailable,
     check_source,
-    open_source,
-    photo_root,
-    read_photo,
-    s3_errors,
+    read_bounded,
+    read_file,
 )
+from core.settings import S3Settings, Settings
+from core.sources.access import open_source, photo_root, read_photo
+from core.sources.base import Source
+from core.sources.local import LocalSource
+from core.sources.s3 import S3Source, s3_errors
 from harness.processes import free_ports
 from indexer.photo.reader import read_photo as read_for_indexing
 from indexer.plan.catalog import Photo
