@@ -68,7 +68,8 @@ def up_command(
     The first start exports the model and indexes demo photos (or --photos); later starts
     reuse the data and index only what changed. Ctrl-C stops everything.
     """
-    from photosearch.up.supervisor import Supervisor, UpOptions
+    from photosearch.up.configure import UpOptions
+    from photosearch.up.supervisor import Supervisor
 
     options = UpOptions(
         data_dir=data_dir,

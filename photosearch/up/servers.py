@@ -8,7 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from model.triton_server import TritonInstall, TritonServer
+from core.settings import Settings
+from model.triton_server import Ports, TritonInstall, TritonServer
+from photosearch.up.bootstrap import BootstrapError
 from photosearch.up.ports import held_by_another
 from photosearch.up.probes import redis_process_id, triton_name
 from photosearch.up.processes import (
@@ -160,3 +162,20 @@ class TritonChild(Child):
 
     def kill(self) -> None:
         self.server.stop(timeout_s=0)
+
+
+def triton_child(settings: Settings, ports: Ports, logs: Path, say: Say) -> TritonChild:
+    """Triton serving the settings' model repository on `ports`, logging into `logs`."""
+    try:
+        server = UpTriton(
+            settings.repository,
+            ports,
+            settings.data_dir / "triton",
+            startup_timeout_s=settings.triton.startup_timeout_s,
+            log_path=logs / "triton.log",
+            control_key=settings.triton.control_key,
+            say=say,
+        )
+    except ValueError as exc:  # a control key Triton's flag cannot carry
+        raise BootstrapError(f"PHOTOSEARCH_TRITON__CONTROL_KEY: {exc}") from None
+    return TritonChild(server)

@@ -13,7 +13,6 @@ import json
 import os
 import shlex
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -26,34 +25,30 @@ from pydantic import ValidationError
 
 from core.atomicfile import write_atomic
 from core.settings import Settings, settings_from
-from model.triton_server import Ports, new_control_key
+from model.triton_server import Ports
+from photosearch.up.apps import app_children
 from photosearch.up.bootstrap import (
     RANDOM_WEIGHTS_WARNING,
     BootstrapError,
     ModelChoice,
     ensure_model,
 )
+from photosearch.up.configure import READERS, UpOptions, up_environment
 from photosearch.up.indexing import index_then_announce, source_to_index
 from photosearch.up.ports import PortBook
-from photosearch.up.probes import http_ok, single_owner
+from photosearch.up.probes import single_owner
 from photosearch.up.processes import Child, ChildError, kill_session, log_tail, redis_binary
 from photosearch.up.servers import (
     RedisChild,
     TritonChild,
-    UpTriton,
     broker_redis,
     cache_redis,
     mark_broker,
+    triton_child,
 )
 
 # What a running `up` tells tools and tests: its pid, URL, children's pids and settings.
 STATE_FILE = "up.json"
-# The children that reach a port's server: they start again when it moves.
-READERS = {
-    "Redis": ("api", "worker", "beat"),
-    "Redis cache": ("api", "worker"),  # the worker pre-warms the cache before a switch
-    "Triton gRPC": ("api", "worker"),
-}
 
 
 def read_state(data_dir: Path) -> dict[str, Any]:
@@ -68,19 +63,6 @@ class Stopping(BaseException):
 
 class Hurry(BaseException):
     """A second signal while stopping: kill what is left."""
-
-
-@dataclass(frozen=True)
-class UpOptions:
-    data_dir: Path | None = None
-    host: str | None = None
-    port: int | None = None
-    photos: Path | None = None
-    pretrained: str | None = None
-    arch: str = "ViT-B-32"
-    redis_port: int | None = None
-    precision: str | None = None  # None: the newest version's, the host's for a first export
-    fallback: bool = False  # with a precision: fp32 for an encoder below the floor
 
 
 @dataclass
@@ -158,55 +140,7 @@ class Supervisor:
     def _configure(self) -> Settings:
         """Decide what runs embedded, hold the ports of what `up` starts, and put the
         addresses in the environment the children inherit: every process reads one tree."""
-        opts, book = self.options, self.ports
-        given = self.settings()
-        env = {"PHOTOSEARCH_DATA_DIR": str(given.data_dir)}
-        book.keep_in(given.data_dir)  # the ports of its earlier starts, where still free
-        named = bool(opts.redis_port)
-        if "url" not in given.redis.model_fields_set:
-            firm = "--redis-port" if opts.redis_port else None
-            url = {"PHOTOSEARCH_REDIS__URL": "redis://127.0.0.1:{}/0"}
-            book.take("Redis", opts.redis_port or 6379, "redis", url, firm=firm, chosen=named)
-        if "cache_url" not in given.redis.model_fields_set:
-            # The cache's own bounded Redis, on the port after the broker's where it is free.
-            cache = {"PHOTOSEARCH_REDIS__CACHE_URL": "redis://127.0.0.1:{}/0"}
-            preferred = (opts.redis_port or 6379) + 1
-            book.take("Redis cache", preferred, "redis-cache", cache, chosen=named)
-        if "url" not in given.triton.model_fields_set:
-            t, var = given.triton, "PHOTOSEARCH_TRITON__"
-            given_t = t.model_fields_set
-            grpc = {f"{var}GRPC_PORT": "{}", f"{var}URL": "127.0.0.1:{}"}
-            book.take("Triton gRPC", t.grpc_port, "triton", grpc, chosen="grpc_port" in given_t)
-            http = {f"{var}HTTP_PORT": "{}"}
-            book.take("Triton HTTP", t.http_port, "triton", http, chosen="http_port" in given_t)
-            metrics, chosen = {f"{var}METRICS_PORT": "{}"}, "metrics_port" in given_t
-            book.take("Triton metrics", t.metrics_port, "triton", metrics, chosen=chosen)
-            if t.control_key is None:
-                # A key of this start's own for loading and unloading models: the children
-                # and up.env (which only this user reads) carry it, no other local process.
-                env[f"{var}CONTROL_KEY"] = new_control_key()
-        # The page is for people without a key; a deployment decides this for itself.
-        if "PHOTOSEARCH_API__ANONYMOUS_SEARCH" not in os.environ:
-            env["PHOTOSEARCH_API__ANONYMOUS_SEARCH"] = "true"
-        host = opts.host or given.api.host
-        api = {"PHOTOSEARCH_API__PORT": "{}"}
-        chosen = opts.port is not None or "port" in given.api.model_fields_set
-        port = book.take(
-            "API", opts.port or given.api.port, "api", api, host=host, firm="--port", chosen=chosen
-        )
-        if given.api.metrics_port:  # 0: the API serves no metrics listener
-            metrics = {"PHOTOSEARCH_API__METRICS_PORT": "{}"}
-            book.take(
-                "API metrics",
-                given.api.metrics_port,
-                "api",
-                metrics,
-                host=given.api.metrics_host,
-                chosen="metrics_port" in given.api.model_fields_set,
-            )
-        env["PHOTOSEARCH_API__HOST"] = host
-        self.base_url = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}"
-        self.env = env
+        self.env, self.base_url = up_environment(self.options, self.settings(), self.ports)
         self._publish_ports()
         return self.settings()
 
@@ -261,7 +195,6 @@ class Supervisor:
 
     def _start(self, settings: Settings) -> None:
         logs = settings.data_dir / "logs"
-        python = [sys.executable, "-m", "photosearch"]
         model: ModelChoice | None = None
         if "PHOTOSEARCH_TRITON__URL" in self.env:
             model = ensure_model(
@@ -295,41 +228,13 @@ class Supervisor:
             log = logs / "redis-cache.log"
             self._spawn(cache_redis(binary, port, folder, mb, log, self.say))
         if model is not None:
-            try:
-                server = UpTriton(
-                    settings.repository,
-                    self._triton_ports(),
-                    settings.data_dir / "triton",
-                    startup_timeout_s=settings.triton.startup_timeout_s,
-                    log_path=logs / "triton.log",
-                    control_key=settings.triton.control_key,
-                    say=self.say,
-                )
-            except ValueError as exc:  # a control key Triton's flag cannot carry
-                raise BootstrapError(f"PHOTOSEARCH_TRITON__CONTROL_KEY: {exc}") from None
-            self._spawn(TritonChild(server))
+            self._spawn(triton_child(settings, self._triton_ports(), logs, self.say))
         source = source_to_index(settings, self.options.photos, self.say)
         self.env["PHOTOSEARCH_INDEXER__SOURCE"] = source
-        embedded = settings.qdrant.url is None
-        api = [*python, "serve-embedded"] if embedded else [*python, "api", "serve"]
         # The API writes api.log itself, moved aside by size: a flood of errors is bounded.
         self.env["PHOTOSEARCH_API__LOG_FILE"] = str(logs / "api.log")
-        self._spawn(
-            Child(
-                "api",
-                api,
-                logs / "api.log",
-                ready=lambda: http_ok(f"{self.base_url}/healthz"),
-                startup_timeout_s=120,
-                # uvicorn's 10 s of grace, then the worker finishes the tasks it holds.
-                stop_timeout_s=90,
-            )
-        )
-        if not embedded:
-            self._spawn(
-                Child("worker", [*python, "worker"], logs / "worker.log", stop_timeout_s=90)
-            )
-        self._spawn(Child("beat", [*python, "beat"], logs / "beat.log"))
+        for child in app_children(settings, logs, self.base_url):
+            self._spawn(child)
         # On a thread: the main thread keeps watching the children.
         threading.Thread(
             target=index_then_announce,

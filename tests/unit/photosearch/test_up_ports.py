@@ -122,7 +122,8 @@ def test_up_gives_its_children_the_ports_its_data_directory_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from harness.processes import free_ports
-    from photosearch.up.supervisor import Supervisor, UpOptions
+    from photosearch.up.configure import UpOptions
+    from photosearch.up.supervisor import Supervisor
 
     for name in (
         "PHOTOSEARCH_REDIS__URL",
