@@ -184,7 +184,7 @@ class ApiSettings(BaseModel):
     )
     search_timeout_s: float = Field(2.0, gt=0, description="Deadline of one vector search.")
     # A page of 20 from the best 100: room for a few bursts of near-duplicates to collapse and
-    # for diversity to choose among; loadtests/bench_search.py measures its cost.
+    # for diversity to choose among.
     rerank_pool: int = Field(
         100,
         ge=1,

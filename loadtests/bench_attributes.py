@@ -28,6 +28,7 @@ from PIL import Image, ImageDraw
 from core.embedding.attributes import visual_attributes
 from core.embedding.images import prepare_image, prepare_photo
 from core.embedding.manifest import ImagePreprocessing
+from loadtests.registry import Figure
 
 # ViT-B-32's eval transform, as the exporter writes it into the manifest (bench_decode's).
 SPEC = ImagePreprocessing(
@@ -135,6 +136,30 @@ def attributes_alone_us(repeats: int = 200) -> float:
     return statistics.median(
         timed(lambda: visual_attributes(image, (3000, 2000))) for _ in range(repeats)
     )
+
+
+# -- its rows in docs/benchmarks.md (loadtests/registry.py) -------------------------------------
+
+
+def size_figure(name: str, which: int) -> Figure[list[AttributesRow]]:
+    """The first size of --sizes is a camera's, the last a web page's. The value is the decode
+    with the attributes (the difference of two means may come out below 0 on a busy machine)."""
+
+    def context(rows: list[AttributesRow]) -> str:
+        r = rows[which]
+        return (
+            f"{r.label} JPEG, {len(r.decode_us)} decodes each way: decode alone "
+            f"{r.decode_mean:.0f} µs, so the attributes {r.attributes_us:.0f} µs "
+            f"({100 * r.share:.1f}% of the decode)"
+        )
+
+    return Figure(name, "µs", lambda rows: rows[which].with_attributes_mean, context)
+
+
+FIGURES = [
+    size_figure("decode + attributes, camera-size photo", 0),
+    size_figure("decode + attributes, web-size photo", -1),
+]
 
 
 def main(argv: list[str] | None = None) -> None:

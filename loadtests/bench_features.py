@@ -8,7 +8,7 @@ Against bench_api's store (--photos points whose payloads hold what the indexer 
 tags, a near-duplicate group, the visual attributes, automatic tags and a popularity), served
 by a real `photosearch api serve` with its Triton and Redis. The text searches draw from a set
 of queries whose embeddings are cached first, so that the phases compare what the features
-add, not the text encoder (bench_search measures uncached searches). Suggestions are asked for
+add, not the text encoder (bench_api measures uncached searches). Suggestions are asked for
 prefixes of queries that three sessions searched, once the API's suggestion index holds them.
 Each phase sends its requests OPEN LOOP at the rate: p50 and p99 from each request's scheduled
 time, and the medians of the API's own Server-Timing stages. Prints a Markdown table; no
@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import shlex
-import sys
 import tempfile
 import time
 from contextlib import ExitStack
@@ -39,8 +37,9 @@ from harness.models import ensure_model
 from harness.processes import bench_settings, redis_process, running, triton_ports
 from harness.store import ensure_store, store_arguments
 from harness.vocabulary import Queries
-from loadtests.bench_search import api
 from loadtests.openloop import OPERATOR_KEY, Phase, keep_alive, run_phase, search_target
+from loadtests.registry import Figure
+from loadtests.startup import api, command
 from model.triton_server import TritonServer
 from query_api.http.timing import STAGES
 
@@ -134,7 +133,7 @@ def table(phases: list[tuple[Spec, Phase]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -145,7 +144,23 @@ def main() -> None:
     parser.add_argument(
         "--facet-pool", type=int, default=None, help="PHOTOSEARCH_API__FACET_POOL (its default)"
     )
-    args = parser.parse_args()
+    return parser
+
+
+@dataclass
+class FeaturesFigures:
+    arch: str
+    pool: int  # the facet pool
+    phases: list[tuple[Spec, Phase]]
+
+    def at(self, name: str, lowest: bool = True) -> Phase:
+        """The phase of the request named, at the lowest rate or the highest."""
+        rates = [p.rate for _, p in self.phases]
+        rate = min(rates) if lowest else max(rates)
+        return next(p for s, p in self.phases if s.name == name and p.rate == rate)
+
+
+def measure(args: argparse.Namespace) -> FeaturesFigures:
     rates = [float(r) for r in args.rates.split(",")]
     repo = args.repository.resolve()
     version = ensure_model(repo, args.arch)
@@ -168,18 +183,62 @@ def main() -> None:
         pool = ApiSettings().facet_pool if args.facet_pool is None else args.facet_pool
         with api(values | {"api": {"facet_pool": pool}}, work / "api.log") as url:
             phases = asyncio.run(run_all(url, rates, args.seconds))
-    print()
-    print(f"{machine()}, commit {commit()}")
-    print("command: " + shlex.join(["python", "-m", "loadtests.bench_features", *sys.argv[1:]]))
-    print()
-    print(
-        f"Open loop, {args.seconds:g} s a phase, against {args.photos} photos ({manifest.arch}), "
-        f"facets over a pool of {pool}; "
-        "every text search's embedding cached; ms from each request's scheduled time; API "
-        "stages: medians of its Server-Timing."
+    return FeaturesFigures(manifest.arch, pool, phases)
+
+
+def report(args: argparse.Namespace, f: FeaturesFigures) -> str:
+    return "\n".join(
+        [
+            "",
+            f"{machine()}, commit {commit()}",
+            f"command: {command('loadtests.bench_features')}",
+            "",
+            f"Open loop, {args.seconds:g} s a phase, against {args.photos} photos ({f.arch}), "
+            f"facets over a pool of {f.pool}; every text search's embedding cached; ms from each "
+            "request's scheduled time; API stages: medians of its Server-Timing.",
+            "",
+            table(f.phases),
+        ]
     )
-    print()
-    print(table(phases))
+
+
+# -- its rows in docs/benchmarks.md (loadtests/registry.py) -------------------------------------
+
+
+def p50(name: str, spec: str, about: str) -> Figure[FeaturesFigures]:
+    def context(f: FeaturesFigures) -> str:
+        low, high = f.at(spec), f.at(spec, lowest=False)
+        return (
+            f"{about}, at {low.rate:g}/s; at {high.rate:g}/s p50 {high.ms(50):.1f} ms, "
+            f"{high.errors} errors of {len(high.outcomes)}"
+        )
+
+    return Figure(name, "ms", lambda f: f.at(spec).ms(50), context)
+
+
+FIGURES = [
+    p50("hybrid search p50", "hybrid (plain)", "every query's embedding cached, open loop"),
+    p50(
+        "hybrid search with boosts p50",
+        "hybrid + boosts (recency, popularity)",
+        "boost_recency and boost_popularity 0.01",
+    ),
+    p50(
+        "hybrid search with facets p50",
+        "hybrid + facets (6 fields)",
+        "the six facets a first page asks for, over the default pool",
+    ),
+    p50(
+        "suggest request p50",
+        "suggest (prefixes of popular queries)",
+        "prefixes of queries three sessions searched",
+    ),
+]
+
+
+def main() -> None:
+    args = parser().parse_args()
+    print(report(args, measure(args)))
 
 
 if __name__ == "__main__":

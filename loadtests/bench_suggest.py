@@ -25,6 +25,7 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -39,6 +40,7 @@ from core.vectorstore.base import SearchTuning
 from core.vectorstore.edge import EdgeStore
 from core.vectorstore.schema import CollectionSchema
 from harness.processes import free_ports
+from loadtests.registry import Figure
 from query_api.app import create_app
 from query_api.suggest.index import SuggestIndex, Vocabulary
 from query_api.suggest.suggestions import Suggestions
@@ -183,7 +185,7 @@ def vocabulary_read(photos: int, n_terms: int, rng: random.Random) -> str:
     return ", ".join(f"{f} {s * 1000:.0f} ms ({n} values)" for f, (s, n) in took.items())
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -195,7 +197,18 @@ def main() -> None:
     parser.add_argument(
         "--store-photos", type=int, default=0, help="also time the vocabulary's read (Edge)"
     )
-    args = parser.parse_args()
+    return parser
+
+
+@dataclass
+class SuggestFigures:
+    index: str  # what the index holds, its build time and size
+    lookups: list[float]  # seconds of each in-process lookup
+    requests: list[float]  # seconds of each GET /v1/suggest
+    read: str  # the vocabulary read's times, "" unless --store-photos
+
+
+def measure(args: argparse.Namespace) -> SuggestFigures:
     rng = random.Random(SEED)
     queries, vocabulary = realistic(args.queries, args.terms, args.tags, rng)
     texts = typed(queries, max(args.lookups, args.requests), rng)
@@ -207,18 +220,60 @@ def main() -> None:
     size = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     found = sum(1 for text in texts[: args.lookups] if index.complete(text, 8))
-    print(
+    about = (
         f"index: {args.queries} queries, {len(index.whole) - index.queries} tags, "
         f"{len(index.words)} words; built in {built:.2f} s; ~{size / 2**20:.0f} MiB of Python "
         f"objects; {found / args.lookups:.0%} of typed prefixes get a suggestion"
     )
     lookups = in_process(index, texts[: args.lookups])
-    print(f"in-process lookup ({len(lookups)} typed prefixes, limit 8): {percentiles(lookups)}")
     requests = through_http(queries, vocabulary, texts[: args.requests])
-    print(f"HTTP GET /v1/suggest ({len(requests)} sequential): {percentiles(requests)}")
-    if args.store_photos:
-        read = vocabulary_read(args.store_photos, args.terms, rng)
-        print(f"vocabulary read, {args.store_photos} photos on Qdrant Edge: {read}")
+    read = vocabulary_read(args.store_photos, args.terms, rng) if args.store_photos else ""
+    return SuggestFigures(about, lookups, requests, read)
+
+
+def report(args: argparse.Namespace, f: SuggestFigures) -> str:
+    lines = [
+        f.index,
+        f"in-process lookup ({len(f.lookups)} typed prefixes, limit 8): {percentiles(f.lookups)}",
+        f"HTTP GET /v1/suggest ({len(f.requests)} sequential): {percentiles(f.requests)}",
+    ]
+    if f.read:
+        lines.append(f"vocabulary read, {args.store_photos} photos on Qdrant Edge: {f.read}")
+    return "\n".join(lines)
+
+
+# -- its rows in docs/benchmarks.md (loadtests/registry.py) -------------------------------------
+
+
+def ms(seconds: Sequence[float], percent: int) -> float:
+    return statistics.quantiles(seconds, n=100, method="inclusive")[percent - 1] * 1000
+
+
+FIGURES: list[Figure[SuggestFigures]] = [
+    Figure(
+        "in-process lookup p50",
+        "µs",
+        lambda f: ms(f.lookups, 50) * 1000,
+        lambda f: (
+            f"the replica's index, {len(f.lookups)} typed prefixes, limit 8; "
+            f"p99 {ms(f.lookups, 99) * 1000:.0f} µs"
+        ),
+    ),
+    Figure(
+        "suggest request p50",
+        "ms",
+        lambda f: ms(f.requests, 50),
+        lambda f: (
+            f"GET /v1/suggest through the real app, {len(f.requests)} one at a time; "
+            f"p99 {ms(f.requests, 99):.2f} ms"
+        ),
+    ),
+]
+
+
+def main() -> None:
+    args = parser().parse_args()
+    print(report(args, measure(args)))
 
 
 if __name__ == "__main__":

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from core.embedding.manifest import TagCalibration, load_manifest
 from core.settings import Settings
 from core.tagging.rule import auto_tags
 from core.tagging.vocabulary import Vocabulary, embed_vocabulary, load_vocabulary
+from loadtests.registry import Figure
 from model.export import export_model
 from model.heldback import HELD_BACK_COUNT, HELD_BACK_SEED
 from model.synthetic import generate, write_photos
@@ -70,7 +72,11 @@ def held_back_rows(
     return [*rows, ("all", evaluate(tags, wanted, vocabulary.names))]
 
 
-def table(results: dict[str, tuple[TagCalibration, list[tuple[str, dict[str, float]]]]]) -> str:
+# By model: its calibrated rule, and its figures by kind of tag.
+Results = dict[str, tuple[TagCalibration, list[tuple[str, dict[str, float]]]]]
+
+
+def table(results: Results) -> str:
     lines = [
         "| model | kind | precision | recall | F1 | tags a photo | chance precision "
         "| chance recall | chance F1 | F1 / chance |",
@@ -87,7 +93,7 @@ def table(results: dict[str, tuple[TagCalibration, list[tuple[str, dict[str, flo
     return "\n".join(lines)
 
 
-def rules(results: dict[str, tuple[TagCalibration, list[tuple[str, dict[str, float]]]]]) -> str:
+def rules(results: Results) -> str:
     lines = [
         "| model | threshold | margin | enabled | calibration F1 | calibration precision "
         "| base rate | reason |",
@@ -102,7 +108,17 @@ def rules(results: dict[str, tuple[TagCalibration, list[tuple[str, dict[str, flo
     return "\n".join(lines)
 
 
-def run(work: Path) -> str:
+@dataclass
+class TaggingFigures:
+    vocabulary: int  # tags in the synthetic vocabulary
+    held_back: int  # photos the rules were applied to
+    results: Results
+
+    def all_kinds(self, model: str = "trained") -> dict[str, float]:
+        return dict(self.results[model][1])["all"]
+
+
+def run(work: Path) -> TaggingFigures:
     repo = work / "models"
     checkpoint = trained_checkpoint().checkpoint
     for version, weights in ((TRAINED, str(checkpoint)), (UNTRAINED, "none")):
@@ -120,22 +136,65 @@ def run(work: Path) -> str:
         report = calibrate_tags(repo, version, photos, labels_file, vocabulary, settings=Settings())
         c = report.calibration
         results[model] = (c, held_back_rows(repo, version, c, vocabulary, held_back, truth))
+    return TaggingFigures(len(vocabulary), len(truth), results)
+
+
+def measure(args: argparse.Namespace) -> TaggingFigures:
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
+        return run(args.work)
+    with tempfile.TemporaryDirectory(prefix="bench-tagging-") as work:
+        return run(Path(work))
+
+
+def report(f: TaggingFigures) -> str:
     return (
         f"Rules calibrated on {CALIBRATION_COUNT} synthetic photos (seed {CALIBRATION_SEED}), "
-        f"vocabulary of {len(vocabulary)} tags:\n\n{rules(results)}\n\n"
-        f"Their tags on {len(truth)} held-back photos (seed {HELD_BACK_SEED}):\n\n"
-        f"{table(results)}"
+        f"vocabulary of {f.vocabulary} tags:\n\n{rules(f.results)}\n\n"
+        f"Their tags on {f.held_back} held-back photos (seed {HELD_BACK_SEED}):\n\n"
+        f"{table(f.results)}"
     )
 
 
+# -- its rows in docs/benchmarks.md (loadtests/registry.py) -------------------------------------
+
+
+def held_back(f: TaggingFigures) -> str:
+    chance = f.all_kinds()
+    return (
+        f"the trained model's rule on {f.held_back} held-back synthetic photos, all kinds; "
+        f"chance: precision {100 * chance['chance']:.1f}%, F1 {100 * chance['chance_f1']:.1f}%"
+    )
+
+
+FIGURES: list[Figure[TaggingFigures]] = [
+    Figure(
+        "precision of the trained model's tags",
+        "%",
+        lambda f: 100 * f.all_kinds()["precision"],
+        held_back,
+    ),
+    Figure(
+        "recall of the trained model's tags",
+        "%",
+        lambda f: 100 * f.all_kinds()["recall"],
+        held_back,
+    ),
+    Figure("F1 of the trained model's tags", "%", lambda f: 100 * f.all_kinds()["f1"], held_back),
+    Figure(
+        "F1 of the untrained twin's tags",
+        "%",
+        lambda f: 100 * f.all_kinds("untrained twin")["f1"],
+        lambda f: (
+            f"the same photos; its rule enabled: {f.results['untrained twin'][0].enabled} "
+            f"({f.results['untrained twin'][0].reason})"
+        ),
+    ),
+]
+
+
 def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
-    if args.work is not None:
-        args.work.mkdir(parents=True, exist_ok=True)
-        print(run(args.work))
-        return
-    with tempfile.TemporaryDirectory(prefix="bench-tagging-") as work:
-        print(run(Path(work)))
+    print(report(measure(parser().parse_args(argv))))
 
 
 if __name__ == "__main__":

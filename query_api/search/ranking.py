@@ -14,7 +14,7 @@ from core.vectorstore import GROUP_FIELD, Hit
 
 # Reciprocal rank fusion's constant (Cormack et al. 2009): a photo at rank r of a ranking
 # adds 1 / (RRF_K + r). 60 keeps one ranking's top few from outweighing agreement between
-# the two; loadtests/bench_search.py measures it against others.
+# the two.
 RRF_K = 60
 
 

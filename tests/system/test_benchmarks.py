@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from core.quality.judgements import SETS, load_judgements
 from loadtests.benchmarks import HEADER, read_page
 from loadtests.registry import BY_NAME, figure_names
 from tests.support.deployfiles import ROOT
@@ -149,60 +148,6 @@ def markdown_tables(text: str) -> list[list[list[str]]]:
             tables[-1].append([cell.strip() for cell in line.split("|")[1:-1]])
         last = row
     return tables
-
-
-def test_the_search_benchmark_measures_each_mode_on_the_judgement_sets_and_answers_every_search(
-    repository: Path, tmp_path: Path
-) -> None:
-    """bench_search at tiny sizes (the tiny model, 2000 points, 2 requests a phase, a small
-    synthetic set): each mode's figures on the demo set's judgements and the synthetic set's,
-    with intervals; keyword search misses the paraphrases the judgements hold; every kind of
-    search is answered."""
-    command = ["--repository", str(repository), "--data-dir", str(tmp_path / "data")]
-    command += ["--photos", "2000", "--clusters", "20", "--seconds", "1"]
-    command += ["--synthetic", "--synthetic-photos", "60", "--samples", "200"]
-    result = subprocess.run(
-        [sys.executable, "-m", "loadtests.bench_search", *command],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    demo, synthetic, cost = markdown_tables(result.stdout)
-
-    # | ranking | queries | nDCG@10 | recall@10 | MRR@10 |, each "mean [low, high]"
-    judged = load_judgements(SETS / "demo")
-    answerable = sum(any(g > 0 for g in judged.grades(q.id).values()) for q in judged.queries)
-    for table in (demo, synthetic):
-        assert table[0] == ["ranking", "queries", "nDCG@10", "recall@10", "MRR@10"]
-        assert [row[0] for row in table[1:]] == [
-            "keyword (API)",
-            "vector (API)",
-            "hybrid (API: RRF k=60, keyword weight 1)",
-            "random order (chance)",
-        ]
-        for row in table[1:]:
-            for cell in row[2:]:
-                mean, low, high = map(float, re.findall(r"[0-9.]+", cell))
-                assert 0 <= low <= mean <= high <= 1, row
-    assert {row[1] for row in demo[1:]} == {str(answerable)}
-    keyword = {
-        name: float(cell.split()[0]) for name, cell in zip(demo[0][2:], demo[1][2:], strict=True)
-    }
-    assert 0 < keyword["recall@10"] < 1  # "a kitty", "a motorbike": no photo holds the word
-    assert float(demo[4][2].split()[0]) < keyword["nDCG@10"]  # chance
-
-    # | search | query embedding | requests | errors | cache flag wrong | p50 ms | p99 ms | ...
-    assert cost[0][:5] == ["search", "query embedding", "requests", "errors", "cache flag wrong"]
-    searches = [row[0] for row in cost[1:]]
-    for kind in ("vector", "hybrid", "keyword", "recommend", "image upload", "image by URL"):
-        assert any(s.startswith(kind) for s in searches), (kind, searches)
-    search = cost[0].index("API: search")  # each answer's Server-Timing names its stages
-    for row in cost[1:]:
-        assert row[2:5] == ["2", "0", "0"], row  # requests, errors, cache flag wrong
-        assert float(row[search]) > 0, row
 
 
 def test_the_scale_benchmark_measures_every_phase_of_a_reindex(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ FIRST_PHOTOS = 24
 # Queries searched before each fault, so their embeddings are in the cache when it strikes.
 WARM = ["a cat on a sofa", "a rocket launch", "coffee in a cup", "an astronaut"]
 # A ceiling on a recovery that only bounds a hang. How soon `up` is back after a dependency
-# dies (30 s, the bound) is a benchmark's figure: loadtests/bench_up.py.
+# dies (30 s, the bound) is a benchmark's figure, not this test's.
 RECOVERY_CEILING_S = 180
 
 
