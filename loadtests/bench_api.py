@@ -23,242 +23,44 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import random
-import shlex
-import sys
 import tempfile
-import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import aiohttp
-import numpy as np
 import onnxruntime as ort
 
-from core.embedding.arrays import Embeddings
-from core.embedding.manifest import TEXT_INPUT, TEXT_MODEL, load_manifest
-from core.embedding.tokenizer import ClipTokenizer, pad_batch
+from core.embedding.manifest import load_manifest
 from core.settings import Settings
-from core.vectorstore import VectorStore
 from harness.machine import commit, machine
 from harness.models import ensure_model
 from harness.processes import (
-    api_process,
-    free_ports,
     own_redis,
-    running,
-    triton_ports,
 )
 from harness.store import ensure_store, store_arguments
 from harness.vocabulary import Queries
-from loadtests import openloop
+from loadtests.api_load import (
+    BREAKDOWN_HEADER,
+    CACHED_RATE,
+    PHASE_HEADER,
+    UNCACHED_P99_MS,
+    LoadResults,
+    breakdown_row,
+    load,
+    row,
+)
+from loadtests.api_raw import Raw, raw_search, raw_text, text_queue_delay_ms, text_threads
 from loadtests.openloop import (
     LIMIT,
-    OPERATOR_KEY,
-    Phase,
-    Probe,
-    keep_alive,
-    one_request,
-    search_target,
 )
 from loadtests.registry import Figure
-from model.repository import version_dir
-from model.triton_config import parse
-from model.triton_server import TritonServer
-from query_api.http.auth import hash_key
+from loadtests.startup import api_beside_triton, api_environment, command, embedded_store_only
 
-CACHED_RATE = 100.0  # requests/s of the cached target
 CACHED_P99_MS = 10.0
-UNCACHED_P99_MS = 100.0
 DESIGN_PEAK = 100.0  # requests/s
 RATIO_TARGET = 1.2  # uncached p50 / (raw text encoder + raw vector search)
-CONNECTIONS = 256  # most requests in flight; more wait for a connection (and that counts)
-
-
-# -- raw figures: the text encoder and the vector search alone, in this process ---------------
-
-
-def text_threads(repo: Path) -> int:
-    """The intra-op threads Triton's python backend gives clip_text (0: onnxruntime's default)."""
-    config = parse((repo / TEXT_MODEL / "config.pbtxt").read_text())
-    param = config.parameters.get("intra_op_thread_count")
-    return int(param.string_value) if param is not None else 0
-
-
-def text_queue_delay_ms(repo: Path) -> float:
-    config = parse((repo / TEXT_MODEL / "config.pbtxt").read_text())
-    return float(config.dynamic_batching.max_queue_delay_microseconds) / 1000
-
-
-@dataclass
-class Raw:
-    tokenize_ms: float
-    text_ms: float
-    search_ms: float = 0.0
-    vectors: list[Embeddings] = field(default_factory=list)
-
-
-def raw_text(
-    repo: Path, version: int, timed: list[str], embedded: list[str], pad_multiple: int
-) -> Raw:
-    """Median tokenize and encode times of single queries (batch 1, padded as the client
-    pads), and the embeddings of `embedded` for the raw search."""
-    tokenizer = ClipTokenizer.from_repository(repo, version)
-    context = load_manifest(repo, version).tokenizer.context_length
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = text_threads(repo)
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(
-        str(version_dir(repo, TEXT_MODEL, version) / "model.onnx"),
-        options,
-        providers=["CPUExecutionProvider"],
-    )
-    batches = [pad_batch(tokenizer.encode_batch([q]), pad_multiple, context) for q in timed]
-    for batch in batches[:5]:  # warm-up
-        session.run(None, {TEXT_INPUT: batch})
-    tokenize, encode = [], []
-    for query, batch in zip(timed, batches, strict=True):
-        t0 = time.perf_counter()
-        tokenizer.encode_batch([query])
-        t1 = time.perf_counter()
-        session.run(None, {TEXT_INPUT: batch})
-        encode.append(time.perf_counter() - t1)
-        tokenize.append(t1 - t0)
-    vectors: list[Embeddings] = []
-    for start in range(0, len(embedded), 64):
-        ids = tokenizer.encode_batch(embedded[start : start + 64])
-        out = session.run(None, {TEXT_INPUT: pad_batch(ids, pad_multiple, context)})[0]
-        vectors.extend(np.asarray(out, dtype=np.float32))
-    return Raw(
-        tokenize_ms=float(np.median(tokenize)) * 1000,
-        text_ms=float(np.median(encode)) * 1000,
-        vectors=vectors,
-    )
-
-
-def raw_search(store: VectorStore, collection: str, vectors: list[Embeddings]) -> float:
-    """Median ms of store.search(limit=LIMIT) with query embeddings, after a warm-up."""
-    for vector in vectors[:20]:
-        store.search(collection, vector, limit=LIMIT)
-    times = []
-    for vector in vectors:
-        t0 = time.perf_counter()
-        store.search(collection, vector, limit=LIMIT)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1000
-
-
-# -- the API, driven open loop ------------------------------------------------------------------
-
-
-async def run_phase(
-    http: aiohttp.ClientSession,
-    probe: Probe,
-    name: str,
-    rate: float,
-    queries: list[str],
-    expect_cached: bool,
-) -> Phase:
-    """One search per query at `rate`/s (open loop); its row printed."""
-    targets = [search_target(q) for q in queries]
-    phase = await openloop.run_phase(http, probe, name, rate, targets, expect_cached)
-    print(f"  {row(phase)}", flush=True)
-    return phase
-
-
-PHASE_HEADER = (
-    "| phase | rate /s | requests | errors | cache flag wrong | achieved /s "
-    "| p50 ms | p90 ms | p99 ms | max ms | server p50 ms | send lag p99 ms |\n"
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-)
-
-
-def row(p: Phase) -> str:
-    return (
-        f"| {p.name} | {p.rate:g} | {len(p.outcomes)} | {p.errors} | {p.wrong_cache} "
-        f"| {p.achieved:.1f} | {p.ms(50):.1f} | {p.ms(90):.1f} | {p.ms(99):.1f} | {p.ms(100):.1f} "
-        f"| {p.server_p50_ms():.1f} | {p.lag_p99_ms():.1f} |"
-    )
-
-
-# Server-Timing's stages (the API's histograms), then Triton's own view of the embed stage.
-_STAGES = ("resolve", "cache", "tokenize", "embed", "search", "other", "total")
-BREAKDOWN_HEADER = (
-    "| phase | rate /s | "
-    + " | ".join(f"API: {s}" for s in _STAGES)
-    + " | Triton: request | Triton: queue | Triton: compute | Triton: mean batch |\n"
-    + "|---|---:|"
-    + "---:|" * (len(_STAGES) + 4)
-)
-
-
-def breakdown_row(p: Phase) -> str:
-    b = p.breakdown
-    stages = " | ".join(f"{b[f'stage_{s}_ms']:.2f}" for s in _STAGES)
-    return (
-        f"| {p.name} | {p.rate:g} | {stages} | {b['triton_request_ms']:.1f} "
-        f"| {b['triton_queue_ms']:.1f} | {b['triton_infer_ms']:.1f} | {b['batch']:.2f} |"
-    )
-
-
-@dataclass
-class LoadResults:
-    warmup: Phase
-    cached: Phase
-    low: Phase
-    steps: list[Phase]
-
-    def highest_rate(self) -> float | None:
-        """The highest uncached rate held at p99 <= UNCACHED_P99_MS; None when none was."""
-        held = [p.rate for p in self.steps if p.holds(UNCACHED_P99_MS)]
-        return max(held) if held else None
-
-
-async def load(
-    url: str, metrics: tuple[str, str], args: argparse.Namespace, queries: Queries
-) -> LoadResults:
-    """`metrics`: the API's and Triton's /metrics URLs."""
-    probe = Probe(*metrics)
-    # The operator's key: only it is told per answer whether the cache answered.
-    async with keep_alive(url, CONNECTIONS, {"X-API-Key": OPERATOR_KEY}) as http:
-        print("warm-up: 30 uncached searches at 10/s ...", flush=True)
-        warmup = await run_phase(http, probe, "warm-up", 10, queries.take(30), expect_cached=False)
-
-        popular = queries.take(args.cached_queries)
-        print(f"pre-warming {len(popular)} cached queries ...", flush=True)
-        for query in popular:
-            answer = await one_request(
-                http, search_target(query), asyncio.get_running_loop().time()
-            )
-            if answer.status != 200:
-                raise RuntimeError(f"pre-warm search failed: {answer.status} {answer.error}")
-        r = random.Random(1)
-        draws = [r.choice(popular) for _ in range(round(CACHED_RATE * args.seconds))]
-        print(f"cached, {CACHED_RATE:g}/s for {args.seconds:g} s ...", flush=True)
-        cached = await run_phase(http, probe, "cached", CACHED_RATE, draws, expect_cached=True)
-
-        count = max(1, round(args.low_rate * args.seconds))
-        print(f"uncached, {args.low_rate:g}/s for {args.seconds:g} s ...", flush=True)
-        low = await run_phase(
-            http, probe, "uncached (low)", args.low_rate, queries.take(count), expect_cached=False
-        )
-
-        steps: list[Phase] = []
-        failed_in_a_row = 0
-        for rate in args.rates:
-            print(f"uncached, {rate:g}/s for {args.seconds:g} s ...", flush=True)
-            queries_now = queries.take(max(1, round(rate * args.seconds)))
-            phase = await run_phase(http, probe, "uncached", rate, queries_now, expect_cached=False)
-            steps.append(phase)
-            failed_in_a_row = 0 if phase.holds(UNCACHED_P99_MS) else failed_in_a_row + 1
-            if failed_in_a_row == 2 and not args.all_rates:
-                print("  two rates in a row missed the target: stopping the steps", flush=True)
-                break
-        return LoadResults(warmup, cached, low, steps)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,7 +85,6 @@ def report(args: argparse.Namespace, figures: ApiFigures) -> str:
     q = settings.qdrant
     threads = text_threads(repo)
     phases = [results.warmup, results.cached, results.low, *results.steps]
-    command = shlex.join(["python", "-m", "loadtests.bench_api", *sys.argv[1:]])
     lines = [
         "",
         f"{manifest.arch} ({manifest.weights} weights), {args.photos} photos in Qdrant Edge "
@@ -291,7 +92,7 @@ def report(args: argparse.Namespace, figures: ApiFigures) -> str:
         f"oversampling={q.oversampling:g}, "
         f"int8 quantization {'on' if q.quantization else 'off'}), {machine()}, "
         f"onnxruntime {ort.__version__}, commit {commit()}, {datetime.now():%Y-%m-%d %H:%M}",
-        f"command: {command}",
+        f"command: {command('loadtests.bench_api')}",
         f"load average before the run: {figures.load_before:.2f} (other work on the machine skews "
         "every figure)",
         f"Triton text model: queue delay {text_queue_delay_ms(repo):g} ms, onnxruntime threads "
@@ -389,22 +190,10 @@ def parser() -> argparse.ArgumentParser:
 
 def measure(args: argparse.Namespace) -> ApiFigures:
     repo = args.repository.resolve()
-    data_dir = args.data_dir.resolve()
-    prefix = f"bench-api-{os.getpid()}-{int(time.time())}"
     # The API process and this one read the same settings: the environment plus these.
-    overrides = {
-        "PHOTOSEARCH_DATA_DIR": str(data_dir),
-        "PHOTOSEARCH_MODEL__REPOSITORY": str(repo),
-        "PHOTOSEARCH_REDIS__PREFIX": prefix,
-        "PHOTOSEARCH_API__ANONYMOUS_SEARCH": "true",
-        "PHOTOSEARCH_API__KEYS": json.dumps(
-            [{"name": "bench", "sha256": hash_key(OPERATOR_KEY), "scopes": ["search", "admin"]}]
-        ),
-    }
-    for name in ("PHOTOSEARCH_QDRANT__URL", "PHOTOSEARCH_QDRANT__PATH"):
-        if os.environ.pop(name, None) is not None:
-            print(f"note: {name} ignored: this benchmark uses the embedded store in --data-dir")
-    os.environ.update(overrides)
+    prefix = api_environment("api", args.data_dir.resolve())
+    os.environ["PHOTOSEARCH_MODEL__REPOSITORY"] = str(repo)
+    embedded_store_only("this benchmark uses the embedded store in --data-dir")
     settings = Settings()
 
     load_before = os.getloadavg()[0]
@@ -441,20 +230,9 @@ def measure(args: argparse.Namespace) -> ApiFigures:
     with tempfile.TemporaryDirectory(prefix="bench-api-") as tmp, ExitStack() as stack:
         work = Path(tmp)
         redis_url = own_redis(stack, work, args.redis_url, prefix)
-        triton = stack.enter_context(TritonServer(repo, triton_ports(), work / "triton"))
-        port, metrics_port = free_ports(2)
-        env = os.environ | {
-            "PHOTOSEARCH_REDIS__URL": redis_url,
-            "PHOTOSEARCH_TRITON__URL": triton.url,
-            "PHOTOSEARCH_API__METRICS_PORT": str(metrics_port),
-        }
-        print("starting the API ...", flush=True)
-        with running(api_process(env, port, work / "api.log", args.api_log_level)):
-            metrics = (
-                f"http://127.0.0.1:{metrics_port}/metrics",
-                f"http://127.0.0.1:{triton.ports.metrics}/metrics",
-            )
-            results = asyncio.run(load(f"http://127.0.0.1:{port}", metrics, args, queries))
+        with api_beside_triton(repo, work, redis_url, args.api_log_level) as served:
+            metrics = (served.metrics, f"http://127.0.0.1:{served.triton.ports.metrics}/metrics")
+            results = asyncio.run(load(served.url, metrics, args, queries))
         log = (work / "api.log").read_text(errors="replace").splitlines()
         problems = [line for line in log if "ERROR" in line or "Traceback" in line]
     return ApiFigures(settings, repo, version, raw, results, load_before, problems)

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import tempfile
-import time
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -34,14 +32,13 @@ from core.settings import Settings
 from core.vectorstore import VectorStore, collection_name
 from harness.models import WORK, ensure_model
 from harness.observe import Metrics, fetch_text
-from harness.processes import api_process, free_ports, own_redis, running, triton_ports
+from harness.processes import own_redis
 from harness.store import ensure_store, fill_store, store_arguments
 from harness.vocabulary import Queries
 from loadtests.openloop import OPERATOR_KEY, Phase, keep_alive, run_phase, search_target
+from loadtests.startup import api_beside_triton, api_environment
 from model.repository import MODELS, version_dir, write_configs
 from model.triton_config import BatchingOptions
-from model.triton_server import TritonServer
-from query_api.http.auth import hash_key
 
 CONNECTIONS = 256
 LINKED_BYTES = 1 << 20  # files above this are hard-linked into the copy (the ONNX weights)
@@ -148,22 +145,13 @@ async def load(
 
 def main() -> None:
     args = parser().parse_args()
-    data_dir = args.data_dir.resolve()
-    prefix = f"bench-experiment-{os.getpid()}-{int(time.time())}"
-    overrides = {
-        "PHOTOSEARCH_DATA_DIR": str(data_dir),
-        "PHOTOSEARCH_REDIS__PREFIX": prefix,
-        "PHOTOSEARCH_API__ANONYMOUS_SEARCH": "true",
-        "PHOTOSEARCH_API__KEYS": json.dumps(
-            [{"name": "bench", "sha256": hash_key(OPERATOR_KEY), "scopes": ["search", "admin"]}]
-        ),
-    }
+    prefix = api_environment("experiment", args.data_dir.resolve())
     with tempfile.TemporaryDirectory(prefix="bench-experiment-") as tmp, ExitStack() as stack:
         work = Path(tmp)
         source = args.repository.resolve()
         version = ensure_model(source, args.arch)
         repo, twin = repository_with_twin(source, version, work)
-        os.environ.update({**overrides, "PHOTOSEARCH_MODEL__REPOSITORY": str(repo)})
+        os.environ["PHOTOSEARCH_MODEL__REPOSITORY"] = str(repo)
         settings = Settings()
         dim = load_manifest(repo, version).embedding_dim
         store, live = ensure_store(settings, version, dim, args.photos, args.clusters, False)
@@ -172,20 +160,12 @@ def main() -> None:
         finally:
             store.close()  # the API process owns the store from here on
         redis_url = own_redis(stack, work, args.redis_url, prefix)
-        triton = stack.enter_context(TritonServer(repo, triton_ports(), work / "triton"))
-        port, metrics_port = free_ports(2)
-        env = os.environ | {
-            "PHOTOSEARCH_REDIS__URL": redis_url,
-            "PHOTOSEARCH_TRITON__URL": triton.url,
-            "PHOTOSEARCH_API__METRICS_PORT": str(metrics_port),
-        }
-        print("starting the API ...", flush=True)
         redis = stack.enter_context(Redis.from_url(redis_url))
-        with running(api_process(env, port, work / "api.log", "warning")):
+        with api_beside_triton(repo, work, redis_url, "warning") as served:
             rows = asyncio.run(
                 load(
-                    f"http://127.0.0.1:{port}",
-                    f"http://127.0.0.1:{metrics_port}/metrics",
+                    served.url,
+                    served.metrics,
                     redis,
                     prefix,
                     args,

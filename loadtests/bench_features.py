@@ -32,14 +32,13 @@ import aiohttp
 from core.embedding.manifest import load_manifest
 from core.settings import Settings
 from core.settings_api import ApiSettings
-from harness.machine import commit, machine
 from harness.models import ensure_model
 from harness.processes import bench_settings, redis_process, running, triton_ports
 from harness.store import ensure_store, store_arguments
 from harness.vocabulary import Queries
 from loadtests.openloop import OPERATOR_KEY, Phase, keep_alive, run_phase, search_target
 from loadtests.registry import Figure
-from loadtests.startup import api, command
+from loadtests.startup import api, command, ran
 from model.triton_server import TritonServer
 from query_api.http.timing import STAGES
 
@@ -190,7 +189,7 @@ def report(args: argparse.Namespace, f: FeaturesFigures) -> str:
     return "\n".join(
         [
             "",
-            f"{machine()}, commit {commit()}",
+            ran(),
             f"command: {command('loadtests.bench_features')}",
             "",
             f"Open loop, {args.seconds:g} s a phase, against {args.photos} photos ({f.arch}), "

@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import argparse
 import math
-import shlex
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -42,10 +40,10 @@ from core.embedding.arrays import Embeddings
 from core.vectorstore import PhotoPoint, SearchTuning
 from core.vectorstore.edge import EdgeStore
 from core.vectorstore.schema import CollectionSchema
-from harness.machine import commit, machine
 from harness.store import TEXT_NOISE
 from loadtests.bench_footprint import COLLECTION, clusters_for
 from loadtests.bench_recall_filtered import SHARES, SPAN, SPAN_START, window
+from loadtests.startup import heading
 
 K = 10
 DATA = ("flat", "nested", "low-rank")
@@ -188,12 +186,11 @@ def main(argv: list[str] | None = None) -> None:
     qs = queries(args.data, args.queries, args.n, args.dim, clusters_for(args.points))
     store = EdgeStore(path, schema=CollectionSchema(), tuning=SearchTuning(hnsw_ef=128))
     lines = [
-        f"# Graph recall@{K}, {args.points:,} photos, {args.data} data, {args.queries} queries",
-        "",
-        f"{machine()}, commit {commit()}, {datetime.now():%Y-%m-%d %H:%M}; {name} {built}",
-        "",
-        f"    python -m loadtests.bench_graph_recall {shlex.join(sys.argv[1:])}".rstrip(),
-        "",
+        *heading(
+            f"# Graph recall@{K}, {args.points:,} photos, {args.data} data, {args.queries} queries",
+            "loadtests.bench_graph_recall",
+            f"; {name} {built}",
+        ),
         "| filter | setting | recall@10 | p50 ms | p95 ms |",
         "|---|---|---:|---:|---:|",
     ]

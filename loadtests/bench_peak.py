@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shlex
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +49,7 @@ from loadtests import cpushare
 from loadtests.bench_model import QUERIES, throughput
 from loadtests.openloop import Phase, Probe, keep_alive, run_phase, search_target
 from loadtests.run import forget_cached_queries
+from loadtests.startup import command
 from loadtests.system import Target, start
 from model.precision import FP16_CPU_CRASH
 from model.repository import version_dir
@@ -223,13 +222,12 @@ async def measure_target(
 
 
 def report(figures: PeakFigures, args: argparse.Namespace) -> str:
-    command = shlex.join(["python", "-m", "loadtests.bench_peak", *sys.argv[1:]])
     lines = [
         "",
         f"# The query path at the peak, under `photosearch up` ({machine()}, commit {commit()})",
         "",
-        f"`{command}`: ViT-B-32 (random weights; {figures.served}), text searches of queries "
-        f"never sent before, open loop, {args.seconds:g} s per rate.",
+        f"`{command('loadtests.bench_peak')}`: ViT-B-32 (random weights; {figures.served}), "
+        f"text searches of queries never sent before, open loop, {args.seconds:g} s per rate.",
         "",
         "The raw text encoder on this machine (onnxruntime, as one Triton text instance runs "
         "it, before the load): "

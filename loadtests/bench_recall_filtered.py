@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import shlex
 import sys
 import time
 from collections import defaultdict
@@ -35,10 +34,11 @@ from core.embedding.arrays import Embeddings
 from core.vectorstore import SearchFilter, SearchTuning, VectorStore
 from core.vectorstore.edge import EdgeStore
 from core.vectorstore.schema import CollectionSchema
-from harness.machine import commit, machine
 from harness.store import TEXT_NOISE
-from loadtests.bench_footprint import COLLECTION, clusters_for, disk_parts, in_child, part_of
-from loadtests.bench_recall import query_vectors
+from loadtests.bench_footprint import COLLECTION, clusters_for, in_child
+from loadtests.footprint_parts import disk_parts, part_of
+from loadtests.recall_search import query_vectors
+from loadtests.startup import heading
 
 K = 10
 WARM_UP = 10
@@ -173,12 +173,10 @@ def residency(resident: dict[str, int], disk: dict[str, int], points: int) -> li
 
 def report(rows: Sequence[Row], args: argparse.Namespace, points: int) -> str:
     lines = [
-        f"# Filtered recall@{K} on Qdrant Edge, {points:,} photos ({args.store.name})",
-        "",
-        f"{machine()}, commit {commit()}, {datetime.now():%Y-%m-%d %H:%M}",
-        "",
-        f"    python -m loadtests.bench_recall_filtered {shlex.join(sys.argv[1:])}".rstrip(),
-        "",
+        *heading(
+            f"# Filtered recall@{K} on Qdrant Edge, {points:,} photos ({args.store.name})",
+            "loadtests.bench_recall_filtered",
+        ),
         "| filter | setting | recall@10 | worst query | p50 ms | p95 ms |",
         "|---|---|---:|---:|---:|---:|",
     ]

@@ -31,31 +31,19 @@ switch's live lock.
 from __future__ import annotations
 
 import argparse
-import gc
-import json
 import shutil
 import tempfile
-import time
-import tracemalloc
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
-import numpy as np
 from redis import Redis
 
 from core.jobs import Jobs
-from core.jobstatus import JobKind
 from core.settings import Settings
-from core.sources import LocalSource
 from core.submit import queue_sync
 from core.taskqueue import create_celery, embed_queue
-from core.vectorstore import PhotoPoint, collection_name, open_store
 from harness.models import TINY_CONFIG
 from harness.observe import QueueWatch
-from harness.photos import DISTINCT, small_photo, write_catalogue
 from harness.processes import (
     bench_settings,
     process_env,
@@ -64,42 +52,9 @@ from harness.processes import (
     triton_ports,
     worker_process,
 )
-from indexer.jobs.units import plan_shard
-from indexer.jobs.verify import compare
-from indexer.plan.shards import ShardMap, ShardRange, load_map
-from indexer.runtime import Runtime
 from loadtests.registry import Figure
-
-MB = 1 << 20
-T = TypeVar("T")
-
-
-@dataclass
-class Pass:
-    """One planning pass: photos listed per second, and the largest heap one step held."""
-
-    photos_per_s: float
-    peak_mb: float
-    steps: int
-
-
-@dataclass
-class SizeFigures:
-    photos: int
-    split: Pass  # the first sync's split: one streaming listing of everything
-    load: Pass  # every shard of an empty collection
-    nightly: Pass  # every shard of a full collection, 1% changed
-    verify_peak_mb: float
-    verify_s: float
-    upserts_per_s: float  # points written into Qdrant Edge, 1000 a request
-    e2e_photos_per_s: float | None = None
-    e2e_s: float | None = None
-    broker_longest: int | None = None
-    redis_calls_per_batch: float | None = None  # every command the e2e sync sent Redis
-
-    @property
-    def planner_peak_mb(self) -> float:
-        return max(self.split.peak_mb, self.load.peak_mb, self.nightly.peak_mb)
+from loadtests.scale_catalogue import catalogues, parser, runtime
+from loadtests.scale_planning import SizeFigures, planning
 
 
 @dataclass
@@ -121,136 +76,6 @@ class ScaleFigures:
     def memory_ratio(self) -> float:
         """Planner peak heap, largest catalogue / smallest: the issue asks <= 1.2."""
         return self.large.planner_peak_mb / self.small.planner_peak_mb
-
-
-@contextmanager
-def traced() -> Iterator[Callable[[], float]]:
-    """Trace the heap; yields a function that returns the peak (MB) since it was last called.
-    Garbage is collected first: the peak is what one step held, not a previous step's cycles
-    the collector had not reached yet."""
-    tracemalloc.start()
-
-    def peak() -> float:
-        value = tracemalloc.get_traced_memory()[1] / MB
-        gc.collect()
-        tracemalloc.reset_peak()
-        return value
-
-    gc.collect()
-    tracemalloc.reset_peak()
-
-    try:
-        yield peak
-    finally:
-        tracemalloc.stop()
-
-
-def timed(work: Callable[[], T]) -> tuple[T, float]:
-    started = time.perf_counter()
-    result = work()
-    return result, time.perf_counter() - started
-
-
-def units_of(rt: Runtime, job_id: str) -> list[ShardRange]:
-    raw: list[bytes] = rt.redis.lrange(rt.work.keys(job_id)[1], 0, -1)  # type: ignore[assignment]
-    return [ShardRange.from_wire(json.loads(u)) for u in raw]
-
-
-def plan_every_shard(rt: Runtime, job_id: str, shards: list[ShardRange], photos: int) -> Pass:
-    """Plan each shard twice: once timed, once under tracemalloc (peak of the worst shard)."""
-    job = rt.jobs.get(job_id)
-    assert job is not None
-    plans, seconds = timed(lambda: [plan_shard(rt, job, s, "bench") for s in shards])
-    records = {shard.id: plan.record for shard, plan in zip(shards, plans, strict=True)}
-    rt.redis.hset(rt.work.keys(job_id)[9], mapping={k: json.dumps(v) for k, v in records.items()})
-    del plans
-    worst = 0.0
-    with traced() as peak:
-        for shard in shards:
-            plan_shard(rt, job, shard, "bench")
-            worst = max(worst, peak())
-    return Pass(photos / seconds, worst, len(shards))
-
-
-def split(rt: Runtime, job_id: str, photos: int) -> tuple[Pass, list[ShardRange]]:
-    """The first sync's split of one shard of everything, timed, then traced."""
-    job = rt.jobs.get(job_id)
-    assert job is not None
-    whole = ShardRange("")
-    planned, seconds = timed(lambda: plan_shard(rt, job, whole, "bench"))
-    parts = units_of(rt, job_id) + [ShardRange.from_wire(u) for _, u in planned.units]
-    parts = parts or [whole]  # small enough to stay one shard
-    rt.work.drop(job_id, 60)
-    with traced() as peak:
-        plan_shard(rt, job, whole, "bench")
-        worst = peak()
-    rt.work.drop(job_id, 60)
-    return Pass(photos / seconds, worst, 1), parts
-
-
-def fill(rt: Runtime, collection: str, root: Path, shards: ShardMap, dim: int) -> None:
-    """A point per photo as a sync writes it (key, version, shard label), synthetic vectors."""
-    rng = np.random.default_rng(0)
-    chunk: list[PhotoPoint] = []
-    for obj in LocalSource(root).list_range():
-        payload = {
-            "source_key": obj.key,
-            "content_version": obj.version,
-            "meta_hash": "",
-            "shard": shards.label_of(obj.key),
-            "model_version": 1,
-        }
-        vector = rng.standard_normal(dim).astype(np.float32)
-        chunk.append(PhotoPoint(obj.key, vector / np.linalg.norm(vector), payload))
-        if len(chunk) == 1000:
-            rt.store.upsert(collection, chunk)
-            chunk = []
-    rt.store.upsert(collection, chunk)
-
-
-def change_one_percent(root: Path) -> None:
-    other = small_photo(DISTINCT + 1)
-    for n, path in enumerate(sorted(root.rglob("*.jpg"))):
-        if n % 100 == 0:
-            path.write_bytes(other)
-
-
-def planning(rt: Runtime, root: Path, photos: int, dim: int) -> SizeFigures:
-    collection = collection_name(1, f"bench{photos}")
-    rt.store.create_collection(collection, dim)
-    jobs = rt.jobs
-    job_id = jobs.create(JobKind.SYNC, source=str(root))
-    jobs.start(job_id, source=str(root), collection=collection, model_version=1)
-    print(f"  {photos}: the split of a catalogue never seen ...", flush=True)
-    split_pass, parts = split(rt, job_id, photos)
-    print(f"  {photos}: {len(parts)} shards of an empty collection ...", flush=True)
-    load_pass = plan_every_shard(rt, job_id, parts, photos)
-    # The collection holds the catalogue, labelled with the parts; 1% of the files change.
-    print(f"  {photos}: filling the collection ...", flush=True)
-    _, fill_s = timed(lambda: fill(rt, collection, root, ShardMap(p.lo for p in parts), dim))
-    change_one_percent(root)
-    print(f"  {photos}: the nightly full sync's {len(parts)} shards ...", flush=True)
-    nightly_job = jobs.create(JobKind.SYNC, source=str(root))
-    jobs.start(nightly_job, source=str(root), collection=collection, model_version=1)
-    nightly = plan_every_shard(rt, nightly_job, load_map(rt.store, collection).ranges(), photos)
-    with traced() as peak:
-        # Against itself: every shard's count and the sampled shards' keys and versions.
-        _, verify_s = timed(
-            lambda: compare(
-                rt.store,
-                rt.source(str(root)),
-                collection,
-                collection,
-                pending=(),
-                skipped=lambda keys: {},
-                samples=rt.settings.indexer.verify_samples,
-            )
-        )
-        verify_peak = peak()
-    rt.store.drop_collection(collection)
-    return SizeFigures(
-        photos, split_pass, load_pass, nightly, verify_peak, verify_s, photos / fill_s
-    )
 
 
 def redis_calls(redis_url: str) -> int:
@@ -291,41 +116,6 @@ def end_to_end(
     return job.images_per_s, job.elapsed_s, watch.longest, calls / job.batches_total
 
 
-def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--sizes", default="100000,1000000", help="catalogue sizes, comma-separated"
-    )
-    parser.add_argument("--shard-size", type=int, default=10_000)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-queued", type=int, default=8, help="max_queued_batches")
-    parser.add_argument("--concurrency", type=int, default=2, help="the e2e worker's threads")
-    parser.add_argument("--no-e2e", dest="e2e", action="store_false", help="planning only")
-    parser.add_argument("--work", type=Path, help="a folder for the catalogues (default: temp)")
-    reindex = parser.add_argument_group("--reindex: every phase of a reindex")
-    reindex.add_argument("--reindex", action="store_true", help="measure a reindex's phases")
-    reindex.add_argument("--changes", type=int, default=1000, help="changes the catch-up replays")
-    reindex.add_argument("--drain", type=int, default=100, help="changes the switch replays")
-    reindex.add_argument("--dim", type=int, default=512, help="the new model's vector size")
-    reindex.add_argument(
-        "--group-shards",
-        type=int,
-        default=0,
-        help="group only this many shards and extrapolate the pass's time (0: every shard)",
-    )
-    reindex.add_argument(
-        "--load-only-above",
-        type=int,
-        default=0,
-        metavar="PHOTOS",
-        help="stop larger sizes after the load: 1e6 x 512 takes most of an hour to index on 2 "
-        "busy cores (0: every phase at every size)",
-    )
-    return parser
-
-
 def measure(args: argparse.Namespace) -> ScaleFigures:
     from model.export import export_model
     from model.triton_server import TritonServer
@@ -337,29 +127,9 @@ def measure(args: argparse.Namespace) -> ScaleFigures:
         export_model(str(TINY_CONFIG), "none", repo)
         redis, redis_url = redis_process(work)
         with running(redis), TritonServer(repo, triton_ports(), work / "triton") as triton:
-            for photos in (int(n) for n in args.sizes.split(",")):
-                root = work / f"photos{photos}"
-                started = time.perf_counter()
-                write_catalogue(root, photos)
-                seconds = time.perf_counter() - started
-                print(f"{photos} photos written in {seconds:.0f} s", flush=True)
-                values = bench_settings(
-                    work / "plan-data",
-                    triton.url,
-                    repo,
-                    redis_url,
-                    shard_size=args.shard_size,
-                    batch_size=args.batch_size,
-                )
-                settings = Settings(**values)
-                store = open_store(settings)
-                rt = Runtime(settings, store=store)
-                try:
+            for photos, root in catalogues(work, args.sizes):
+                with runtime(work / "plan-data", triton.url, repo, redis_url, args) as rt:
                     size = planning(rt, root, photos, dim=32)
-                finally:
-                    rt.close()
-                    store.close()
-                shutil.rmtree(work / "plan-data", ignore_errors=True)
                 if args.e2e:
                     print(f"  {photos}: end to end ...", flush=True)
                     (
@@ -369,7 +139,6 @@ def measure(args: argparse.Namespace) -> ScaleFigures:
                         size.redis_calls_per_batch,
                     ) = end_to_end(work, repo, triton.url, redis_url, root, args)
                 figures.sizes.append(size)
-                shutil.rmtree(root)
                 print(f"  {photos}: {size}", flush=True)
     return figures
 

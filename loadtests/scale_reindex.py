@@ -36,7 +36,6 @@ import ctypes
 import gc
 import math
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -47,11 +46,7 @@ from pathlib import Path
 import psutil
 
 from core.jobstatus import JobPhase, JobState
-from core.settings import Settings
-from core.vectorstore import open_store
-from harness.photos import write_catalogue
 from harness.processes import (
-    bench_settings,
     free_ports,
     peak_rss_bytes,
     redis_process,
@@ -63,10 +58,11 @@ from indexer.jobs.catchup import end_replay
 from indexer.jobs.units import advance
 from indexer.jobs.verify import compare
 from indexer.runtime import Runtime
-from loadtests.bench_scale import MB
 from loadtests.jobtasks import Clustered, Worker, begin_reindex
 from loadtests.livechanges import LIVE_DIM, Changes, fill_live
 from loadtests.registry import Figure
+from loadtests.scale_catalogue import MB, catalogues, runtime
+from loadtests.scale_catalogue import parser as scale_parser
 
 PER_CLUSTER = 100  # photos per cluster centre of the synthetic vectors
 PHASES = (
@@ -249,29 +245,10 @@ def measure_reindex(args: argparse.Namespace) -> list[SizeRun]:
         redis, redis_url = redis_process(work)
         (unused,) = free_ports(1)  # nothing asks Triton: an address where none answers
         with running(redis):
-            for photos in (int(n) for n in args.sizes.split(",")):
-                root = work / f"photos{photos}"
-                started = time.perf_counter()
-                write_catalogue(root, photos)
-                print(f"{photos} photos written in {time.perf_counter() - started:.0f} s")
-                values = bench_settings(
-                    work / "data",
-                    f"127.0.0.1:{unused}",
-                    work / "models",
-                    redis_url,
-                    shard_size=args.shard_size,
-                    batch_size=args.batch_size,
-                )
-                settings = Settings(**values)
-                store = open_store(settings)
-                rt = Runtime(settings, store=store)
-                try:
+            for photos, root in catalogues(work, args.sizes):
+                triton = f"127.0.0.1:{unused}"
+                with runtime(work / "data", triton, work / "models", redis_url, args) as rt:
                     runs.append(reindex_run(rt, root, photos, args))
-                finally:
-                    rt.close()
-                    store.close()
-                shutil.rmtree(work / "data", ignore_errors=True)
-                shutil.rmtree(root)
     return runs
 
 
@@ -342,8 +319,6 @@ def report(runs: list[SizeRun]) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    from loadtests.bench_scale import parser as scale_parser
-
     p = scale_parser()
     p.set_defaults(reindex=True)
     return p
