@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 
 from core.embedding.arrays import Embeddings
 from core.embedding.manifest import TEXT_INPUT, TEXT_MODEL, load_manifest
 from core.embedding.tokenizer import ClipTokenizer, pad_batch
 from core.vectorstore import VectorStore
+from loadtests.encoders import encoder
 from loadtests.openloop import LIMIT
-from model.repository import version_dir
 from model.triton_config import parse
 
 
@@ -46,14 +45,7 @@ def raw_text(
     pads), and the embeddings of `embedded` for the raw search."""
     tokenizer = ClipTokenizer.from_repository(repo, version)
     context = load_manifest(repo, version).tokenizer.context_length
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = text_threads(repo)
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(
-        str(version_dir(repo, TEXT_MODEL, version) / "model.onnx"),
-        options,
-        providers=["CPUExecutionProvider"],
-    )
+    session = encoder(repo, TEXT_MODEL, version, text_threads(repo))
     batches = [pad_batch(tokenizer.encode_batch([q]), pad_multiple, context) for q in timed]
     for batch in batches[:5]:  # warm-up
         session.run(None, {TEXT_INPUT: batch})

@@ -16,15 +16,13 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 
 from core.embedding.images import prepare_image
 from core.embedding.manifest import IMAGE_MODEL, list_versions, load_manifest
 from harness.photos import sized
 from harness.processes import bench_settings, redis_process, running, sync_folder, triton_ports
-from loadtests.bench_model import REPEATS, throughput
+from loadtests.encoders import REPEATS, encoder, throughput
 from loadtests.registry import Figure
-from model.repository import version_dir
 from model.triton_server import TritonServer
 
 FULL_REINDEX = 100_000_000
@@ -42,10 +40,7 @@ def make_photos(root: Path, count: int) -> int:
 def raw_rate(repo: Path, version: int, photos: list[Path], seconds: float) -> dict[int, float]:
     """The image encoder alone in onnxruntime (all cores), by batch size: best of REPEATS."""
     manifest = load_manifest(repo, version)
-    session = ort.InferenceSession(
-        str(version_dir(repo, IMAGE_MODEL, version) / "model.onnx"),
-        providers=["CPUExecutionProvider"],
-    )
+    session = encoder(repo, IMAGE_MODEL, version, one_pool=False)
     pixels = np.stack([prepare_image(p.read_bytes(), manifest.image) for p in photos[:64]])
     run = partial(session.run, None)
     rates = {}

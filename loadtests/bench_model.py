@@ -27,50 +27,13 @@ from core.embedding.manifest import IMAGE_MODEL, TEXT_MODEL, list_versions, load
 from core.embedding.tokenizer import ClipTokenizer, pad_batch
 from harness.machine import commit, machine
 from harness.processes import triton_ports
+from loadtests.encoders import QUERIES, REPEATS, encoder, throughput
 from loadtests.registry import Figure
-from model.repository import version_dir, write_configs
+from model.repository import write_configs
 from model.triton_config import BatchingOptions
 from model.triton_server import TritonServer
 
 T = TypeVar("T")
-
-# Typical stock-photo searches: 2-12 words, at most 16 tokens with start and end.
-QUERIES = [
-    "cat",
-    "red bicycle against a brick wall",
-    "sunset over the ocean",
-    "business meeting",
-    "golden retriever puppy in snow",
-    "aerial view of a forest",
-    "woman running on the beach",
-    "coffee beans close-up",
-    "new york skyline at night",
-    "fresh vegetables at a market",
-    "child blowing bubbles in a park",
-    "rainy street in tokyo",
-    "mountain lake at dawn",
-    "wedding rings",
-    "laptop on a wooden desk",
-    "hot air balloons over cappadocia",
-]
-
-
-REPEATS = 3  # best of: on a shared machine other processes only ever slow a run down
-
-
-def throughput(
-    fn: Callable[[T], object], inputs: list[T], items_per_call: int, seconds: float
-) -> float:
-    """Items per second of fn over the inputs in turn: best of REPEATS runs, after a warm-up."""
-    fn(inputs[0])
-    best = 0.0
-    for _ in range(REPEATS):
-        calls, start = 0, time.perf_counter()
-        while (elapsed := time.perf_counter() - start) < seconds:
-            fn(inputs[calls % len(inputs)])
-            calls += 1
-        best = max(best, calls * items_per_call / elapsed)
-    return best
 
 
 async def athroughput(
@@ -103,18 +66,8 @@ def text_batches(tokenizer: ClipTokenizer, batch: int, multiple: int) -> list[An
 def raw_figures(repo: Path, version: int, seconds: float) -> dict[str, float]:
     manifest = load_manifest(repo, version)
     tokenizer = ClipTokenizer.from_repository(repo, version)
-    options = ort.SessionOptions()
-    options.inter_op_num_threads = 1
-    text = ort.InferenceSession(
-        str(version_dir(repo, TEXT_MODEL, version) / "model.onnx"),
-        options,
-        providers=["CPUExecutionProvider"],
-    )
-    image = ort.InferenceSession(
-        str(version_dir(repo, IMAGE_MODEL, version) / "model.onnx"),
-        options,
-        providers=["CPUExecutionProvider"],
-    )
+    text = encoder(repo, TEXT_MODEL, version)
+    image = encoder(repo, IMAGE_MODEL, version)
     out: dict[str, float] = {}
     for batch in (1, 8):
         for label, multiple in (("77", 77), ("longest", 1)):

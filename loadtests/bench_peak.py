@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import psutil
 
 from core.embedding.manifest import TEXT_MODEL, list_versions, load_manifest
@@ -46,13 +45,11 @@ from harness.machine import ROOT, commit, machine
 from harness.processes import free_ports
 from harness.vocabulary import Queries
 from loadtests import cpushare
-from loadtests.bench_model import QUERIES, throughput
+from loadtests.encoders import QUERIES, encoder, throughput
 from loadtests.openloop import Phase, Probe, keep_alive, run_phase, search_target
 from loadtests.run import forget_cached_queries
 from loadtests.startup import command
 from loadtests.system import Target, start
-from model.precision import FP16_CPU_CRASH
-from model.repository import version_dir
 from model.triton_config import BatchingOptions
 from query_api.http.timing import STAGES
 
@@ -114,16 +111,8 @@ def raw_text_rates(repository: Path, seconds: float) -> dict[int, float]:
     version = max(list_versions(repository))
     spec = load_manifest(repository, version).tokenizer
     ids = load_tokenizer(repository, version).encode_batch(QUERIES)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = BatchingOptions().text_ort_threads
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(
-        str(version_dir(repository, TEXT_MODEL, version) / "model.onnx"),
-        options,
-        providers=["CPUExecutionProvider"],
-        disabled_optimizers=[FP16_CPU_CRASH],
-    )
+    threads = BatchingOptions().text_ort_threads
+    session = encoder(repository, TEXT_MODEL, version, threads, served=True)
     rates = {}
     for batch in (1, 8):
         rows = [pad_for(spec, ids[i : i + batch], 1) for i in range(0, len(ids) - batch + 1, batch)]

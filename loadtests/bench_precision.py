@@ -32,9 +32,8 @@ from core.embedding.manifest import (
 )
 from core.embedding.tokenizer import load_tokenizer, pad_for
 from harness.machine import commit, machine
-from loadtests.bench_model import QUERIES, throughput
-from model.precision import FP16_CPU_CRASH, PrecisionOptions
-from model.repository import version_dir
+from loadtests.encoders import QUERIES, encoder, throughput
+from model.precision import PrecisionOptions
 
 IMAGE_BATCHES = (1, 8, 16, 32)
 
@@ -56,24 +55,11 @@ class PrecisionFigures:
         return batch, self.image_per_s[batch]
 
 
-def _session(path: Path, threads: int) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as served
-    return ort.InferenceSession(
-        str(path),
-        options,
-        providers=["CPUExecutionProvider"],
-        disabled_optimizers=[FP16_CPU_CRASH],
-    )
-
-
 def time_version(repo: Path, version: int, seconds: float, threads: int) -> PrecisionFigures:
     manifest = load_manifest(repo, version)
     tokenizer = load_tokenizer(repo, version)
     ids = tokenizer.encode_batch(QUERIES)
-    text = _session(version_dir(repo, TEXT_MODEL, version) / "model.onnx", threads)
+    text = encoder(repo, TEXT_MODEL, version, threads, served=True)
     singles = [pad_for(manifest.tokenizer, [row], 1) for row in ids]
     eights = [pad_for(manifest.tokenizer, ids[i : i + 8], 1) for i in range(0, len(ids), 8)]
 
@@ -82,7 +68,7 @@ def time_version(repo: Path, version: int, seconds: float, threads: int) -> Prec
 
     single = throughput(run_text, singles, 1, seconds)
     batched = throughput(run_text, eights, 8, seconds)
-    image = _session(version_dir(repo, IMAGE_MODEL, version) / "model.onnx", threads)
+    image = encoder(repo, IMAGE_MODEL, version, threads, served=True)
     size = manifest.image.size
     rng = np.random.default_rng(0)
     per_batch = {}
