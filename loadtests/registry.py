@@ -165,6 +165,53 @@ BENCHMARKS = [
         ),
         "--photos 1000 --queries 10".split(),
     ),
+    # The stock-photo features: what they cost a search, the indexer and a keystroke, and how
+    # well the automatic tags do.
+    Benchmark(
+        "features",
+        "loadtests.bench_features",
+        (
+            "What facets, business boosts and suggestions cost against plain hybrid search: the "
+            "real API, Triton and Redis over the api benchmark's store (reused), whose payloads "
+            "hold the visual attributes, automatic tags and popularity; every query's embedding "
+            "cached, so the phases compare what the features add; open loop at the design's "
+            "average and peak. Facets: the six fields a first page asks for, over the default "
+            "pool; boosts: recency and popularity at 0.01; suggestions: prefixes of queries three "
+            "sessions searched."
+        ),
+        "--photos 2000 --clusters 20 --seconds 2 --rates 2,5".split(),
+        uses_model=True,
+        api_store=True,
+    ),
+    Benchmark(
+        "attributes",
+        "loadtests.bench_attributes",
+        (
+            "What the visual attributes (colours, size, orientation) add to the indexer's decode: "
+            "synthetic photo-like JPEGs at a camera's and a web page's size, each decoded and "
+            "preprocessed to CLIP's input with and without them, in turn; means per photo."
+        ),
+        "--count 2 --decodes 20".split(),
+    ),
+    Benchmark(
+        "suggest",
+        "loadtests.bench_suggest",
+        (
+            "Suggestions over an index of 50,000 popular queries, 100,000 title words and 20,000 "
+            "tags: lookups in the replica's index, and GET /v1/suggest through the real app "
+            "over HTTP, one at a time, for every prefix of queries drawn by popularity."
+        ),
+        "--queries 2000 --terms 4000 --tags 1000 --lookups 500 --requests 200".split(),
+    ),
+    Benchmark(
+        "tagging",
+        "loadtests.bench_tagging",
+        (
+            "Automatic tags: the tiny model trained on synthetic photos, its rule calibrated on "
+            "400 of them, applied to 600 held back (shape, colour and texture tags), against its "
+            "untrained twin and chance."
+        ),
+    ),
 ]
 BY_NAME = {b.name: b for b in BENCHMARKS}
 
