@@ -4,6 +4,9 @@ Qdrant Edge or a Qdrant server's stand-in; and the calibration benchmark, run ti
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +26,7 @@ from indexer.app import create_app
 from indexer.host import worker_thread
 from indexer.runtime import Runtime
 from model.triton_server import TritonServer
+from tests.support.deployfiles import ROOT
 from tests.support.images import encode, photo
 from tests.support.indexing import (
     WorkerProcess,
@@ -35,8 +39,8 @@ from tests.support.indexing import (
 from tests.support.qdrant_server import qdrant_stand_in
 
 # The tests' tiny model has random weights: it tells photos apart far less than CLIP does.
-# The near-duplicate benchmark (since retired) measured it on these photos with the tests'
-# export: distinct photos at cosines up to 0.978 (chelsea and coffee 0.992), their copies by
+# `python -m loadtests.bench_duplicates --repository <the tests' export>` measured it on these
+# photos: distinct photos at cosines up to 0.978 (chelsea and coffee 0.992), their copies by
 # JPEG re-encoding and downscaling at 0.9996 or more to their original. Between the two:
 THRESHOLD = 0.999
 
@@ -274,3 +278,42 @@ def test_the_tests_copies_are_near_duplicates_and_their_photos_are_not(
             assert cosines[i, original] >= THRESHOLD, (key, cosines[i, original])
         others = [j for j, other in enumerate(photos) if other != name]
         assert float(np.max(cosines[i, others])) < THRESHOLD, key
+
+
+def test_the_calibration_benchmark_prints_its_tables_and_a_choice(
+    triton: TritonServer, repository: Path
+) -> None:
+    thresholds = ["0.90", "0.999"]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loadtests.bench_duplicates",
+            "--repository",
+            str(repository),
+            "--triton-url",
+            triton.url,
+            "--photos",
+            "3",
+            "--thresholds",
+            ",".join(thresholds),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "3 photos x (original + 9 copies) = 30 images, 435 pairs" in out
+    # Three tables, a row per threshold each, every cell after the first a number.
+    rows = [line for line in out.splitlines() if re.match(r"^\| 0\.\d+ \|", line)]
+    assert [row.split(" | ")[0] for row in rows] == ["| 0.90", "| 0.999"] * 3, rows
+    for row in rows:
+        for cell in row.strip("|").split("|")[1:]:
+            for number in cell.split("/"):
+                assert 0 <= float(number) <= 435, row
+    chosen = re.search(r"^chosen threshold: (0\.\d+) \((.+)\)$", out, re.M)
+    assert chosen is not None, out
+    assert chosen[1] in thresholds
