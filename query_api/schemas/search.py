@@ -1,4 +1,4 @@
-"""What the API accepts: search parameters, filters, pages (its answers: schemas_answers.py)."""
+"""What the API accepts: search parameters, filters, pages (its answers: answers.py)."""
 
 from __future__ import annotations
 
