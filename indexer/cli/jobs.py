@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from core.jobstatus import FINISHED, JobKind, JobState
 from indexer.cli.common import (
     ForceOption,
     WaitOption,
@@ -51,7 +52,6 @@ def sync_command(
 @index_app.command("increment")
 def increment_command(wait: WaitOption = False, force: ForceOption = False) -> None:
     """Index what the change feed (PHOTOSEARCH_INDEXER__FEED) reported, listing nothing."""
-    from core.jobstatus import JobKind
     from core.submit import submit_sync
 
     jobs = jobs_of_settings()
@@ -65,7 +65,6 @@ def cancel_command(job_id: str) -> None:
     """End a job that is stuck, its locks released: a reindex keeps its work, to be resumed
     (`index reindex --resume JOB`); another job is marked failed and its work dropped."""
     from core.collectionroles import drop_command, resume_command
-    from core.jobstatus import FINISHED, JobKind, JobState
     from indexer.queue.workqueue import WorkQueue
 
     jobs = jobs_of_settings()
@@ -155,7 +154,6 @@ def resume_job(job_id: str, wait: bool) -> None:
 @index_app.command("rollback")
 def rollback_command() -> None:
     """Searches go back to the previous collection (and model version) at once."""
-    from core.jobstatus import FINISHED, JobState
     from core.submit import submit_rollback
 
     # A job record, not a task result: the API asks the same way, and a worker embedded in

@@ -9,14 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
-from core.jobstatus import JobKind
+from core.jobstatus import FINISHED, JobKind, JobState
 from core.settings import get_settings
 from indexer.cli.common import call_worker, index_app, jobs_of_settings, publisher
 
 
 def eta(job: Any) -> str:
     """A finished job has none (it said "ETA 0s", as if about to end); "?" while unknown."""
-    from core.jobstatus import FINISHED
 
     if job.state in FINISHED:
         return "-"
@@ -42,7 +41,6 @@ def progress(job: Any) -> str:
 
 def describe(job: Any) -> str:
     """One job on a line of its own (what a followed job ends with)."""
-    from core.jobstatus import FINISHED
     from indexer.jobs.gate_status import gate_lines
 
     left = "" if job.state in FINISHED else f"  ETA {eta(job)}"
@@ -99,8 +97,6 @@ def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
         TimeRemainingColumn,
     )
 
-    from core.jobstatus import FINISHED
-
     job = jobs.get(job_id)
     columns = (
         TextColumn("[progress.description]{task.description}"),
@@ -130,7 +126,6 @@ def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
 
 def follow_job(job_id: str) -> None:
     """Follow a job; exit 1 when it failed (a refusal's message on stderr)."""
-    from core.jobstatus import JobState
 
     job = follow(jobs_of_settings(), job_id)
     if job.refused:
