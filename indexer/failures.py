@@ -89,7 +89,7 @@ class BatchTask(Task[Any, Any]):
         claimed = rt.work.claim_batch(job_id, task_id)
         if claimed is None:
             return
-        failed = len(claimed.body["photos"]) if claimed.body else 0
+        failed = len(claimed.body.photos) if claimed.body else 0
         rt.metrics.photos.labels("failed").inc(failed)
         rt.jobs.note_problems(job_id, [f"batch {claimed.id}: {type(exc).__name__}: {exc}"])
         after(

@@ -34,7 +34,6 @@ from indexer.jobs import units
 from indexer.jobs.sync import IndexerError
 from indexer.photo.autotags import note_off
 from indexer.photo.pipeline import embed_photos
-from indexer.plan.catalog import Photo
 from indexer.plan.deleteguard import DeletesRefused, refuse
 from indexer.rounds import after, pump
 from indexer.runtime import Runtime, close_runtime, runtime_of
@@ -65,7 +64,7 @@ def plan(self: Task[Any, Any], job_id: str) -> None:
         refuse(rt.jobs, rt.work, job_id, str(exc))
         rt.work.release(job_id, token)
         return
-    ended = units.commit(rt, job_id, token, units.unit_id_of(unit), planned)
+    ended = units.commit(rt, job_id, token, unit.id, planned)
     planned.after_commit()
     after(self.app, rt, job_id, ended)
 
@@ -83,13 +82,9 @@ def embed_batch(self: Task[Any, Any], job_id: str) -> None:
     if claimed.body is None or job is None:  # counted before this delivery
         after(self.app, rt, job_id, rt.work.complete(job_id, token, claimed.id, {}))
         return
-    photos = [
-        (Photo.from_wire({k: v for k, v in p.items() if k != "shard"}), str(p["shard"]))
-        for p in claimed.body["photos"]
-    ]
     with rt.metrics.batch_seconds.time():
         result = embed_photos(
-            photos,
+            claimed.body.photos,
             collection=job.collection,
             model_version=job.model_version,
             source=rt.source(job.source),

@@ -14,10 +14,10 @@ from core.embedding.arrays import Embeddings
 from core.jobstatus import JobKind
 from core.vectorstore import collection_name
 from indexer.jobs.reindex import loading, open_load
-from indexer.jobs.units import commit, plan_unit, unit_id_of
+from indexer.jobs.units import commit, plan_unit
 from indexer.photo.writer import write_points
-from indexer.plan.catalog import Photo
 from indexer.plan.planner import Planned
+from indexer.queue.messages import GroupUnit, UnitKind
 from indexer.rounds import PLAN_AHEAD
 from indexer.runtime import Runtime
 
@@ -110,16 +110,16 @@ class Worker:
         if unit is None or job is None:
             return rt.work.release(job_id, token)
         started = time.perf_counter()
-        sampled_out = unit["kind"] == "group" and 0 < self.group_shards <= self.grouped
-        if sampled_out:  # its time is extrapolated from the shards grouped
-            planned = Planned({"label": unit["lo"], "sampled_out": True})
+        if isinstance(unit, GroupUnit) and 0 < self.group_shards <= self.grouped:
+            # Its time is extrapolated from the shards grouped.
+            planned = Planned({"label": unit.shard.lo, "sampled_out": True})
             self.sampled_out += 1
         else:
             planned = plan_unit(rt, job, unit, WORKER)
-            kind = {"replay": "plan_keys", "group": "group_shard"}.get(unit["kind"], "plan_shard")
-            self.busy[kind] += time.perf_counter() - started
-            self.grouped += unit["kind"] == "group"
-        return commit(rt, job_id, token, unit_id_of(unit), planned)
+            kind = {UnitKind.REPLAY: "plan_keys", UnitKind.GROUP: "group_shard"}
+            self.busy[kind.get(unit.kind, "plan_shard")] += time.perf_counter() - started
+            self.grouped += isinstance(unit, GroupUnit)
+        return commit(rt, job_id, token, unit.id, planned)
 
     def embed(self, job_id: str, token: str) -> bool:
         rt = self.rt
@@ -130,10 +130,7 @@ class Worker:
         if claimed.body is None or job is None:
             return rt.work.complete(job_id, token, claimed.id, {})
         started = time.perf_counter()
-        photos = [
-            (Photo.from_wire({k: v for k, v in p.items() if k != "shard"}), str(p["shard"]))
-            for p in claimed.body["photos"]
-        ]
+        photos = claimed.body.photos
         write_points(
             rt.store,
             job.collection,

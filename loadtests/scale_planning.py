@@ -22,6 +22,7 @@ from harness.photos import DISTINCT, small_photo
 from indexer.jobs.units import plan_shard
 from indexer.jobs.verify import compare
 from indexer.plan.shards import ShardMap, ShardRange, load_map
+from indexer.queue.messages import ShardUnit
 from indexer.runtime import Runtime
 from loadtests.scale_catalogue import MB
 
@@ -111,7 +112,7 @@ def split(rt: Runtime, job_id: str, photos: int) -> tuple[Pass, list[ShardRange]
     assert job is not None
     whole = ShardRange("")
     planned, seconds = timed(lambda: plan_shard(rt, job, whole, "bench"))
-    parts = units_of(rt, job_id) + [ShardRange.from_wire(u) for _, u in planned.units]
+    parts = units_of(rt, job_id) + [u.shard for u in planned.units if isinstance(u, ShardUnit)]
     parts = parts or [whole]  # small enough to stay one shard
     rt.work.drop(job_id, 60)
     with traced() as peak:

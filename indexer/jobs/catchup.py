@@ -10,29 +10,25 @@ cut are forgotten once the round has ended.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from core.vectorstore import VectorStore
-from indexer.plan.planner import shard_unit
 from indexer.plan.shards import ShardMap, load_map
 from indexer.queue.capture import Lag, Replay
+from indexer.queue.messages import ReplayUnit, ShardUnit, Unit
 from indexer.queue.records import JobRecords
 
 
-def replay_units(
-    replay: Replay, shards: ShardMap, chunk: int
-) -> Iterator[tuple[str, dict[str, Any]]]:
+def replay_units(replay: Replay, shards: ShardMap, chunk: int) -> Iterator[Unit]:
     """Chunks of logged keys, planned as an increment plans reported keys; and the follower's
     shards over each range logged whole, planned as a sync plans a shard."""
     for start in range(0, len(replay.keys), chunk):
-        unit_id = f"replay:{start}"
-        yield unit_id, {"kind": "replay", "id": unit_id, "keys": replay.keys[start : start + chunk]}
+        yield ReplayUnit(f"replay:{start}", tuple(replay.keys[start : start + chunk]))
     seen: set[str] = set()
     for whole in replay.shards:
         for shard in shards.overlapping(whole.lo, whole.hi):
             if shard.id not in seen:
                 seen.add(shard.id)
-                yield shard_unit(shard)
+                yield ShardUnit(shard)
 
 
 def start_replay(

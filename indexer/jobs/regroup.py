@@ -23,7 +23,6 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -31,6 +30,7 @@ from core.jobstatus import JobStatus
 from core.vectorstore import GROUP_FIELD, Hit, StoredPhoto, VectorStore
 from indexer.plan.planner import Planned, chunks
 from indexer.plan.shards import ShardMap, ShardRange
+from indexer.queue.messages import GroupUnit
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +46,9 @@ HIT_FIELDS: tuple[str, ...] = ()
 PHOTO_FIELDS = (GROUP_FIELD,)
 
 
-def group_unit(shard: ShardRange) -> tuple[str, dict[str, Any]]:
-    """A shard of the grouping pass, as a unit of its round (planned by the plan tokens)."""
-    return shard.id, {"kind": "group", **shard.to_wire()}
-
-
-def group_units(shards: ShardMap) -> list[tuple[str, dict[str, Any]]]:
-    return [group_unit(shard) for shard in shards.ranges()]
+def group_units(shards: ShardMap) -> list[GroupUnit]:
+    """Every shard of the grouping pass, as the units of its round (planned by plan tokens)."""
+    return [GroupUnit(shard) for shard in shards.ranges()]
 
 
 def earlier_neighbour(photo_id: str, hits: Iterable[Hit]) -> str | None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from redis import Redis
 from redis.lock import Lock
@@ -20,8 +19,9 @@ from core.sources import Source
 from core.vectorstore import LIVE_ALIAS, CollectionNotFound, VectorStore, collection_name
 from core.vectorstore.base import model_version_of
 from indexer.plan.deleteguard import open_budget
-from indexer.plan.planner import held_units, label_unlabelled, shard_unit
+from indexer.plan.planner import held_units, label_unlabelled
 from indexer.plan.shards import ShardMap, load_map
+from indexer.queue.messages import FeedUnit, ReplayUnit, ShardUnit, Unit
 from indexer.queue.records import JobRecords
 from indexer.queue.workqueue import WorkQueue
 
@@ -61,7 +61,7 @@ def live_collection(
 
 
 def start_round(work: WorkQueue, job_id: str, round_: int, shards: ShardMap) -> None:
-    work.start_round(job_id, round_, (shard_unit(shard) for shard in shards.ranges()))
+    work.start_round(job_id, round_, (ShardUnit(shard) for shard in shards.ranges()))
 
 
 def running(jobs: Jobs, job_id: str, source_uri: str, collection: str) -> None:
@@ -119,12 +119,12 @@ def start_increment(
         raise IndexerError("the live collection has points of an earlier release: sync once")
     running(records.jobs, job_id, source_uri, collection)
     open_budget(records.jobs, job_id, store.count(collection), settings.max_delete_share)
-    units: list[tuple[str, dict[str, Any]]] = [("feed:0", {"kind": "feed", "seq": 0})]
+    units: list[Unit] = [FeedUnit(0)]
     # Photos whose popularity changed (photosearch feedback popularity): planned as keys.
     pending = popular_keys(store, collection, records)
     for n, start in enumerate(range(0, len(pending), settings.feed_chunk)):
-        keys = pending[start : start + settings.feed_chunk]
-        units.append((f"popularity:{n}", {"kind": "replay", "id": f"popularity:{n}", "keys": keys}))
+        keys = tuple(pending[start : start + settings.feed_chunk])
+        units.append(ReplayUnit(f"popularity:{n}", keys))
     records.work.start_round(job_id, 0, units)
 
 

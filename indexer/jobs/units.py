@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import assert_never
 
 from core.embedding.arrays import Embeddings
 from core.experiments import decision_for
@@ -22,41 +22,35 @@ from indexer.plan import increment, planner
 from indexer.plan.feed import Feed, open_feed
 from indexer.plan.planner import Planned, PlanParts
 from indexer.plan.shards import ShardRange
+from indexer.queue.messages import FeedUnit, GroupUnit, ReplayUnit, ShardUnit, Unit
 from indexer.runtime import Runtime
 
 
-def unit_id_of(unit: dict[str, Any]) -> str:
-    """The id the unit is committed under, once per round."""
-    if unit["kind"] == "feed":
-        return f"feed:{unit['seq']}"
-    if unit["kind"] == "replay":
-        return str(unit["id"])
-    return ShardRange.from_wire(unit).id
-
-
-def plan_unit(rt: Runtime, job: JobStatus, unit: dict[str, Any], worker: str) -> Planned:
+def plan_unit(rt: Runtime, job: JobStatus, unit: Unit, worker: str) -> Planned:
     """What the unit needs done; DeletesRefused when its deletions pass the job's budget."""
-    if unit["kind"] == "feed":
-        parts = plan_parts(rt, job)
-        return increment.plan_feed(
-            job, int(unit["seq"]), job_feed(rt, parts["source"]), **parts, worker=worker
-        )
-    if unit["kind"] == "replay":  # logged changes of the live side (indexer/jobs/catchup.py)
-        keys = [str(key) for key in unit["keys"]]
-        return increment.plan_keys(
-            job, unit_id_of(unit), keys, **plan_parts(rt, job), worker=worker, started=time.time()
-        )
-    shard = ShardRange.from_wire(unit)
-    if unit["kind"] == "group":  # a shard of a reindex's grouping pass
-        return regroup.group_shard(
-            job,
-            shard,
-            store=rt.store,
-            duplicate_threshold=rt.duplicate_threshold(job.model_version),
-            worker=worker,
-            on_search=rt.metrics.duplicate_searches.labels("pass").inc,
-        )
-    return plan_shard(rt, job, shard, worker, bool(unit.get("confirm")))
+    match unit:
+        case FeedUnit(seq=seq):
+            parts = plan_parts(rt, job)
+            return increment.plan_feed(
+                job, seq, job_feed(rt, parts["source"]), **parts, worker=worker
+            )
+        case ReplayUnit(id=unit_id, keys=keys):  # logged changes (indexer/jobs/catchup.py)
+            return increment.plan_keys(
+                job, unit_id, list(keys), **plan_parts(rt, job), worker=worker, started=time.time()
+            )
+        case GroupUnit(shard=shard):  # a shard of a reindex's grouping pass
+            return regroup.group_shard(
+                job,
+                shard,
+                store=rt.store,
+                duplicate_threshold=rt.duplicate_threshold(job.model_version),
+                worker=worker,
+                on_search=rt.metrics.duplicate_searches.labels("pass").inc,
+            )
+        case ShardUnit(shard=shard, confirm=confirm):
+            return plan_shard(rt, job, shard, worker, confirm)
+        case _:
+            assert_never(unit)
 
 
 def plan_shard(

@@ -30,10 +30,10 @@ from indexer.plan.planner import (
     Writes,
     carry_out,
     resolve_unmatched,
-    shard_unit,
 )
 from indexer.plan.popularity import joined
 from indexer.plan.shards import load_map, prefix_range
+from indexer.queue.messages import FeedUnit, ShardUnit, Unit
 from indexer.queue.records import JobRecords
 
 
@@ -74,7 +74,7 @@ def plan_feed(
     planned.record["feed"] = seq
     planned.marks.update(chunk.marks)
     if chunk.more:
-        planned.units.append((f"feed:{seq + 1}", {"kind": "feed", "seq": seq + 1}))
+        planned.units.append(FeedUnit(seq + 1))
 
     def acknowledge() -> None:
         try:
@@ -168,8 +168,8 @@ def plan_keys(
     )
     counts["listed"] = len(keys)
     # A manifest changed: the shards under its folder are planned again, listing included.
-    units = [
-        shard_unit(shard)
+    units: list[Unit] = [
+        ShardUnit(shard)
         for key in changed_manifests
         for shard in shards.overlapping(*prefix_range(folder_of(key)))
     ]

@@ -34,6 +34,7 @@ from indexer.plan.deleteguard import guarded, holds_back, reserve
 from indexer.plan.diff import ShardDiff, ShardPlan, resolve
 from indexer.plan.popularity import joined
 from indexer.plan.shards import ShardMap, ShardRange, split_bounds
+from indexer.queue.messages import Batch, ShardUnit, Unit
 from indexer.queue.records import JobRecords
 from indexer.queue.workqueue import WorkQueue
 
@@ -47,8 +48,8 @@ class Planned:
     """What a planner commits: a record of the unit, batches, units it adds, counts."""
 
     record: dict[str, Any]
-    batches: list[dict[str, Any]] = field(default_factory=list)
-    units: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    batches: list[Batch] = field(default_factory=list)
+    units: list[Unit] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     marks: dict[str, tuple[str, int]] = field(default_factory=dict)  # key -> (value, ttl s)
     after_commit: Callable[[], None] = lambda: None  # a feed's acknowledgement
@@ -68,18 +69,10 @@ class PlanParts(TypedDict):
     taggers: NotRequired[Callable[[int], Tagger]]
 
 
-def shard_unit(shard: ShardRange, confirm: bool = False) -> tuple[str, dict[str, Any]]:
-    """A shard to plan; confirm: one held back earlier, now within the job's budget."""
-    unit: dict[str, Any] = {"kind": "shard", **shard.to_wire()}
-    if confirm:
-        unit["confirm"] = True
-    return shard.id, unit
-
-
-def held_units(planned: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+def held_units(planned: Iterable[dict[str, Any]]) -> list[ShardUnit]:
     """The shards a round held back (their records), as units of a round that confirms them."""
     return [
-        shard_unit(ShardRange(record["label"], record.get("hi")), confirm=True)
+        ShardUnit(ShardRange(record["label"], record.get("hi")), confirm=True)
         for record in planned
         if record.get("held")
     ]
@@ -170,11 +163,8 @@ def resolve_unmatched(
             labels[photo.photo_id] = label
 
 
-def batches_of(photos: Sequence[tuple[Photo, str]], size: int) -> list[dict[str, Any]]:
-    return [
-        {"photos": [{**photo.to_wire(), "shard": label} for photo, label in chunk]}
-        for chunk in chunks(photos, size)
-    ]
+def batches_of(photos: Sequence[tuple[Photo, str]], size: int) -> list[Batch]:
+    return [Batch(tuple(chunk)) for chunk in chunks(photos, size)]
 
 
 def carry_out(
@@ -184,7 +174,7 @@ def carry_out(
     plan: ShardPlan,
     labels: dict[str, str],
     batch_size: int,
-) -> tuple[list[dict[str, Any]], dict[str, int]]:
+) -> tuple[list[Batch], dict[str, int]]:
     """Write the payload-only changes and the skip records; the batches (of `batch_size`
     photos) and counts to commit."""
     writes.payloads([(photo, labels[photo.photo_id]) for photo in plan.payload])
@@ -335,7 +325,7 @@ def split_shard(
         bounds.append(bound)
         if empty and len(bounds) - 1 - emitted >= EMIT_EVERY:
             parts = [ShardRange(bounds[i], bounds[i + 1]) for i in range(emitted, len(bounds) - 1)]
-            work.add_units(job.id, (shard_unit(part) for part in parts))
+            work.add_units(job.id, (ShardUnit(part) for part in parts))
             emitted = len(bounds) - 1
     if not empty:
         relabel(store, job.collection, source, shard.lo, ShardMap(bounds))
@@ -350,7 +340,8 @@ def split_shard(
     }
     # Not a shard of the round itself: its parts are (so the ETA extrapolates over them).
     counts = {"shards_total": -1, "shards_planned": -1}
-    return Planned(record, units=[shard_unit(part) for part in parts[emitted:]], counts=counts)
+    units: list[Unit] = [ShardUnit(part) for part in parts[emitted:]]
+    return Planned(record, units=units, counts=counts)
 
 
 def relabel(

@@ -15,7 +15,7 @@ before it. The first shard always starts at "".
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,11 +40,11 @@ class ShardRange:
     def contains(self, key: str) -> bool:
         return key >= self.lo and (self.hi is None or key < self.hi)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, str | None]:
         return {"lo": self.lo, "hi": self.hi}
 
     @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> ShardRange:
+    def from_wire(cls, data: Mapping[str, Any]) -> ShardRange:
         return cls(str(data["lo"]), None if data.get("hi") is None else str(data["hi"]))
 
 

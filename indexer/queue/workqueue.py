@@ -29,6 +29,7 @@ from typing import Any
 
 from redis import Redis
 
+from indexer.queue.messages import Batch, Unit, unit_from_wire
 from indexer.queue.scripts import (
     ADD_UNITS,
     CLAIM,
@@ -53,10 +54,10 @@ class Tokens:
 
 @dataclass(frozen=True)
 class Claimed:
-    """What a token holds: a batch (id and body, None when counted already) or a unit."""
+    """What an embed token holds: a batch's id and the batch (None when counted already)."""
 
     id: str
-    body: dict[str, Any] | None
+    body: Batch | None
 
 
 class WorkQueue:
@@ -83,19 +84,17 @@ class WorkQueue:
         job = f"{self.prefix}:job:{job_id}"
         return [job, *(f"{job}:{name}" for name in JOB_KEYS)]
 
-    def start_round(
-        self, job_id: str, round_: int, units: Iterable[tuple[str, dict[str, Any]]]
-    ) -> bool:
-        """Open a round with its units (id, unit); False when it was opened before, whose
+    def start_round(self, job_id: str, round_: int, units: Iterable[Unit]) -> bool:
+        """Open a round with its units; False when it was opened before, whose
         units are then added again (each once: a start run again after a crash)."""
         started = bool(self._start(keys=self.keys(job_id), args=[round_]))
         self.add_units(job_id, units)
         return started
 
-    def add_units(self, job_id: str, units: Iterable[tuple[str, dict[str, Any]]]) -> int:
+    def add_units(self, job_id: str, units: Iterable[Unit]) -> int:
         added, chunk = 0, []
-        for unit_id, unit in units:
-            chunk += [unit_id, json.dumps(unit)]
+        for unit in units:
+            chunk += [unit.id, json.dumps(unit.to_wire())]
             if len(chunk) >= 2000:
                 added += int(self._add(keys=self.keys(job_id), args=chunk))
                 chunk = []
@@ -111,16 +110,16 @@ class WorkQueue:
         embed, plan, ended = self._reserve(keys=self.keys(job_id), args=args)
         return Tokens([i.decode() for i in embed], [i.decode() for i in plan], bool(ended))
 
-    def claim_unit(self, job_id: str, token: str) -> dict[str, Any] | None:
+    def claim_unit(self, job_id: str, token: str) -> Unit | None:
         found = self._claim(keys=self.keys(job_id), args=[token, "unit", self.now()])
-        return None if found is None else dict(json.loads(found[1]))
+        return None if found is None else unit_from_wire(json.loads(found[1]))
 
     def claim_batch(self, job_id: str, token: str) -> Claimed | None:
         found = self._claim(keys=self.keys(job_id), args=[token, "work", self.now()])
         if found is None:
             return None
         batch_id, body = found[0].decode(), found[1]
-        return Claimed(batch_id, json.loads(body) if body else None)
+        return Claimed(batch_id, Batch.from_wire(json.loads(body)) if body else None)
 
     def commit(
         self,
@@ -129,15 +128,15 @@ class WorkQueue:
         unit_id: str,
         record: Mapping[str, Any],
         *,
-        batches: Iterable[Mapping[str, Any]] = (),
-        units: Iterable[tuple[str, dict[str, Any]]] = (),
+        batches: Iterable[Batch] = (),
+        units: Iterable[Unit] = (),
         counts: Mapping[str, int] | None = None,
         marks: Mapping[str, tuple[str, int]] | None = None,
     ) -> bool:
         """A unit's plan, once: its batches, the units it adds, the marks it sets (key ->
         (value, ttl s, 0 for none)), its counts. True when the round ended with it."""
-        bodies = [json.dumps(b) for b in batches]
-        pairs = [part for unit_id_, unit in units for part in (unit_id_, json.dumps(unit))]
+        bodies = [json.dumps(batch.to_wire()) for batch in batches]
+        pairs = [part for unit in units for part in (unit.id, json.dumps(unit.to_wire()))]
         args: list[Any] = [token, unit_id, json.dumps(record), len(bodies), *bodies]
         args += [len(pairs) // 2, *pairs]
         marked = [part for key, (value, ttl) in (marks or {}).items() for part in (key, value, ttl)]

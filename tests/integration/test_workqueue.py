@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 from redis import Redis
@@ -12,6 +11,9 @@ from redis import Redis
 from core.jobs import LIVE_LOCK, Jobs
 from core.jobstatus import JobKind, JobState
 from indexer.photo.skips import SkipRecords
+from indexer.plan.catalog import Photo
+from indexer.plan.shards import ShardRange
+from indexer.queue.messages import Batch, FeedUnit, ShardUnit, Unit
 from indexer.queue.workqueue import WorkQueue
 
 
@@ -48,8 +50,13 @@ def jobs(redis: Redis, prefix: str) -> Jobs:
     return Jobs(redis, prefix)
 
 
-def units(*names: str) -> list[tuple[str, dict[str, str]]]:
-    return [(name, {"kind": "shard", "lo": name}) for name in names]
+def units(*names: str) -> list[ShardUnit]:
+    return [ShardUnit(ShardRange(name)) for name in names]
+
+
+def batch(key: object) -> Batch:
+    """A batch of one photo, told apart by its key."""
+    return Batch(((Photo(str(key), str(key), "v1"), ""),))
 
 
 def reserve(
@@ -59,7 +66,7 @@ def reserve(
     return tokens.embed, tokens.plan
 
 
-def planning(work: WorkQueue, job_id: str, unit: tuple[str, dict[str, Any]]) -> str:
+def planning(work: WorkQueue, job_id: str, unit: Unit) -> str:
     """A round of one unit, its planner's token reserved and the unit claimed: the token."""
     work.start_round(job_id, 0, [unit])
     _, [planner] = reserve(work, job_id, plan=1)
@@ -86,9 +93,9 @@ def test_plan_tokens_take_units_and_the_claim_survives_a_redelivery(
     assert embed == [] and len(plan) == 2
     assert reserve(work, job, plan=2) == ([], [])  # both still outstanding
     first = work.claim_unit(job, plan[0])
-    assert first == {"kind": "shard", "lo": "a"}
+    assert first == ShardUnit(ShardRange("a"))
     assert work.claim_unit(job, plan[0]) == first  # the same token again: the same unit
-    assert work.claim_unit(job, plan[1]) == {"kind": "shard", "lo": "b"}
+    assert work.claim_unit(job, plan[1]) == ShardUnit(ShardRange("b"))
 
 
 def test_a_unit_commits_its_batches_and_counts_once(work: WorkQueue, jobs: Jobs) -> None:
@@ -96,7 +103,7 @@ def test_a_unit_commits_its_batches_and_counts_once(work: WorkQueue, jobs: Jobs)
     work.start_round(job, 0, units("a", "b"))
     _, (token, other) = reserve(work, job)
     work.claim_unit(job, token)
-    batches = [{"photos": [{"key": "x"}]}, {"photos": [{"key": "y"}]}]
+    batches = [batch("x"), batch("y")]
     record = {"label": "a", "points": 2}
     assert not work.commit(
         job, token, "a", record, batches=batches, counts={"total": 2, "listed": 2}
@@ -120,7 +127,7 @@ def test_embed_tokens_never_outnumber_the_room_and_come_back_as_batches_end(
 ) -> None:
     job = jobs.create(JobKind.SYNC)
     planner = planning(work, job, units("a")[0])
-    batches = [{"photos": [{"key": str(n)}]} for n in range(5)]
+    batches = [batch(n) for n in range(5)]
     work.commit(job, planner, "a", {}, batches=batches)
     embed, _ = reserve(work, job, embed=3)
     assert len(embed) == 3 and reserve(work, job, embed=3) == ([], [])
@@ -137,7 +144,7 @@ def test_planning_waits_while_enough_batches_wait(work: WorkQueue, jobs: Jobs) -
     work.start_round(job, 0, units("a", "b", "c"))
     _, [planner] = reserve(work, job, plan=1)
     work.claim_unit(job, planner)
-    work.commit(job, planner, "a", {}, batches=[{"n": n} for n in range(4)])
+    work.commit(job, planner, "a", {}, batches=[batch(n) for n in range(4)])
     assert reserve(work, job, embed=0, plan=5, ahead=4)[1] == []  # 4 waiting: no planner
     assert len(reserve(work, job, embed=0, plan=5, ahead=5)[1]) == 2  # two shards left
 
@@ -145,7 +152,7 @@ def test_planning_waits_while_enough_batches_wait(work: WorkQueue, jobs: Jobs) -
 def test_a_batch_counts_once_and_the_round_ends_once(work: WorkQueue, jobs: Jobs) -> None:
     job = jobs.create(JobKind.SYNC)
     planner = planning(work, job, units("a")[0])
-    assert not work.commit(job, planner, "a", {}, batches=[{"n": 1}, {"n": 2}])
+    assert not work.commit(job, planner, "a", {}, batches=[batch(1), batch(2)])
     one, two = reserve(work, job, embed=2)[0]
     first, second = work.claim_batch(job, one), work.claim_batch(job, two)
     assert first is not None and second is not None
@@ -164,7 +171,7 @@ def test_a_batch_counts_once_and_the_round_ends_once(work: WorkQueue, jobs: Jobs
 def test_a_claimed_batch_counted_meanwhile_comes_back_empty(work: WorkQueue, jobs: Jobs) -> None:
     job = jobs.create(JobKind.SYNC)
     planner = planning(work, job, units("a")[0])
-    work.commit(job, planner, "a", {}, batches=[{"n": 1}])
+    work.commit(job, planner, "a", {}, batches=[batch(1)])
     [token] = reserve(work, job)[0]
     claimed = work.claim_batch(job, token)
     assert claimed is not None
@@ -190,10 +197,10 @@ def test_a_token_that_died_holding_a_batch_gives_it_back(
 ) -> None:
     job = jobs.create(JobKind.SYNC)
     planner = planning(work, job, units("a")[0])
-    work.commit(job, planner, "a", {}, batches=[{"n": 1}, {"n": 2}])
+    work.commit(job, planner, "a", {}, batches=[batch(1), batch(2)])
     dead, alive = reserve(work, job, embed=2)[0]
     lost = work.claim_batch(job, dead)
-    assert lost is not None and lost.body == {"n": 1}
+    assert lost is not None and lost.body == batch(1)
     clock.advance(0.6)
     kept = work.claim_batch(job, alive)  # claiming shows a token alive
     assert kept is not None
@@ -209,7 +216,7 @@ def test_a_resume_gives_back_what_dead_tokens_held_not_what_running_tasks_hold(
 ) -> None:
     job = jobs.create(JobKind.REINDEX)
     planner = planning(work, job, units("a")[0])
-    work.commit(job, planner, "a", {}, batches=[{"n": n} for n in range(5)])
+    work.commit(job, planner, "a", {}, batches=[batch(n) for n in range(5)])
     dead, running, late, _unsent = reserve(work, job, embed=4)[0]
     lost = work.claim_batch(job, dead)
     held = work.claim_batch(job, running)
@@ -244,7 +251,7 @@ def test_a_finished_job_hands_out_and_takes_nothing(work: WorkQueue, jobs: Jobs)
     jobs.finish(job, JobState.FAILED, "cancelled")
     assert work.claim_unit(job, planner) is None
     assert reserve(work, job) == ([], [])
-    assert not work.commit(job, planner, "a", {}, batches=[{"n": 1}])
+    assert not work.commit(job, planner, "a", {}, batches=[batch(1)])
     assert work.backlog(job)["batches"] == 0
 
 
@@ -252,9 +259,9 @@ def test_a_commit_sets_the_feed_s_marks_with_its_plan(
     work: WorkQueue, jobs: Jobs, prefix: str
 ) -> None:
     job = jobs.create(JobKind.INCREMENT)
-    planner = planning(work, job, ("feed:0", {"kind": "feed", "seq": 0}))
+    planner = planning(work, job, FeedUnit(0))
     marks = {f"{prefix}:offset": ("7:120", 0), f"{prefix}:seen:m1": ("1", 60)}
-    units_added = [("feed:1", {"kind": "feed", "seq": 1})]
+    units_added = [FeedUnit(1)]
     work.commit(job, planner, "feed:0", {}, units=units_added, marks=marks)
     assert work.redis.get(f"{prefix}:offset") == b"7:120"
     assert work.redis.ttl(f"{prefix}:offset") == -1

@@ -36,6 +36,8 @@ from core.vectorstore import (
 )
 from indexer.app import create_app
 from indexer.host import worker_thread
+from indexer.plan.shards import ShardRange
+from indexer.queue.messages import ShardUnit
 from indexer.queue.workqueue import WorkQueue
 from indexer.runtime import Runtime
 from tests.support.api import ADMIN_KEY, SEARCH_KEY, api_settings, own_store, serving
@@ -254,7 +256,7 @@ def test_cancel_keeps_a_reindexs_work_to_resume_and_drops_a_syncs(site: Site) ->
     assert site.jobs.claim_lock(LIVE_LOCK, sync) is None
     site.jobs.start(sync, state=JobState.RUNNING)
     for job_id in (reindex, sync):
-        work.start_round(job_id, 0, [("s0", {"kind": "shard"}), ("s1", {"kind": "shard"})])
+        work.start_round(job_id, 0, [ShardUnit(ShardRange("s0")), ShardUnit(ShardRange("s1"))])
 
     cancelled = cli(site.settings, "index", "cancel", reindex)
     assert cancelled.returncode == 0, cancelled.stderr

@@ -16,6 +16,8 @@ from core.settings import Settings
 from core.settings_indexer import IndexerSettings
 from core.taskqueue import EMBED_BATCH, PLAN
 from indexer.app import create_app
+from indexer.plan.shards import ShardRange
+from indexer.queue.messages import ShardUnit
 from indexer.queue.workqueue import WorkQueue
 from indexer.rounds import pump
 
@@ -42,7 +44,7 @@ def test_pump_publishes_the_room_of_the_job_and_then_nothing_more(
     prefix = f"rounds-{uuid.uuid4().hex[:8]}"
     job_id = Jobs(redis, prefix).create(JobKind.SYNC)
     work = WorkQueue(redis, prefix)
-    work.start_round(job_id, 0, [(n, {"kind": "shard", "lo": n}) for n in "abc"])
+    work.start_round(job_id, 0, [ShardUnit(ShardRange(n)) for n in "abc"])
 
     assert not pump(app, work, settings, job_id)
     # Three shards wait and no batch yet: two planners (their room), no embedding.

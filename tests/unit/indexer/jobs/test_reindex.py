@@ -38,7 +38,6 @@ from indexer.jobs.reindex import (
 from indexer.jobs.rollback import advance_rollback, stale, start_rollback
 from indexer.jobs.switch import switch, warm_cache
 from indexer.jobs.sync import IndexerError, alias_lock
-from indexer.jobs.units import unit_id_of
 from indexer.jobs.verify import check
 from indexer.photo.writer import ShardPhoto
 from indexer.plan.catalog import read_catalog
@@ -182,7 +181,7 @@ def end_round(records: JobRecords, job_id: str) -> None:
     for token in tokens.plan:
         unit = work.claim_unit(job_id, token)
         ended = (
-            work.commit(job_id, token, unit_id_of(unit), {})
+            work.commit(job_id, token, unit.id, {})
             if unit is not None
             else work.release(job_id, token)
         ) or ended

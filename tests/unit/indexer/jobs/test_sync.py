@@ -28,11 +28,9 @@ from indexer.jobs.sync import (
     start_increment,
     start_sync,
 )
-from indexer.jobs.units import unit_id_of
-from indexer.plan.catalog import Photo
 from indexer.plan.deleteguard import DeletesRefused, refuse
 from indexer.plan.planner import PlanParts, plan_shard
-from indexer.plan.shards import ShardRange
+from indexer.queue.messages import ShardUnit
 from indexer.queue.records import JobRecords
 from tests.unit.indexer.conftest import COLLECTION, DIM, PHOTOS, EmbedBatch, MeanColours
 
@@ -66,13 +64,14 @@ class Rounds:
         if unit is None:
             self.work.release(job.id, token)
             return
+        assert isinstance(unit, ShardUnit)
         try:
             planned = plan_shard(
                 job,
-                ShardRange.from_wire(unit),
+                unit.shard,
                 **self.parts,
                 worker="w1",
-                confirm=bool(unit.get("confirm")),
+                confirm=unit.confirm,
             )
         except DeletesRefused as exc:  # as the plan task ends a refused job
             refuse(self.jobs, self.work, job.id, str(exc))
@@ -81,7 +80,7 @@ class Rounds:
         self.work.commit(
             job.id,
             token,
-            unit_id_of(unit),
+            unit.id,
             planned.record,
             batches=planned.batches,
             units=planned.units,
@@ -94,11 +93,7 @@ class Rounds:
             self.work.release(job.id, token)
             return
         assert claimed.body is not None
-        photos = [
-            (Photo.from_wire({k: v for k, v in p.items() if k != "shard"}), str(p["shard"]))
-            for p in claimed.body["photos"]
-        ]
-        result = self.embed_batch(photos, job.collection, job.model_version)
+        result = self.embed_batch(claimed.body.photos, job.collection, job.model_version)
         counts = {"done": len(result.done), "skipped": len(result.skipped)}
         self.work.complete(job.id, token, claimed.id, counts)
 

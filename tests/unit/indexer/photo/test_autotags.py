@@ -28,7 +28,6 @@ from core.vectorstore import VectorStore
 from core.vectorstore.base import AUTO_TAGS_FIELD, TAGGED_WITH_FIELD
 from indexer.photo.autotags import Tagger, Taggers, note_off, with_tags
 from indexer.photo.pipeline import embed_photos
-from indexer.plan.catalog import Photo
 from indexer.plan.increment import plan_keys
 from indexer.plan.planner import Planned, PlanParts, plan_shard
 from indexer.plan.shards import ShardRange
@@ -214,11 +213,7 @@ def index(
 
     def run(tagger: Tagger) -> None:
         planned = plan_shard(job, ShardRange(""), **plan_parts, worker="w1")
-        photos = [
-            (Photo.from_wire({k: v for k, v in p.items() if k != "shard"}), str(p["shard"]))
-            for batch in planned.batches
-            for p in batch["photos"]
-        ]
+        photos = [photo for batch in planned.batches for photo in batch.photos]
         embed_photos(
             photos,
             collection=COLLECTION,

@@ -50,7 +50,7 @@ def test_the_reported_keys_are_planned_without_a_listing(
         job, "feed:0", keys, **plan_parts, worker="w1", started=10.0, now=lambda: 12.0
     )
 
-    embedded = sorted(p["key"] for batch in planned.batches for p in batch["photos"])
+    embedded = sorted(photo.key for batch in planned.batches for photo, _ in batch.photos)
     assert embedded == sorted([changed, "day3/new.jpg"])
     assert store.count(COLLECTION) == PHOTOS - 1
     assert planned.counts["listed"] == len(keys)
@@ -86,14 +86,16 @@ def test_a_chunk_of_the_feed_is_planned_and_the_rest_is_the_next_unit(
 
     planned = plan_feed(job, 0, feed, **parts, worker="w1", now=lambda: 10.0)
 
-    embedded = sorted(p["key"] for batch in planned.batches for p in batch["photos"])
+    embedded = sorted(photo.key for batch in planned.batches for photo, _ in batch.photos)
     assert embedded == ["day3/a.jpg", "day3/b.jpg"]
     assert (planned.record["feed"], planned.record["keys"], planned.record["started"]) == (
         0,
         2,
         10.0,
     )
-    assert planned.units == [("feed:1", {"kind": "feed", "seq": 1})]
+    assert [(unit.id, unit.to_wire()) for unit in planned.units] == [
+        ("feed:1", {"kind": "feed", "seq": 1})
+    ]
     # The feed's offset moves with the plan's commit (a mark), so a chunk planned again
     # after a crash reads the same keys.
     read = len("".join(lines[:2]))

@@ -57,11 +57,7 @@ def plan(job: JobStatus, plan_parts: PlanParts) -> Plan:
 
 
 def batched(planned: Planned) -> list[tuple[Photo, str]]:
-    return [
-        (Photo.from_wire({k: v for k, v in p.items() if k != "shard"}), str(p["shard"]))
-        for batch in planned.batches
-        for p in batch["photos"]
-    ]
+    return [photo for batch in planned.batches for photo in batch.photos]
 
 
 @pytest.fixture
@@ -74,7 +70,7 @@ def indexed(plan: Plan, store: VectorStore, embed_batch: EmbedBatch) -> None:
 def test_a_first_plan_batches_every_photo_of_the_shard(plan: Plan, folder: Path) -> None:
     planned = plan(now=ticks(1000.0))
     assert sorted(photo.key for photo, _ in batched(planned)) == keys_in(folder)
-    assert [len(batch["photos"]) for batch in planned.batches] == [4, 2]  # batch_size 4
+    assert [len(batch.photos) for batch in planned.batches] == [4, 2]  # batch_size 4
     assert planned.counts == {"total": 6, "skipped": 0, "unchanged": 0, "changes": 6, "listed": 6}
     record = planned.record
     assert (record["label"], record["photos"], record["points"]) == ("", PHOTOS, PHOTOS)
@@ -135,7 +131,7 @@ def test_an_oversized_shard_is_split_into_parts_of_the_shard_size(
 ) -> None:
     photo_folder(folder / "more", 2 * settings.shard_size + 1 - PHOTOS)
     planned = plan(now=ticks(50.0))
-    parts = [unit for _, unit in planned.units]
+    parts = [unit.to_wire() for unit in planned.units]
     assert planned.record["split"] == len(parts) == 3
     assert (parts[0]["lo"], parts[-1]["hi"]) == ("", None)
     assert planned.batches == []

@@ -23,6 +23,7 @@ from indexer.plan.increment import plan_keys
 from indexer.plan.planner import PlanParts, plan_shard
 from indexer.plan.popularity import from_metadata, joined, with_value
 from indexer.plan.shards import ShardRange
+from indexer.queue.messages import ReplayUnit
 from indexer.queue.records import JobRecords
 from tests.unit.indexer.conftest import COLLECTION, PHOTOS, EmbedBatch
 
@@ -87,7 +88,7 @@ def test_a_sync_writes_a_changed_popularity_as_a_payload_and_logs_its_key(
 ) -> None:
     parts = PlanParts(**{**plan_parts, "records": with_popularity})
     planned = plan_shard(job, ShardRange(""), **parts, worker="w1")
-    embed_batch([(_photo(p), "") for batch in planned.batches for p in batch["photos"]])
+    embed_batch([(photo, "") for batch in planned.batches for photo, _ in batch.photos])
     assert store.count(COLLECTION) == PHOTOS
     with_popularity.capture.follow(FOLLOWER)
     photo = sorted(read_catalog(source, ()).photos.values(), key=lambda p: p.key)[0]
@@ -101,10 +102,6 @@ def test_a_sync_writes_a_changed_popularity_as_a_payload_and_logs_its_key(
     assert stored.payload["popularity"] == 16.0
     assert with_popularity.capture.pending(FOLLOWER) == {photo.key}
     assert plan_shard(job, ShardRange(""), **parts, worker="w1").record["changes"] == 0
-
-
-def _photo(wire: dict[str, object]) -> Photo:
-    return Photo.from_wire({k: v for k, v in wire.items() if k != "shard"})
 
 
 def test_an_increment_plans_the_photos_whose_popularity_changed(
@@ -128,16 +125,16 @@ def test_an_increment_plans_the_photos_whose_popularity_changed(
     start_increment(job_id, source.uri, store=store, records=with_popularity, settings=settings)
 
     units = [with_popularity.work.claim_unit(job_id, f"t{n}") for n in range(3)]
-    assert units[0] == {"kind": "feed", "seq": 0}
-    replays = [u for u in units[1:] if u is not None]
-    assert [u["keys"] for u in replays] == [[photos[1].key], [photos[4].key]]
+    assert units[0] is not None and units[0].to_wire() == {"kind": "feed", "seq": 0}
+    replays = [u for u in units[1:] if isinstance(u, ReplayUnit)]
+    assert [list(u.keys) for u in replays] == [[photos[1].key], [photos[4].key]]
     assert popular_keys(store, COLLECTION, with_popularity) == []  # taken once
     job = jobs.get(job_id)
     assert job is not None and job.state == JobState.RUNNING
     open_budget(jobs, job_id, PHOTOS, 0.5)
     parts = PlanParts(**{**plan_parts, "records": with_popularity})
     for unit in replays:
-        plan_keys(job, unit["id"], unit["keys"], **parts, worker="w1", started=1.0)
+        plan_keys(job, unit.id, list(unit.keys), **parts, worker="w1", started=1.0)
     stored = store.retrieve(COLLECTION, [p.photo_id for p in photos])
     found = {p.photo_id: p.payload.get("popularity") for p in stored}
     assert found == {p.photo_id: {1: 3.0, 4: 9.0}.get(i) for i, p in enumerate(photos)}

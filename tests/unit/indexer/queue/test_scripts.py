@@ -14,8 +14,6 @@ from redis import Redis
 
 from core.jobs import Jobs
 from core.jobstatus import JobKind
-from indexer.jobs.units import unit_id_of
-from indexer.plan.catalog import Photo
 from indexer.plan.shards import ShardRange
 from indexer.queue.scripts import JOB_KEYS
 from indexer.queue.workqueue import WorkQueue
@@ -67,9 +65,9 @@ def test_units_and_a_batch_the_previous_release_queued_are_claimed_and_read(
     work = WorkQueue(redis, prefix)
     tokens = work.reserve(job_id, max_embed=1, max_plan=5, plan_ahead=100, ttl_s=600)
     assert (len(tokens.embed), len(tokens.plan)) == (1, 5)
-    claimed_units = [work.claim_unit(job_id, token) or {} for token in tokens.plan]
-    assert claimed_units == PREVIOUS_UNITS
-    assert [unit_id_of(unit) for unit in claimed_units] == [
+    claimed_units = [work.claim_unit(job_id, token) for token in tokens.plan]
+    assert [unit and unit.to_wire() for unit in claimed_units] == PREVIOUS_UNITS
+    assert [unit and unit.id for unit in claimed_units] == [
         ShardRange("a/", "m/").id,
         ShardRange("m/", None).id,
         ShardRange("", "a/").id,
@@ -80,8 +78,8 @@ def test_units_and_a_batch_the_previous_release_queued_are_claimed_and_read(
     batch = work.claim_batch(job_id, tokens.embed[0])
     assert batch is not None and batch.body is not None
     assert batch.id == "b1"
-    [wire] = batch.body["photos"]
-    photo = Photo.from_wire({k: v for k, v in wire.items() if k != "shard"})
+    [(photo, label)] = batch.body.photos
+    assert label == "a/"
     assert (photo.photo_id, photo.key, photo.metadata) == (
         "a/1",
         "a/1.jpg",
