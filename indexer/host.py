@@ -24,12 +24,26 @@ log = logging.getLogger(__name__)
 
 
 class EmbeddedWorker(WorkController):
-    """A worker that says when its consumer is ready."""
+    """A worker on threads of this process, without Celery's cluster chatter (heartbeats,
+    mingle, gossip), that says when its consumer is ready."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, app: Celery, *, queues: list[str], concurrency: int, hostname: str, loglevel: str
+    ) -> None:
         self.ready = threading.Event()
         self.thread: threading.Thread | None = None  # the thread it consumes on
-        super().__init__(*args, **kwargs)
+        super().__init__(
+            app=app,
+            pool="threads",
+            concurrency=concurrency,
+            queues=queues,
+            hostname=hostname,
+            loglevel=loglevel,
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+            ready_callback=None,
+        )
 
     def on_consumer_ready(self, consumer: object) -> None:
         self.ready.set()
@@ -57,16 +71,11 @@ def worker_thread(
     app.set_default()
     previous = install_runtime(runtime)
     worker = EmbeddedWorker(
-        app=app,
-        pool="threads",
-        concurrency=concurrency,
+        app,
         queues=queues,
+        concurrency=concurrency,
         hostname=f"{name}-{os.getpid()}@localhost",
         loglevel=loglevel,
-        without_heartbeat=True,
-        without_mingle=True,
-        without_gossip=True,
-        ready_callback=None,
     )
     thread = threading.Thread(target=worker.start, name="celery-worker", daemon=True)
     worker.thread = thread
