@@ -122,7 +122,13 @@ def finalize(self: Task[Any, Any], job_id: str) -> None:
         if job is None or job.state in FINISHED:
             return
         if job.kind == JobKind.ROLLBACK:
-            rollingback.advance_rollback(job_id, **units.reindex_parts(rt))
+            rollingback.advance_rollback(
+                job_id,
+                store=rt.store,
+                records=rt.records,
+                lock=syncing.alias_lock(rt.redis, rt.settings.redis.prefix),
+                settings=rt.settings.indexer,
+            )
         elif job.kind != JobKind.REINDEX:
             if rt.work.round_done(job_id, job.round):
                 # Ends the job, or opens the round of the shards held back.
@@ -295,7 +301,9 @@ def rollback_job(self: Task[Any, Any], job_id: str) -> None:
     rt = runtime_of(self.app)
     rt.jobs.start(job_id, state=JobState.RUNNING)
     try:
-        rollingback.start_rollback(job_id, **units.reindex_parts(rt))
+        rollingback.start_rollback(
+            job_id, store=rt.store, records=rt.records, settings=rt.settings.indexer
+        )
     except IndexerError as exc:
         rt.jobs.finish(job_id, JobState.FAILED, str(exc))
         return

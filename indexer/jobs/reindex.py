@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection
-from typing import TypedDict
 
 from redis.lock import Lock
 
@@ -61,17 +60,6 @@ COUNT_AGAIN = (
     "verified, but the new collection holds fewer photos than the delete guard allows while "
     "changes still wait: replaying them before counting again"
 )
-
-
-class ReindexParts(TypedDict):
-    """What a reindex's and a rollback's steps take, as their keyword arguments: the store, the
-    job's records in Redis, the alias lock, the indexer's settings and the clock."""
-
-    store: VectorStore
-    records: JobRecords
-    lock: Lock
-    settings: IndexerSettings
-    now: Callable[[], float]
 
 
 def replay(

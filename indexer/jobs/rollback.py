@@ -13,7 +13,7 @@ from core.jobstatus import FINISHED, JobPhase, JobState
 from core.settings_indexer import IndexerSettings
 from core.vectorstore import LIVE_ALIAS, PREVIOUS_ALIAS, VectorStore, model_version_of
 from indexer.jobs.catchup import end_replay, record_lag
-from indexer.jobs.reindex import ReindexParts, replay
+from indexer.jobs.reindex import replay
 from indexer.jobs.switch import hand_over
 from indexer.jobs.sync import IndexerError
 from indexer.queue.capture import ChangeLog
@@ -50,12 +50,11 @@ def start_rollback(
     *,
     store: VectorStore,
     records: JobRecords,
-    lock: Lock,
     settings: IndexerSettings,
     now: Callable[[], float] = time.time,
 ) -> None:
     """Take the live lock, then replay the previous collection's log into it (the round
-    that ends in `advance_rollback`). `lock` (the alias lock) is the swap's, not taken here."""
+    that ends in `advance_rollback`, whose swap takes the alias lock)."""
     jobs = records.jobs
     job = jobs.get(job_id)
     if job is None or job.state in FINISHED:
@@ -105,24 +104,30 @@ def advance_rollback(
     job = jobs.get(job_id)
     if job is None or job.state in (*FINISHED, JobState.PAUSED):
         return
-    parts = ReindexParts(store=store, records=records, lock=lock, settings=settings, now=now)
     if job.phase != JobPhase.REPLAY:
-        start_rollback(job_id, **parts)
+        start_rollback(job_id, store=store, records=records, settings=settings, now=now)
         return
     if not records.work.round_done(job_id, 0):
         record_lag(records, job_id, job.collection)
         return
     end_replay(records, job_id, job.collection, job.capture_cut)
-    jobs.finish(job_id, JobState.DONE, rollback(**parts))
+    swapped = rollback(
+        store=store,
+        capture=records.capture,
+        lock=lock,
+        rollback_days=settings.rollback_days,
+        now=now,
+    )
+    jobs.finish(job_id, JobState.DONE, swapped)
     records.work.drop(job_id, jobs.ttl_s)
 
 
 def rollback(
     *,
     store: VectorStore,
-    records: JobRecords,
+    capture: ChangeLog,
     lock: Lock,
-    settings: IndexerSettings,
+    rollback_days: int,
     now: Callable[[], float] = time.time,
 ) -> str:
     """Swap the live and previous collections (under the alias `lock`): searches go back to
@@ -133,7 +138,7 @@ def rollback(
         if previous is None:
             raise IndexerError("nothing to roll back to: there is no previous collection")
         store.set_aliases({LIVE_ALIAS: previous, PREVIOUS_ALIAS: live})
-        hand_over(records.capture, previous, live, rollback_days=settings.rollback_days, now=now)
+        hand_over(capture, previous, live, rollback_days=rollback_days, now=now)
     return (
         f"{LIVE_ALIAS} -> {previous} (model version {model_version_of(previous)}); "
         f"{PREVIOUS_ALIAS} -> {live}"

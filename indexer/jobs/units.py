@@ -1,7 +1,8 @@
 """One unit of a job's round, planned and committed: a shard (a sync's, a reindex's load, a
 shard logged whole), a chunk of the change feed, a chunk of logged changes (a catch-up's), or
 a shard of the grouping pass. The plan task (indexer/tasks.py) and the reindex benchmark both
-take units this way, and a reindex's steps the parts they take of the worker's Runtime."""
+take units this way, and a reindex's steps what they use of the worker's Runtime: this is
+where the Runtime is taken apart, each step being given its parts by name."""
 
 from __future__ import annotations
 
@@ -16,11 +17,10 @@ from core.jobstatus import JobStatus
 from core.sources import Source
 from indexer.jobs import quality_gate, regroup, reindex, switch
 from indexer.jobs.quality_gate import Verdict
-from indexer.jobs.reindex import ReindexParts
 from indexer.jobs.sync import alias_lock
 from indexer.plan import increment, planner
 from indexer.plan.feed import Feed, open_feed
-from indexer.plan.planner import Planned, PlanParts
+from indexer.plan.planner import Planned
 from indexer.plan.shards import ShardRange
 from indexer.queue.messages import FeedUnit, GroupUnit, ReplayUnit, ShardUnit, Unit
 from indexer.runtime import Runtime
@@ -30,13 +30,32 @@ def plan_unit(rt: Runtime, job: JobStatus, unit: Unit, worker: str) -> Planned:
     """What the unit needs done; DeletesRefused when its deletions pass the job's budget."""
     match unit:
         case FeedUnit(seq=seq):
-            parts = plan_parts(rt, job)
+            source = rt.source(job.source)
             return increment.plan_feed(
-                job, seq, job_feed(rt, parts["source"]), **parts, worker=worker
+                job,
+                seq,
+                job_feed(rt, source),
+                source=source,
+                store=rt.store,
+                records=rt.records,
+                readers=rt.readers,
+                settings=rt.settings.indexer,
+                worker=worker,
+                taggers=rt.taggers,
             )
         case ReplayUnit(id=unit_id, keys=keys):  # logged changes (indexer/jobs/catchup.py)
             return increment.plan_keys(
-                job, unit_id, list(keys), **plan_parts(rt, job), worker=worker, started=time.time()
+                job,
+                unit_id,
+                list(keys),
+                source=rt.source(job.source),
+                store=rt.store,
+                records=rt.records,
+                readers=rt.readers,
+                settings=rt.settings.indexer,
+                worker=worker,
+                started=time.time(),
+                taggers=rt.taggers,
             )
         case GroupUnit(shard=shard):  # a shard of a reindex's grouping pass
             return regroup.group_shard(
@@ -56,19 +75,19 @@ def plan_unit(rt: Runtime, job: JobStatus, unit: Unit, worker: str) -> Planned:
 def plan_shard(
     rt: Runtime, job: JobStatus, shard: ShardRange, worker: str, confirm: bool = False
 ) -> Planned:
-    """planner.plan_shard with the worker's store, source, records and reader threads."""
-    return planner.plan_shard(job, shard, **plan_parts(rt, job), worker=worker, confirm=confirm)
-
-
-def plan_parts(rt: Runtime, job: JobStatus) -> PlanParts:
-    """What a planner takes of the worker's Runtime for this job (its source opened)."""
-    return PlanParts(
+    """planner.plan_shard with the worker's store, source, records, reader threads, settings
+    and automatic taggers."""
+    return planner.plan_shard(
+        job,
+        shard,
         source=rt.source(job.source),
         store=rt.store,
         records=rt.records,
         readers=rt.readers,
         settings=rt.settings.indexer,
+        worker=worker,
         taggers=rt.taggers,
+        confirm=confirm,
     )
 
 
@@ -83,17 +102,6 @@ def job_feed(rt: Runtime, source: Source) -> Feed:
         settings.redis.prefix,
         hold_s=settings.indexer.visibility_timeout_s,
         read_s=settings.indexer.feed_read_s,
-    )
-
-
-def reindex_parts(rt: Runtime) -> ReindexParts:
-    """What a reindex's and a rollback's steps take of the worker's Runtime."""
-    return ReindexParts(
-        store=rt.store,
-        records=rt.records,
-        lock=alias_lock(rt.redis, rt.settings.redis.prefix),
-        settings=rt.settings.indexer,
-        now=time.time,
     )
 
 
@@ -142,11 +150,15 @@ def gate(rt: Runtime) -> Callable[[JobStatus], Verdict]:
 
 
 def advance(rt: Runtime, job_id: str) -> None:
-    """reindex.advance with the worker's parts, sources, the query cache's pre-warm, the
-    quality gate and the experiments' decisions (in PhotoSearch's Redis)."""
+    """reindex.advance with the worker's store, records, alias lock, settings and sources, the
+    query cache's pre-warm, the quality gate and the experiments' decisions (in PhotoSearch's
+    Redis)."""
     reindex.advance(
         job_id,
-        **reindex_parts(rt),
+        store=rt.store,
+        records=rt.records,
+        lock=alias_lock(rt.redis, rt.settings.redis.prefix),
+        settings=rt.settings.indexer,
         source=rt.source,
         warm=warmer(rt),
         gate=gate(rt),

@@ -26,7 +26,6 @@ from indexer.plan.diff import ShardPlan, classify
 from indexer.plan.feed import Feed
 from indexer.plan.planner import (
     Planned,
-    PlanParts,
     Writes,
     carry_out,
     resolve_unmatched,
@@ -53,17 +52,22 @@ def plan_feed(
 ) -> Planned:
     """One chunk of the `feed` (opened for it, closed here once the chunk is acknowledged or
     fails): its keys planned, the next chunk as a new unit if it has more."""
-    parts = PlanParts(
-        source=source, store=store, records=records, readers=readers, settings=settings
-    )
-    if taggers is not None:
-        parts["taggers"] = taggers
     started = now()
     try:
         chunk = feed.read(settings.feed_chunk, until=job.started_at)
         try:
             planned = plan_keys(
-                job, f"feed:{seq}", chunk.keys, **parts, worker=worker, started=started
+                job,
+                f"feed:{seq}",
+                chunk.keys,
+                source=source,
+                store=store,
+                records=records,
+                readers=readers,
+                settings=settings,
+                worker=worker,
+                started=started,
+                taggers=taggers,
             )
         except DeletesRefused:
             chunk.give_back()

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from itertools import islice
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 from core.jobs import Jobs
 from core.jobstatus import JobKind, JobStatus
@@ -53,20 +53,6 @@ class Planned:
     counts: dict[str, int] = field(default_factory=dict)
     marks: dict[str, tuple[str, int]] = field(default_factory=dict)  # key -> (value, ttl s)
     after_commit: Callable[[], None] = lambda: None  # a feed's acknowledgement
-
-
-class PlanParts(TypedDict):
-    """What both planners (`plan_shard`, indexer/plan/increment.py's `plan_keys`) read and write,
-    as their keyword arguments: the job's source, the store, the job's records in Redis, the
-    threads that read the source and the indexer's settings; and the worker's automatic
-    taggers by model version (indexer/photo/autotags.py; left out: tags are not looked at)."""
-
-    source: Source
-    store: VectorStore
-    records: JobRecords
-    readers: Executor
-    settings: IndexerSettings
-    taggers: NotRequired[Callable[[int], Tagger]]
 
 
 def held_units(planned: Iterable[dict[str, Any]]) -> list[ShardUnit]:

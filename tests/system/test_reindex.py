@@ -27,7 +27,7 @@ from core.vectorstore import (
 from indexer.app import create_app
 from indexer.host import worker_thread
 from indexer.jobs import rollback as rollingback
-from indexer.jobs import units
+from indexer.jobs.sync import alias_lock
 from indexer.runtime import Runtime
 from model.triton_server import TritonServer
 from tests.support.images import encode
@@ -145,7 +145,12 @@ def test_reindex_switches_with_no_failed_search_and_rollback_returns(
             assert store.aliases()[LIVE_ALIAS] == v2
 
         # The aliases' swap alone: see test_indexer for `photosearch index rollback` itself.
-        message = rollingback.rollback(**units.reindex_parts(runtime))
+        message = rollingback.rollback(
+            store=runtime.store,
+            capture=runtime.records.capture,
+            lock=alias_lock(runtime.redis, runtime.settings.redis.prefix),
+            rollback_days=runtime.settings.indexer.rollback_days,
+        )
         assert f"{LIVE_ALIAS} -> {v1}" in message
         assert store.aliases() == {LIVE_ALIAS: v1, PREVIOUS_ALIAS: v2}
     finally:

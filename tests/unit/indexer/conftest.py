@@ -27,7 +27,6 @@ from core.vectorstore import VectorStore, collection_name
 from indexer.photo.pipeline import BatchResult, embed_photos
 from indexer.photo.skips import SkipRecords
 from indexer.photo.writer import ShardPhoto
-from indexer.plan.planner import PlanParts
 from indexer.queue.capture import ChangeLog
 from indexer.queue.records import JobRecords
 from indexer.queue.workqueue import WorkQueue
@@ -111,21 +110,6 @@ def readers() -> Iterator[ThreadPoolExecutor]:
 @pytest.fixture
 def settings() -> IndexerSettings:
     return IndexerSettings(batch_size=4, shard_size=10)
-
-
-@pytest.fixture
-def plan_parts(
-    source: LocalSource,
-    store: VectorStore,
-    records: JobRecords,
-    readers: ThreadPoolExecutor,
-    settings: IndexerSettings,
-) -> PlanParts:
-    """What a planner takes: the folder, the store, the job's records, the reader threads and
-    the settings."""
-    return PlanParts(
-        source=source, store=store, records=records, readers=readers, settings=settings
-    )
 
 
 class EmbedBatch(Protocol):

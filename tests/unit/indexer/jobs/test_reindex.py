@@ -29,7 +29,6 @@ from indexer.jobs.reindex import (
     COUNT_AGAIN,
     GROUPING_ROUND,
     HELD,
-    ReindexParts,
     advance,
     drop,
     open_load,
@@ -272,33 +271,29 @@ def test_a_rollback_replays_under_the_live_lock_then_swaps_and_a_stale_one_is_re
     store.create_collection(NEW, DIM)
     store.set_aliases({LIVE_ALIAS: NEW, PREVIOUS_ALIAS: COLLECTION})
     records.capture.follow(COLLECTION, until=10 * DAY)
-    parts = ReindexParts(
-        store=store,
-        records=records,
-        lock=alias_lock(redis, records.jobs.prefix),
-        settings=IndexerSettings(rollback_days=7),
-        now=Clock(11 * DAY),
-    )
+    lock = alias_lock(redis, records.jobs.prefix)
+    settings = IndexerSettings(rollback_days=7)
     late = records.jobs.create(JobKind.ROLLBACK)
     with pytest.raises(IndexerError, match=r"rollback refused: .* stopped receiving changes"):
-        start_rollback(late, **parts)
+        start_rollback(late, store=store, records=records, settings=settings, now=Clock(11 * DAY))
 
-    parts["now"] = Clock(9 * DAY)
+    now = Clock(9 * DAY)
     sync = records.jobs.create(JobKind.SYNC)
     records.jobs.start(sync, state=JobState.RUNNING)
     assert records.jobs.claim_lock(LIVE_LOCK, sync) is None
     job_id = records.jobs.create(JobKind.ROLLBACK)
-    start_rollback(job_id, **parts)
+    start_rollback(job_id, store=store, records=records, settings=settings, now=now)
     job = records.jobs.get(job_id)
     assert job is not None and f"waiting for job {sync} on the live collection" in job.message
     records.jobs.release_lock(LIVE_LOCK, sync)
 
-    advance_rollback(job_id, **parts)  # the lock taken, the log's replay opened
+    # The lock taken, the log's replay opened.
+    advance_rollback(job_id, store=store, records=records, lock=lock, settings=settings, now=now)
     job = records.jobs.get(job_id)
     assert job is not None
     assert (job.phase, job.collection, job.locked_at) == (JobPhase.REPLAY, COLLECTION, 9 * DAY)
     end_round(records, job_id)
-    advance_rollback(job_id, **parts)
+    advance_rollback(job_id, store=store, records=records, lock=lock, settings=settings, now=now)
     job = records.jobs.get(job_id)
     assert job is not None and job.state == JobState.DONE
     assert job.message == (

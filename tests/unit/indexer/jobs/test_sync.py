@@ -9,6 +9,7 @@ unit test.
 
 from __future__ import annotations
 
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from redis import Redis
 from core.embedding.manifest import write_manifest
 from core.jobstatus import FINISHED, JobKind, JobState, JobStatus
 from core.settings_indexer import IndexerSettings
-from core.sources import LocalSource
+from core.sources import LocalSource, Source
 from core.vectorstore import LIVE_ALIAS, VectorStore, collection_name
 from indexer.jobs.sync import (
     IndexerError,
@@ -29,7 +30,7 @@ from indexer.jobs.sync import (
     start_sync,
 )
 from indexer.plan.deleteguard import DeletesRefused, refuse
-from indexer.plan.planner import PlanParts, plan_shard
+from indexer.plan.planner import plan_shard
 from indexer.queue.messages import ShardUnit
 from indexer.queue.records import JobRecords
 from tests.unit.indexer.conftest import COLLECTION, DIM, PHOTOS, EmbedBatch, MeanColours
@@ -42,9 +43,21 @@ MAX_PASSES = 50
 class Rounds:
     """The tasks' loop, in-process: publish tokens, plan the units, embed the batches."""
 
-    def __init__(self, parts: PlanParts, embed: EmbedBatch) -> None:
-        self.parts, self.embed_batch = parts, embed
-        self.work, self.jobs = parts["records"].work, parts["records"].jobs
+    def __init__(
+        self,
+        embed: EmbedBatch,
+        *,
+        source: Source,
+        store: VectorStore,
+        records: JobRecords,
+        readers: Executor,
+        settings: IndexerSettings,
+    ) -> None:
+        self.embed_batch = embed
+        # What the plan tasks take of their worker's Runtime; a test may change one.
+        self.source, self.store, self.records = source, store, records
+        self.readers, self.settings = readers, settings
+        self.work, self.jobs = records.work, records.jobs
 
     def run(self, job_id: str) -> None:
         for _ in range(MAX_PASSES):
@@ -69,7 +82,11 @@ class Rounds:
             planned = plan_shard(
                 job,
                 unit.shard,
-                **self.parts,
+                source=self.source,
+                store=self.store,
+                records=self.records,
+                readers=self.readers,
+                settings=self.settings,
                 worker="w1",
                 confirm=unit.confirm,
             )
@@ -99,8 +116,22 @@ class Rounds:
 
 
 @pytest.fixture
-def rounds(plan_parts: PlanParts, embed_batch: EmbedBatch) -> Rounds:
-    return Rounds(plan_parts, embed_batch)
+def rounds(
+    embed_batch: EmbedBatch,
+    source: LocalSource,
+    store: VectorStore,
+    records: JobRecords,
+    readers: ThreadPoolExecutor,
+    settings: IndexerSettings,
+) -> Rounds:
+    return Rounds(
+        embed_batch,
+        source=source,
+        store=store,
+        records=records,
+        readers=readers,
+        settings=settings,
+    )
 
 
 def sync(records: JobRecords, source: LocalSource, store: VectorStore, rounds: Rounds) -> JobStatus:
@@ -155,7 +186,7 @@ def test_a_shard_held_back_is_planned_in_a_round_of_its_own(
     sync(records, source, store, rounds)
     for path in sorted(p for p in folder.rglob("*") if p.is_file())[:2]:
         path.unlink()
-    rounds.parts["settings"] = IndexerSettings(batch_size=4, shard_size=10, max_delete_share=0.3)
+    rounds.settings = IndexerSettings(batch_size=4, shard_size=10, max_delete_share=0.3)
     job = sync(records, source, store, rounds)
     assert (job.state, job.round, job.deleted) == (JobState.DONE, 1, 2)
     assert store.count(COLLECTION) == PHOTOS - 2
@@ -217,7 +248,7 @@ def test_the_remembered_source_changes_only_when_a_sync_succeeds(
     (wrong / "etc").mkdir(parents=True)
     (wrong / "etc" / "hosts").write_text("127.0.0.1 localhost\n")
     elsewhere = LocalSource(wrong)
-    rounds.parts["source"] = elsewhere
+    rounds.source = elsewhere
     refused = sync(records, elsewhere, store, rounds)
     assert refused.state == JobState.FAILED and refused.refused
     assert store.count(COLLECTION) == PHOTOS  # nothing stored was lost
@@ -226,6 +257,6 @@ def test_the_remembered_source_changes_only_when_a_sync_succeeds(
     moved = tmp_path / "moved"
     source.root.rename(moved)
     renamed = LocalSource(moved)
-    rounds.parts["source"] = renamed
+    rounds.source = renamed
     assert sync(records, renamed, store, rounds).state == JobState.DONE
     assert records.jobs.recall("source") == renamed.uri

@@ -29,7 +29,7 @@ from core.vectorstore.base import AUTO_TAGS_FIELD, TAGGED_WITH_FIELD
 from indexer.photo.autotags import Tagger, Taggers, note_off, with_tags
 from indexer.photo.pipeline import embed_photos
 from indexer.plan.increment import plan_keys
-from indexer.plan.planner import Planned, PlanParts, plan_shard
+from indexer.plan.planner import Planned, plan_shard
 from indexer.plan.shards import ShardRange
 from indexer.queue.records import JobRecords
 from tests.support.models import stand_in_manifest
@@ -199,12 +199,39 @@ def test_the_job_record_says_once_that_a_version_stores_no_tags(
 
 
 Index = Callable[[Tagger], None]
+Plan = Callable[..., Planned]
+
+
+@pytest.fixture
+def plan(
+    job: JobStatus,
+    source: LocalSource,
+    store: VectorStore,
+    records: JobRecords,
+    readers: ThreadPoolExecutor,
+    settings: IndexerSettings,
+) -> Plan:
+    """The folder's shard planned, with the automatic `taggers` given (None: none)."""
+
+    def run(taggers: Callable[[int], Tagger] | None = None) -> Planned:
+        return plan_shard(
+            job,
+            ShardRange(""),
+            source=source,
+            store=store,
+            records=records,
+            readers=readers,
+            settings=settings,
+            worker="w1",
+            taggers=taggers,
+        )
+
+    return run
 
 
 @pytest.fixture
 def index(
-    job: JobStatus,
-    plan_parts: PlanParts,
+    plan: Plan,
     source: LocalSource,
     store: VectorStore,
     readers: ThreadPoolExecutor,
@@ -212,7 +239,7 @@ def index(
     """The folder planned and its batches embedded and tagged, as the tasks would."""
 
     def run(tagger: Tagger) -> None:
-        planned = plan_shard(job, ShardRange(""), **plan_parts, worker="w1")
+        planned = plan()
         photos = [photo for batch in planned.batches for photo in batch.photos]
         embed_photos(
             photos,
@@ -247,22 +274,20 @@ def stored_tags(store: VectorStore) -> dict[str, tuple[list[str], str]]:
 
 
 def test_a_batch_stores_each_photo_s_tags_and_a_changed_vocabulary_re_tags_by_a_plan(
-    job: JobStatus, plan_parts: PlanParts, store: VectorStore, index: Index
+    plan: Plan, store: VectorStore, index: Index
 ) -> None:
     first = tagger("k1", "red", "blue", "green")
-    parts: PlanParts = {**plan_parts, "taggers": lambda version: first}
     index(first)
     tagged = stored_tags(store)
     assert len(tagged) == PHOTOS
     assert all(key == "k1" and len(tags) == 2 for tags, key in tagged.values())
     assert all(set(tags) <= {"red", "blue", "green"} for tags, _ in tagged.values())
     # Planned again with the same tagger: nothing to do.
-    again = plan_shard(job, ShardRange(""), **parts, worker="w1")
+    again = plan(lambda version: first)
     assert again.counts["unchanged"] == PHOTOS and again.record["changes"] == 0
     # Another vocabulary: every photo re-tagged from its stored vector, no batch to embed.
     second = tagger("k2", "cyan", "magenta", "yellow")
-    retag: PlanParts = {**plan_parts, "taggers": lambda version: second}
-    planned = plan_shard(job, ShardRange(""), **retag, worker="w1")
+    planned = plan(lambda version: second)
     assert isinstance(planned, Planned) and planned.batches == []
     assert planned.record["changes"] == PHOTOS
     retagged = stored_tags(store)
@@ -301,14 +326,31 @@ def test_a_payload_write_keeps_tags_where_the_tagger_cannot_tell(
 
 
 def test_logged_keys_replayed_into_a_following_collection_are_re_tagged_with_its_version(
-    job: JobStatus, plan_parts: PlanParts, store: VectorStore, index: Index
+    job: JobStatus,
+    source: LocalSource,
+    store: VectorStore,
+    records: JobRecords,
+    readers: ThreadPoolExecutor,
+    settings: IndexerSettings,
+    index: Index,
 ) -> None:
     index(tagger("k1", "red", "blue"))
     keys = sorted(p.key for p in store.points(COLLECTION))[:2]
     # The version of the collection the keys replay into tags with another vocabulary.
     follower = tagger("k2", "cyan", "magenta")
-    parts: PlanParts = {**plan_parts, "taggers": lambda version: follower}
-    planned = plan_keys(job, "replay:0", keys, **parts, worker="w1", started=0.0)
+    planned = plan_keys(
+        job,
+        "replay:0",
+        keys,
+        source=source,
+        store=store,
+        records=records,
+        readers=readers,
+        settings=settings,
+        worker="w1",
+        started=0.0,
+        taggers=lambda version: follower,
+    )
     assert planned.batches == [] and planned.record["changes"] == 2
     tags = stored_tags(store)
     replayed = {p.photo_id for p in store.points(COLLECTION) if p.key in keys}

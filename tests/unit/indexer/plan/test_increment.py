@@ -9,6 +9,7 @@ The photos are first embedded with the stand-in of Triton's image encoder
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from redis import Redis
@@ -21,7 +22,6 @@ from indexer.plan.catalog import read_catalog
 from indexer.plan.deleteguard import open_budget
 from indexer.plan.feed import JournalFeed
 from indexer.plan.increment import plan_feed, plan_keys
-from indexer.plan.planner import PlanParts
 from indexer.queue.records import JobRecords
 from tests.support.indexing import write_photo
 from tests.unit.indexer.conftest import COLLECTION, PHOTOS, EmbedBatch
@@ -33,7 +33,8 @@ def test_the_reported_keys_are_planned_without_a_listing(
     source: LocalSource,
     store: VectorStore,
     records: JobRecords,
-    plan_parts: PlanParts,
+    readers: ThreadPoolExecutor,
+    settings: IndexerSettings,
     embed_batch: EmbedBatch,
 ) -> None:
     photos = sorted(read_catalog(source, ()).photos.values(), key=lambda p: p.key)
@@ -47,7 +48,17 @@ def test_the_reported_keys_are_planned_without_a_listing(
     keys = [changed, deleted, unchanged, "day3/new.jpg", "day3/notes.txt"]
 
     planned = plan_keys(
-        job, "feed:0", keys, **plan_parts, worker="w1", started=10.0, now=lambda: 12.0
+        job,
+        "feed:0",
+        keys,
+        source=source,
+        store=store,
+        records=records,
+        readers=readers,
+        settings=settings,
+        worker="w1",
+        started=10.0,
+        now=lambda: 12.0,
     )
 
     embedded = sorted(photo.key for batch in planned.batches for photo, _ in batch.photos)
@@ -71,8 +82,10 @@ def test_a_chunk_of_the_feed_is_planned_and_the_rest_is_the_next_unit(
     job: JobStatus,
     folder: Path,
     tmp_path: Path,
+    source: LocalSource,
+    store: VectorStore,
     records: JobRecords,
-    plan_parts: PlanParts,
+    readers: ThreadPoolExecutor,
     redis: Redis,
 ) -> None:
     write_photo(folder / "day3/a.jpg", 7)
@@ -82,9 +95,18 @@ def test_a_chunk_of_the_feed_is_planned_and_the_rest_is_the_next_unit(
     journal.write_text("".join(lines))
     feed = JournalFeed(journal, redis, records.jobs.prefix)
     open_budget(records.jobs, job.id, PHOTOS, 0.5)
-    parts = plan_parts | {"settings": IndexerSettings(batch_size=4, feed_chunk=2)}
-
-    planned = plan_feed(job, 0, feed, **parts, worker="w1", now=lambda: 10.0)
+    planned = plan_feed(
+        job,
+        0,
+        feed,
+        source=source,
+        store=store,
+        records=records,
+        readers=readers,
+        settings=IndexerSettings(batch_size=4, feed_chunk=2),
+        worker="w1",
+        now=lambda: 10.0,
+    )
 
     embedded = sorted(photo.key for batch in planned.batches for photo, _ in batch.photos)
     assert embedded == ["day3/a.jpg", "day3/b.jpg"]

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from core.jobstatus import JobStatus
 from core.settings_indexer import IndexerSettings
+from core.sources import LocalSource
 from core.vectorstore import VectorStore
 from indexer.plan.catalog import Photo
 from indexer.plan.deleteguard import DeletesRefused, open_budget
-from indexer.plan.planner import Planned, PlanParts, plan_shard
+from indexer.plan.planner import Planned, plan_shard
 from indexer.plan.shards import ShardRange
 from indexer.queue.records import JobRecords
 from tests.support.indexing import photo_folder
@@ -38,7 +40,14 @@ def keys_in(folder: Path) -> list[str]:
 
 
 @pytest.fixture
-def plan(job: JobStatus, plan_parts: PlanParts) -> Plan:
+def plan(
+    job: JobStatus,
+    source: LocalSource,
+    store: VectorStore,
+    records: JobRecords,
+    readers: ThreadPoolExecutor,
+    settings: IndexerSettings,
+) -> Plan:
     def run(
         shard: ShardRange | None = None,
         now: Callable[[], float] | None = None,
@@ -47,7 +56,11 @@ def plan(job: JobStatus, plan_parts: PlanParts) -> Plan:
         return plan_shard(
             job,
             shard or ShardRange(""),
-            **plan_parts,
+            source=source,
+            store=store,
+            records=records,
+            readers=readers,
+            settings=settings,
             worker="w1",
             confirm=confirm,
             now=now or ticks(),

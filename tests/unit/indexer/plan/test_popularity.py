@@ -6,6 +6,7 @@ marked, on a folder of tiny photos and the in-process store."""
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -20,7 +21,7 @@ from indexer.jobs.sync import popular_keys, start_increment
 from indexer.plan.catalog import Photo, read_catalog
 from indexer.plan.deleteguard import open_budget
 from indexer.plan.increment import plan_keys
-from indexer.plan.planner import PlanParts, plan_shard
+from indexer.plan.planner import Planned, plan_shard
 from indexer.plan.popularity import from_metadata, joined, with_value
 from indexer.plan.shards import ShardRange
 from indexer.queue.messages import ReplayUnit
@@ -79,33 +80,46 @@ def test_events_win_over_the_manifest_and_photos_without_either_are_left(
 
 def test_a_sync_writes_a_changed_popularity_as_a_payload_and_logs_its_key(
     job: JobStatus,
-    plan_parts: PlanParts,
     with_popularity: JobRecords,
     popularity: Popularity,
     store: VectorStore,
     embed_batch: EmbedBatch,
     source: LocalSource,
+    readers: ThreadPoolExecutor,
+    settings: IndexerSettings,
 ) -> None:
-    parts = PlanParts(**{**plan_parts, "records": with_popularity})
-    planned = plan_shard(job, ShardRange(""), **parts, worker="w1")
+    def plan() -> Planned:
+        return plan_shard(
+            job,
+            ShardRange(""),
+            source=source,
+            store=store,
+            records=with_popularity,
+            readers=readers,
+            settings=settings,
+            worker="w1",
+        )
+
+    planned = plan()
     embed_batch([(photo, "") for batch in planned.batches for photo, _ in batch.photos])
     assert store.count(COLLECTION) == PHOTOS
     with_popularity.capture.follow(FOLLOWER)
     photo = sorted(read_catalog(source, ()).photos.values(), key=lambda p: p.key)[0]
     popularity.replace({photo.photo_id: 16.0})
 
-    again = plan_shard(job, ShardRange(""), **parts, worker="w1")
+    again = plan()
 
     assert again.batches == []  # a payload write: no photo embedded again
     assert again.record["changes"] == 1
     (stored,) = store.retrieve(COLLECTION, [photo.photo_id])
     assert stored.payload["popularity"] == 16.0
     assert with_popularity.capture.pending(FOLLOWER) == {photo.key}
-    assert plan_shard(job, ShardRange(""), **parts, worker="w1").record["changes"] == 0
+    assert plan().record["changes"] == 0
 
 
 def test_an_increment_plans_the_photos_whose_popularity_changed(
-    plan_parts: PlanParts,
+    readers: ThreadPoolExecutor,
+    settings: IndexerSettings,
     with_popularity: JobRecords,
     popularity: Popularity,
     store: VectorStore,
@@ -120,9 +134,9 @@ def test_an_increment_plans_the_photos_whose_popularity_changed(
     job_id = jobs.create(JobKind.INCREMENT, source=source.uri)
     changed = popularity.replace({photos[1].photo_id: 3.0, photos[4].photo_id: 9.0})
     popularity.mark_pending([*changed, "a photo not indexed"])
-    settings = IndexerSettings(feed="file:///nowhere/changes.log", feed_chunk=1)
+    feed = IndexerSettings(feed="file:///nowhere/changes.log", feed_chunk=1)
 
-    start_increment(job_id, source.uri, store=store, records=with_popularity, settings=settings)
+    start_increment(job_id, source.uri, store=store, records=with_popularity, settings=feed)
 
     units = [with_popularity.work.claim_unit(job_id, f"t{n}") for n in range(3)]
     assert units[0] is not None and units[0].to_wire() == {"kind": "feed", "seq": 0}
@@ -132,9 +146,19 @@ def test_an_increment_plans_the_photos_whose_popularity_changed(
     job = jobs.get(job_id)
     assert job is not None and job.state == JobState.RUNNING
     open_budget(jobs, job_id, PHOTOS, 0.5)
-    parts = PlanParts(**{**plan_parts, "records": with_popularity})
     for unit in replays:
-        plan_keys(job, unit.id, list(unit.keys), **parts, worker="w1", started=1.0)
+        plan_keys(
+            job,
+            unit.id,
+            list(unit.keys),
+            source=source,
+            store=store,
+            records=with_popularity,
+            readers=readers,
+            settings=settings,
+            worker="w1",
+            started=1.0,
+        )
     stored = store.retrieve(COLLECTION, [p.photo_id for p in photos])
     found = {p.photo_id: p.payload.get("popularity") for p in stored}
     assert found == {p.photo_id: {1: 3.0, 4: 9.0}.get(i) for i, p in enumerate(photos)}
