@@ -110,7 +110,8 @@ class InlineCalls:
 
     def head(self) -> tuple[Any, ...]:
         """arrange's leading arguments: (svc) in trees before it took its parts, (calls,
-        rerank_pool) before re-ranking left the event loop, else (calls, reranking)."""
+        rerank_pool) before re-ranking left the event loop, else (calls, reranking) (with
+        the calls inside its candidates since it takes them)."""
         params = list(inspect.signature(arrange).parameters)
         if params[0] == "svc":
             return (self,)
@@ -162,6 +163,13 @@ def searches(
             else nearest(vector, search)
         )
         run = cast(Any, arrange)
+        if "candidates" in inspect.signature(arrange).parameters:
+            # Imported here: the trees measured before it have no such class.
+            from query_api.search.arrange import Candidates
+
+            calls, reranking = head
+            candidates = Candidates(calls, "text", COLLECTION, fetch, pooled=hybrid)
+            return loop.run_until_complete(run(candidates, reranking, search, Stages()))
         return loop.run_until_complete(
             run(*head, "text", COLLECTION, search, Stages(), fetch, pooled=hybrid)
         )

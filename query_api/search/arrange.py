@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from core.vectorstore import Hit
 from query_api.http.timing import Stages
@@ -47,23 +47,44 @@ class Ranking:
     more: bool
 
 
-class Fetch(Protocol):
-    """A ranking of the live collection, blocking (run on the store's threads): its best
-    `limit` from `offset`; `keep`, only the first that many of them (None: all). Only a fusion
-    tells the two apart: it ranks by both rankings' best `limit` however few it keeps, so
-    that a page needing a few results reads few hits yet ranks them as the whole pool would.
-    `fields`: the payload fields its hits need (None: the whole payload; a facet count's pool
-    reads only the fields it counts)."""
+@dataclass(frozen=True)
+class Read:
+    """One read of a ranking: its best `limit` from `offset` (with their vectors or not);
+    `keep`, only the first that many of them (None: all). Only a fusion tells the two apart:
+    it ranks by both rankings' best `limit` however few it keeps, so that a page needing a few
+    results reads few hits yet ranks them as the whole pool would. `fields`: the payload
+    fields its hits need (None: the whole payload; a facet count's pool reads only the fields
+    it counts)."""
 
-    def __call__(
-        self,
-        limit: int,
-        offset: int,
-        with_vectors: bool,
-        keep: int | None = None,
-        *,
-        fields: Sequence[str] | None = None,
-    ) -> Ranking: ...
+    limit: int
+    offset: int = 0
+    with_vectors: bool = False
+    keep: int | None = None
+    fields: Sequence[str] | None = None
+
+    @property
+    def kept(self) -> int:
+        """How many hits the read hands over at most."""
+        return self.limit if self.keep is None else self.keep
+
+
+# A ranking of the live collection, blocking (run on the store's threads): one read of it.
+Fetch = Callable[[Read], Ranking]
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Where a page's candidates come from: the ranking `fetch` reads of `collection` through
+    the store's `calls`, as a search of `kind` (the store metrics' label). `pooled`: the
+    ranking cannot be paged by the store (a fusion of two); `exclude`: photo ids that are no
+    result (the examples of a more-like-this) and no one's near-duplicate either."""
+
+    calls: StoreCalls
+    kind: str
+    collection: str
+    fetch: Fetch
+    pooled: bool = False
+    exclude: tuple[str, ...] = ()
 
 
 # A collapsed page first reads this many times what it needs (each hit read costs ~13 us
@@ -82,54 +103,32 @@ class Arranged:
 
 
 async def arrange(
-    calls: StoreCalls,
-    reranking: Reranking,
-    kind: str,
-    collection: str,
-    page: Page,
-    stages: Stages,
-    fetch: Fetch,
-    *,
-    pooled: bool = False,
-    exclude: tuple[str, ...] = (),
+    candidates: Candidates, reranking: Reranking, page: Page, stages: Stages
 ) -> Arranged:
-    """A page of the ranking `fetch` gives. `pooled`: the ranking cannot be paged by the
-    store (a fusion of two); `exclude`: photo ids that are no result (the examples of a
-    more-like-this) and no one's near-duplicate either. With facets asked, they are counted
-    over the same ranking while the page is read (query_api/search/facets.py)."""
-    arranging = _arranged(
-        calls, reranking, kind, collection, page, stages, fetch, pooled=pooled, exclude=exclude
-    )
+    """A page of the candidates' ranking. With facets asked, they are counted over the same
+    ranking while the page is read (query_api/search/facets.py)."""
+    arranging = _arranged(candidates, reranking, page, stages)
     if not asked(page):
         return await arranging
 
     counted = facet_fields(page)
 
     def read_pool(limit: int) -> list[Hit]:
-        return fetch(limit, 0, False, limit, fields=counted).hits
+        return candidates.fetch(Read(limit, keep=limit, fields=counted)).hits
 
+    calls, collection = candidates.calls, candidates.collection
     counting = count_facets(calls, collection, page, stages, read_pool, pool=reranking.facet_pool)
     arranged, facets = await alongside(arranging, counting)
     return replace(arranged, facets=facets)
 
 
 async def _arranged(
-    calls: StoreCalls,
-    reranking: Reranking,
-    kind: str,
-    collection: str,
-    page: Page,
-    stages: Stages,
-    fetch: Fetch,
-    *,
-    pooled: bool,
-    exclude: tuple[str, ...],
+    candidates: Candidates, reranking: Reranking, page: Page, stages: Stages
 ) -> Arranged:
-    if not (pooled or page.rearranged() or reranking.boosts.active(page)):
+    calls, fetch, search = candidates.calls, candidates.fetch, f"search:{candidates.kind}"
+    if not (candidates.pooled or page.rearranged() or reranking.boosts.active(page)):
         with stages.timed("search"):
-            ranking = await calls.run(
-                f"search:{kind}", lambda: fetch(page.limit + 1, page.offset, False)
-            )
+            ranking = await calls.run(search, lambda: fetch(Read(page.limit + 1, page.offset)))
         return Arranged(ranking.hits, {})
 
     reranking.check(page)
@@ -143,7 +142,7 @@ async def _arranged(
     keep = pool if vectors or page.sort == "newest" else min(pool, KEEP_FACTOR * need)
     while True:
         with stages.timed("search"):
-            ranking = await calls.run(f"search:{kind}", partial(fetch, pool, 0, vectors, keep))
+            ranking = await calls.run(search, partial(fetch, Read(pool, 0, vectors, keep)))
         with stages.timed("rerank"):
             work = partial(_collapsed, ranking.hits, page)
             hits = await _off_the_loop(reranking, page, len(ranking.hits), work)
@@ -158,10 +157,10 @@ async def _arranged(
         keep = pool
     with stages.timed("rerank"):
         # Diversity chooses among as many as the first read held, however deep collapse read.
-        candidates = hits[: max(need, reranking.pool)]
-        work = partial(_ordered, candidates, page, need)
-        hits = await _off_the_loop(reranking, page, len(candidates), work)
-    duplicates = await _duplicates(calls, collection, page, stages, hits[: page.limit], exclude)
+        best = hits[: max(need, reranking.pool)]
+        work = partial(_ordered, best, page, need)
+        hits = await _off_the_loop(reranking, page, len(best), work)
+    duplicates = await _duplicates(candidates, page, stages, hits[: page.limit])
     return Arranged(hits, duplicates)
 
 
@@ -186,12 +185,7 @@ def _ordered(hits: list[Hit], page: Page, need: int) -> list[Hit]:
 
 
 async def _duplicates(
-    calls: StoreCalls,
-    collection: str,
-    page: Page,
-    stages: Stages,
-    hits: list[Hit],
-    exclude: tuple[str, ...],
+    candidates: Candidates, page: Page, stages: Stages, hits: list[Hit]
 ) -> dict[str, Duplicates]:
     """For each result, the other photos of its group that match the search's filters."""
     if not page.collapse or not hits:
@@ -201,8 +195,11 @@ async def _duplicates(
     def read() -> dict[str, Duplicates]:
         # On the store's thread with the read: a page of 100 results in groups of 1,000 is
         # 100,000 ids to sort out, a few milliseconds the event loop need not hold.
-        members = calls.store.group_members(
-            collection, groups, filter=page.to_store(exclude), limit_each=MAX_GROUP_READ
+        members = candidates.calls.store.group_members(
+            candidates.collection,
+            groups,
+            filter=page.to_store(candidates.exclude),
+            limit_each=MAX_GROUP_READ,
         )
         found: dict[str, Duplicates] = {}
         for hit in hits:
@@ -215,4 +212,4 @@ async def _duplicates(
         return found
 
     with stages.timed("search"):
-        return await calls.run("duplicates", read)
+        return await candidates.calls.run("duplicates", read)

@@ -18,7 +18,7 @@ from core.vectorstore.boosts import CREATED, POPULARITY
 from core.vectorstore.engine import Boosted
 from query_api.http.errors import ApiError
 from query_api.schemas.search import TextSearch
-from query_api.search.arrange import Ranking
+from query_api.search.arrange import Ranking, Read
 from query_api.search.boosts import rescored
 from query_api.search.ranking import RRF_K, fuse
 
@@ -70,19 +70,11 @@ class HybridPlan:
             plan.rrf_k, plan.keyword_weight = calibration.rrf_k, calibration.keyword_weight
         return plan
 
-    def fetch(
-        self,
-        limit: int,
-        offset: int,
-        with_vectors: bool,
-        keep: int | None = None,
-        *,
-        fields: Sequence[str] | None = None,
-    ) -> Ranking:
-        """The best `limit` candidates of each ranking (`offset` is 0: a pool), fused, and of
-        the fusion its first `keep` (None: `limit`); `fields`: the payload fields the hits
-        need, to which those a fusion here reads are added."""
-        keep = limit if keep is None else keep
+    def fetch(self, read: Read) -> Ranking:
+        """The best `read.limit` candidates of each ranking (its offset is 0: a pool), fused,
+        and of the fusion its first `read.keep` (None: `limit`); `read.fields`: the payload
+        fields the hits need, to which those a fusion here reads are added."""
+        limit, with_vectors, keep, fields = read.limit, read.with_vectors, read.kept, read.fields
         if fields is not None:
             fields = (*fields, *HERE_FIELDS)
         if self.query.mode == "keyword":

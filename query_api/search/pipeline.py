@@ -32,7 +32,7 @@ from query_api.images.work import ImageWork
 from query_api.schemas.answers import Photo, PhotoMetadata, Result, SearchResponse
 from query_api.schemas.attributes import attributes_of
 from query_api.schemas.search import MAX_OFFSET, Page, RecommendSearch, TextSearch
-from query_api.search.arrange import Arranged, Fetch, Ranking, arrange
+from query_api.search.arrange import Arranged, Candidates, Fetch, Ranking, Read, arrange
 from query_api.search.embed import QueryEmbedder, timed_embed
 from query_api.search.hybrid import HybridPlan, Mode
 from query_api.search.reranking import Reranking
@@ -92,26 +92,19 @@ def nearest_fetch(
     """The ranking of the photos nearest a vector, under the page's filters and threshold,
     never the `exclude`d ones; `boost` re-scores each pool by its formula."""
 
-    def fetch(
-        limit: int,
-        offset: int,
-        with_vectors: bool,
-        keep: int | None = None,
-        *,
-        fields: Sequence[str] | None = None,
-    ) -> Ranking:
-        count = limit if keep is None else keep  # one ranking: its first `keep` are all it needs
+    def fetch(read: Read) -> Ranking:
+        count = read.kept  # one ranking: its first `keep` are all it needs
         hits = store.search(
             collection,
             vector,
             limit=count,
-            offset=offset,
+            offset=read.offset,
             filter=page.to_store(exclude),
             score_threshold=page.score_threshold,
-            with_vectors=with_vectors,
+            with_vectors=read.with_vectors,
             boost=boost,  # a boost re-scores the best `limit` (the pool) by its formula
-            pool=limit,
-            fields=fields,
+            pool=read.limit,
+            fields=read.fields,
         )
         return Ranking(hits, more=len(hits) == count)
 
@@ -197,13 +190,13 @@ async def text_search(
         if query.mode == "vector":
             assert vector is not None
             fetch = nearest_fetch(store, collection, vector, query, (), boost)
-            arranged = await arrange(calls, reranking, "text", collection, query, stages, fetch)
+            candidates = Candidates(calls, "text", collection, fetch)
+            arranged = await arrange(candidates, reranking, query, stages)
             return arranged, cached, "vector"
         plan = HybridPlan.of(store, collection, query, vector, calibration)
         plan.boost = boost
-        arranged = await arrange(
-            calls, reranking, "text", collection, query, stages, plan.fetch, pooled=True
-        )
+        candidates = Candidates(calls, "text", collection, plan.fetch, pooled=True)
+        arranged = await arrange(candidates, reranking, query, stages)
         return arranged, cached, plan.mode_ran
 
     (arranged, cached, mode), collection = await _with_live_collection(live, stages, run)
@@ -281,7 +274,7 @@ async def image_search(
                     ),
                 )
         fetch = nearest_fetch(calls.store, collection, vectors[0], page, (), boost)
-        return await arrange(calls, reranking, "image", collection, page, stages, fetch)
+        return await arrange(Candidates(calls, "image", collection, fetch), reranking, page, stages)
 
     arranged, collection = await _with_live_collection(live, stages, run)
     return _response(root, arranged, collection, None, page, start)
@@ -320,9 +313,8 @@ async def similar_search(
     async def run(collection: str) -> Arranged:
         (vector,) = await _stored_vectors(calls, collection, [photo_id], stages)
         fetch = nearest_fetch(calls.store, collection, vector, page, (photo_id,), boost)
-        return await arrange(
-            calls, reranking, "similar", collection, page, stages, fetch, exclude=(photo_id,)
-        )
+        candidates = Candidates(calls, "similar", collection, fetch, exclude=(photo_id,))
+        return await arrange(candidates, reranking, page, stages)
 
     arranged, collection = await _with_live_collection(live, stages, run)
     return _response(root, arranged, collection, None, page, start)
@@ -350,33 +342,25 @@ async def recommend_search(
         positive = [by_id[p] for p in dict.fromkeys(query.positive)]
         negative = [by_id[n] for n in dict.fromkeys(query.negative) if n not in query.positive]
 
-        def fetch(
-            limit: int,
-            offset: int,
-            with_vectors: bool,
-            keep: int | None = None,
-            *,
-            fields: Sequence[str] | None = None,
-        ) -> Ranking:
-            count = limit if keep is None else keep
+        def fetch(read: Read) -> Ranking:
+            count = read.kept
             hits = store.recommend(
                 collection,
                 positive,
                 negative,
                 limit=count,
-                offset=offset,
+                offset=read.offset,
                 filter=query.to_store(examples),
                 score_threshold=query.score_threshold,
-                with_vectors=with_vectors,
+                with_vectors=read.with_vectors,
                 boost=boost,
-                pool=limit,
-                fields=fields,
+                pool=read.limit,
+                fields=read.fields,
             )
             return Ranking(hits, more=len(hits) == count)
 
-        return await arrange(
-            calls, reranking, "recommend", collection, query, stages, fetch, exclude=examples
-        )
+        candidates = Candidates(calls, "recommend", collection, fetch, exclude=examples)
+        return await arrange(candidates, reranking, query, stages)
 
     arranged, collection = await _with_live_collection(live, stages, run)
     return _response(root, arranged, collection, None, query, start)

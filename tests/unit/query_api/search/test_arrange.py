@@ -3,8 +3,9 @@ collapsed and named, diversity, and the pages of a fused ranking, which follow e
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from core.vectorstore import GROUP_FIELD, PhotoPoint, VectorStore, collection_na
 from query_api.http.metrics import Metrics
 from query_api.http.timing import Stages
 from query_api.schemas.search import Page, TextSearch
-from query_api.search.arrange import Fetch, Ranking, arrange
+from query_api.search.arrange import Candidates, Fetch, Ranking, Read, arrange
 from query_api.search.hybrid import HybridPlan
 from query_api.search.pipeline import nearest_fetch
 from query_api.search.reranking import Reranking
@@ -67,7 +68,8 @@ def nearest(store: VectorStore) -> Fetch:
 
 async def page_of(calls: StoreCalls, fetch: Fetch, pooled: bool = False, **options: Any) -> Any:
     page = Page(**options)
-    return await arrange(calls, RERANK, "test", COLL, page, Stages(), fetch, pooled=pooled)
+    candidates = Candidates(calls, "test", COLL, fetch, pooled=pooled)
+    return await arrange(candidates, RERANK, page, Stages())
 
 
 async def test_a_plain_ranking_is_paged_by_the_store(calls: StoreCalls) -> None:
@@ -105,36 +107,22 @@ async def test_a_collapsed_page_reads_a_few_of_the_fusion_and_is_the_whole_pools
     def fetches(query: TextSearch) -> tuple[Fetch, Fetch]:
         fused = HybridPlan.of(calls.store, COLL, query, QUERY).fetch
 
-        def kept(
-            limit: int,
-            offset: int,
-            with_vectors: bool,
-            keep: int | None = None,
-            *,
-            fields: Sequence[str] | None = None,
-        ) -> Ranking:
-            ranking = fused(limit, offset, with_vectors, keep, fields=fields)
+        def kept(asked: Read) -> Ranking:
+            ranking = fused(asked)
             read.append(len(ranking.hits))
             return ranking
 
-        def whole(
-            limit: int,
-            offset: int,
-            with_vectors: bool,
-            keep: int | None = None,
-            *,
-            fields: Sequence[str] | None = None,
-        ) -> Ranking:
+        def whole(asked: Read) -> Ranking:
             # The whole pool, whatever is kept.
-            return fused(limit, offset, with_vectors, fields=fields)
+            return fused(replace(asked, keep=None))
 
         return kept, whole
 
     for offset in (0, 5, 30):
         query = TextSearch(q="sea sky", limit=5, offset=offset)  # collapsed, the default
         kept, whole = fetches(query)
-        few = await arrange(calls, RERANK, "text", COLL, query, Stages(), kept, pooled=True)
-        pool = await arrange(calls, RERANK, "text", COLL, query, Stages(), whole, pooled=True)
+        few = await arrange(Candidates(calls, "text", COLL, kept, True), RERANK, query, Stages())
+        pool = await arrange(Candidates(calls, "text", COLL, whole, True), RERANK, query, Stages())
         assert [h.photo_id for h in few.hits] == [h.photo_id for h in pool.hits], offset
         assert few.duplicates == pool.duplicates
     assert read[0] < RERANK.pool  # the first page read 2 x 6 photos of the pool's 100
@@ -148,9 +136,11 @@ async def test_the_pages_of_a_fused_ranking_follow_each_other(calls: StoreCalls)
     pages: list[str] = []
     for offset in range(0, 40, 10):
         query, fetch = search(limit=10, offset=offset)
-        arranged = await arrange(calls, RERANK, "text", COLL, query, Stages(), fetch, pooled=True)
+        candidates = Candidates(calls, "text", COLL, fetch, pooled=True)
+        arranged = await arrange(candidates, RERANK, query, Stages())
         pages += [h.photo_id for h in arranged.hits[:10]]
     query, fetch = search(limit=40)
-    whole = await arrange(calls, RERANK, "text", COLL, query, Stages(), fetch, pooled=True)
+    candidates = Candidates(calls, "text", COLL, fetch, pooled=True)
+    whole = await arrange(candidates, RERANK, query, Stages())
     assert pages == [h.photo_id for h in whole.hits[:40]]
     assert len(set(pages)) == 40

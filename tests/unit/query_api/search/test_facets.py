@@ -18,7 +18,7 @@ from query_api.http.metrics import Metrics
 from query_api.http.timing import Stages
 from query_api.schemas.facets import FacetCounts, FacetName
 from query_api.schemas.search import Page, TextSearch
-from query_api.search.arrange import Fetch, Ranking, arrange
+from query_api.search.arrange import Candidates, Fetch, Ranking, Read, arrange
 from query_api.search.facets import (
     FIELDS,
     alongside,
@@ -108,7 +108,7 @@ def answered(facets: FacetCounts | None) -> dict[str, list[tuple[str, int]]]:
 
 async def counts(calls: StoreCalls, page: Page, fetch: Fetch, pool: int = POOL) -> Any:
     def read_pool(limit: int) -> Any:
-        return fetch(limit, 0, False, limit).hits
+        return fetch(Read(limit, keep=limit)).hits
 
     return await count_facets(calls, COLL, page, Stages(), read_pool, pool=pool)
 
@@ -189,7 +189,7 @@ async def test_a_fused_ranking_s_pool_is_the_fusion_s_first_photos(calls: StoreC
     query = TextSearch(q="sea sky", facets=["tags", "photographer"], collapse=False)
     fetch = HybridPlan.of(calls.store, COLL, query, QUERY).fetch
     facets = await counts(calls, query, fetch)
-    fused = [h.photo_id for h in fetch(POOL, 0, False, POOL).hits]
+    fused = [h.photo_id for h in fetch(Read(POOL, keep=POOL)).hits]
     assert facets is not None and facets.photos == len(fused) == POOL
     assert answered(facets) == recounted(calls.store, fused, query.facets, query.facet_limit)
 
@@ -206,16 +206,14 @@ async def test_arrange_answers_the_first_page_s_facets_beside_its_results(
     calls: StoreCalls,
 ) -> None:
     first = Page(facets=["license"], limit=5)
-    arranged = await arrange(
-        calls, RERANK, "test", COLL, first, Stages(), nearest(calls.store, first)
-    )
+    candidates = Candidates(calls, "test", COLL, nearest(calls.store, first))
+    arranged = await arrange(candidates, RERANK, first, Stages())
     pool = [h.photo_id for h in calls.store.search(COLL, QUERY, limit=POOL)]
     assert len(arranged.hits) == 6
     assert answered(arranged.facets) == recounted(calls.store, pool, ["license"], 10)
     later = Page(facets=["license"], limit=5, offset=5)
-    arranged = await arrange(
-        calls, RERANK, "test", COLL, later, Stages(), nearest(calls.store, later)
-    )
+    candidates = Candidates(calls, "test", COLL, nearest(calls.store, later))
+    arranged = await arrange(candidates, RERANK, later, Stages())
     assert arranged.facets is None and len(arranged.hits) == 6
 
 
@@ -226,19 +224,12 @@ async def test_the_pool_is_read_with_only_the_counted_fields(calls: StoreCalls) 
     read: list[tuple[int, set[str]]] = []
     plain = nearest(calls.store, page)
 
-    def fetch(
-        limit: int,
-        offset: int,
-        with_vectors: bool,
-        keep: int | None = None,
-        *,
-        fields: Sequence[str] | None = None,
-    ) -> Ranking:
-        ranking = plain(limit, offset, with_vectors, keep, fields=fields)
-        read.append((limit, {key for hit in ranking.hits for key in hit.payload}))
+    def fetch(asked: Read) -> Ranking:
+        ranking = plain(asked)
+        read.append((asked.limit, {key for hit in ranking.hits for key in hit.payload}))
         return ranking
 
-    arranged = await arrange(calls, RERANK, "test", COLL, page, Stages(), fetch)
+    arranged = await arrange(Candidates(calls, "test", COLL, fetch), RERANK, page, Stages())
     assert arranged.facets is not None and arranged.facets.photos == POOL
     [pool_keys] = [keys for limit, keys in read if limit == POOL]
     assert pool_keys <= {"photo_id", "license", "colors"} and "license" in pool_keys
@@ -254,7 +245,7 @@ async def test_the_facet_stage_is_timed(calls: StoreCalls) -> None:
         COLL,
         page,
         stages,
-        lambda limit: nearest(calls.store, page)(limit, 0, False).hits,
+        lambda limit: nearest(calls.store, page)(Read(limit)).hits,
         pool=POOL,
     )
     assert list(stages.spent) == ["facets"]

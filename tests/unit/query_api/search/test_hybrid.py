@@ -14,6 +14,7 @@ from core.keywords import query_vector
 from core.vectorstore import Hit, PhotoPoint, VectorStore, collection_name
 from query_api.http.errors import ApiError
 from query_api.schemas.search import TextSearch
+from query_api.search.arrange import Read
 from query_api.search.hybrid import HybridPlan
 from query_api.search.ranking import RRF_K
 from tests.support.stores import ENGINES, engine_holding, store_without_keywords
@@ -65,14 +66,14 @@ def ids(hits: list[Hit]) -> list[str]:
 
 def test_a_hybrid_search_fuses_the_vector_and_keyword_rankings(store: VectorStore) -> None:
     hybrid = plan(store, "harbour at dusk")
-    ranking = hybrid.fetch(10, 0, False)
+    ranking = hybrid.fetch(Read(10))
     by_vector = store.search(COLL, QUERY, limit=10)
     by_words = store.keyword_search(COLL, query_vector("harbour dusk"), limit=10)
     # The engine's fusion keeps the best 10: what a pool of 10 re-ranks.
     assert ids(ranking.hits) == rrf(by_vector, by_words)[:10]
     assert ranking.more and hybrid.mode_ran == "hybrid"
     assert all(h.vector is None for h in ranking.hits)
-    assert all(h.vector is not None for h in hybrid.fetch(10, 0, True).hits)
+    assert all(h.vector is not None for h in hybrid.fetch(Read(10, with_vectors=True)).hits)
 
 
 @pytest.mark.parametrize("threshold", [None, -1.0])
@@ -86,7 +87,7 @@ def test_a_model_versions_calibration_sets_the_fusion(
     by_vector = store.search(COLL, QUERY, limit=10)
     by_words = store.keyword_search(COLL, query_vector("harbour dusk"), limit=10)
     expected = rrf(by_vector, by_words, k=10, weights=(1, 4))[:10]
-    assert ids(hybrid.fetch(10, 0, False).hits) == expected
+    assert ids(hybrid.fetch(Read(10)).hits) == expected
     assert expected != rrf(by_vector, by_words)[:10]  # the calibration moved the ranking
 
 
@@ -94,7 +95,7 @@ def test_a_threshold_keeps_only_keyword_matches_as_close_as_it_asks(store: Vecto
     cosine = {p.photo_id: float(p.vector @ QUERY) for p in PHOTOS}
     ordered = sorted(cosine.values())
     threshold = (ordered[-20] + ordered[-21]) / 2  # the 20 closest photos pass
-    hits = plan(store, "tulips market", score_threshold=threshold).fetch(80, 0, False).hits
+    hits = plan(store, "tulips market", score_threshold=threshold).fetch(Read(80)).hits
     assert {h.photo_id for h in hits} == {pid for pid, c in cosine.items() if c >= threshold}
     by_vector = store.search(COLL, QUERY, limit=80, score_threshold=threshold)
     by_words = [
@@ -106,7 +107,7 @@ def test_a_threshold_keeps_only_keyword_matches_as_close_as_it_asks(store: Vecto
 
 
 def test_not_takes_photos_with_all_its_words_out_of_the_keyword_ranking(store: VectorStore) -> None:
-    hits = plan(store, "crane snow", **{"not": ["snow road"]}).fetch(80, 0, False).hits
+    hits = plan(store, "crane snow", **{"not": ["snow road"]}).fetch(Read(80)).hits
     words = {h.photo_id: set(h.payload["title"].split()) for h in hits}
     by_vector = set(ids(store.search(COLL, QUERY, limit=80)))
     # A photo holding both words is found by its vector only, never by its words.
@@ -122,7 +123,7 @@ def test_not_takes_photos_with_all_its_words_out_of_the_keyword_ranking(store: V
 
 
 def test_keyword_mode_ranks_by_words_alone(store: VectorStore) -> None:
-    ranking = plan(store, "lighthouse", mode="keyword").fetch(5, 0, False)
+    ranking = plan(store, "lighthouse", mode="keyword").fetch(Read(5))
     assert ids(ranking.hits) == ids(store.keyword_search(COLL, query_vector("lighthouse"), limit=5))
     assert ranking.more
     with pytest.raises(ApiError) as refused:
@@ -136,11 +137,11 @@ def test_a_collection_without_keywords_runs_a_hybrid_search_as_vector() -> None:
         store.upsert(COLL, PHOTOS)
         for options in ({}, {"score_threshold": -1.0}):
             hybrid = plan(store, "harbour", **options)
-            ranking = hybrid.fetch(10, 0, False)
+            ranking = hybrid.fetch(Read(10))
             assert hybrid.mode_ran == "vector"
             assert ids(ranking.hits) == ids(store.search(COLL, QUERY, limit=10))
         with pytest.raises(ApiError) as refused:
-            plan(store, "harbour", mode="keyword").fetch(10, 0, False)
+            plan(store, "harbour", mode="keyword").fetch(Read(10))
         assert refused.value.status == 409
     finally:
         store.close()
