@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Response
 
 from core.embedding.images import ImageLimits
 from core.vectorstore import CollectionNotFound, StoredPhoto
-from query_api.deps import ReadCaller, RootPath, SearchMeter, ServicesDep, StagesDep, once_each
+from query_api.deps import ReadCaller, RootPath, SearchMeter, ServicesDep, once_each
 from query_api.http.errors import ApiError
 from query_api.http.ratelimit import price
 from query_api.images.photos import (
@@ -21,9 +21,8 @@ from query_api.images.photos import (
 from query_api.schemas.answers import DuplicatesResponse, ErrorResponse, Photo, SearchResponse
 from query_api.schemas.search import DuplicatesPage, Page
 from query_api.search.duplicates import photo_duplicates
-from query_api.search.facets import facet_reads
-from query_api.search.feedback import SearchRecorder
-from query_api.search.pipeline import similar_search, stored_photo
+from query_api.search.opening import SearchesDep
+from query_api.search.pipeline import stored_photo
 from query_api.services import Services
 
 router = APIRouter(prefix="/v1/photos", tags=["photos"], dependencies=[Depends(once_each)])
@@ -77,29 +76,10 @@ def _validators(
 
 @router.get("/{photo_id:path}/similar", response_model=SearchResponse, responses=LIMITED)
 async def similar(
-    photo_id: str,
-    page: Annotated[Page, Query()],
-    services: ServicesDep,
-    meter: SearchMeter,
-    root: RootPath,
-    stages: StagesDep,
-    log: SearchRecorder,
+    photo_id: str, page: Annotated[Page, Query()], search: SearchesDep
 ) -> SearchResponse:
     """More like this: neighbours of the photo's stored vector, never the photo itself."""
-    reranking = services.reranking
-    reranking.check(page)
-    reads = reranking.candidates(page, pooled=False) + facet_reads(page, reranking.facet_pool)
-    async with meter.paying(price(0, reads)):
-        answer = await similar_search(
-            photo_id,
-            page,
-            calls=services.calls,
-            live=services.live,
-            reranking=reranking,
-            root=root,
-            stages=stages,
-        )
-    return await log.record(answer, "similar")
+    return await search.similar(photo_id, page)
 
 
 @router.get("/{photo_id:path}/duplicates", response_model=DuplicatesResponse, responses=LIMITED)

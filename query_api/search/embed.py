@@ -1,4 +1,5 @@
-"""A query's embedding: the cache, else Triton, one call per distinct text query in flight."""
+"""A query's embedding: a text's from the cache, else Triton, one call per distinct text query in
+flight; an image's decoded on the image threads, then Triton, never cached."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Protocol
 
-from core.embedding.arrays import Embeddings
+from core.embedding.arrays import Embeddings, Pixels
 from core.embedding.errors import EmbeddingError
+from core.embedding.images import ImageLimits, prepare_image
 from core.embedding.manifest import ModelManifest, SearchCalibration
 from core.querycache import QueryCache
 from query_api.http.admission import Admission
 from query_api.http.metrics import Metrics
 from query_api.http.timing import Stages
+from query_api.images.work import ImageWork
 
 
 class Tokenizer(Protocol):
@@ -30,6 +33,23 @@ class TextEncoder(Protocol):
 
     async def encode_token_ids(
         self, ids: Sequence[Sequence[int]], *, model_version: int, timeout_s: float | None = None
+    ) -> Embeddings: ...
+
+
+class ImageEncoder(Protocol):
+    """What embedding an image query takes of the embedding client."""
+
+    image_limits: ImageLimits
+
+    def manifest(self, version: int) -> ModelManifest: ...
+
+    async def encode_images(
+        self,
+        pixels: Sequence[Pixels] | Pixels,
+        *,
+        model_version: int,
+        timeout_s: float | None = None,
+        chunk: int = ...,
     ) -> Embeddings: ...
 
 
@@ -120,4 +140,39 @@ class QueryEmbedder:
                 ),
             )
         vector: Embeddings = embeddings[0]
+        return vector
+
+
+@dataclass(frozen=True)
+class ImageEmbedder:
+    """Image queries' embeddings at a model version: decoded on the image threads (inside
+    their memory budget), then embedded by Triton within `timeout_s`; one admission slot for
+    both. Never cached."""
+
+    encoder: ImageEncoder
+    admission: Admission
+    images: ImageWork
+    metrics: Metrics
+    _: KW_ONLY
+    timeout_s: float
+
+    async def embed(self, data: bytes, version: int, stages: Stages) -> Embeddings:
+        """The embedding of the encoded image `data` at this model version."""
+        encoder = self.encoder
+        spec = encoder.manifest(version).image
+        limits = encoder.image_limits
+        async with self.admission.slot("image", stages):
+            with stages.timed("decode"):
+                pixels = await self.images.run(
+                    lambda reserve: prepare_image(data, spec, limits, reserve)
+                )
+            with stages.timed("embed"):
+                vectors = await timed_embed(
+                    self.metrics,
+                    "image",
+                    lambda: encoder.encode_images(
+                        [pixels], model_version=version, timeout_s=self.timeout_s
+                    ),
+                )
+        vector: Embeddings = vectors[0]
         return vector

@@ -1,62 +1,55 @@
-"""The path of one query: normalize -> cache -> Triton (on a miss) -> vector search -> results.
+"""The one path of every search, whatever its kind (text, image, more like this, recommend):
+admission (its price from the caller's rate limit) -> the live collection -> the kind's query
+(its vectors: embedded, or the stored vectors of photos) -> the candidate pool -> the page
+arranged, with its facets -> the answer, recorded in the search log.
 
 The model version that embeds a query is read from the name of the collection it searches,
 resolved once per request, so a query never meets vectors of another model, also while a
-reindex switches the live alias. Each search takes the parts it uses (the store's calls, the
-live collection, the query embedder); the routes take them from the replica's Services.
+reindex switches the live alias. A kind (query_api/search/kinds.py) says only what is its own:
+how it gets its ranking of a collection, what it costs, what the log keeps of it. Each search
+takes the parts it uses (the store's calls, the live collection, the re-ranking); the routes
+take them from the replica's Services (query_api/search/opening.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any, ClassVar, Protocol, Self, TypeVar
 from urllib.parse import quote
 
-import numpy as np
-
-from core.embedding.arrays import Embeddings, Pixels
-from core.embedding.images import ImageLimits, prepare_image
-from core.embedding.manifest import ModelManifest
-from core.feedback.searchlog import new_search_id
-from core.querycache import normalize_query
-from core.vectorstore import CollectionNotFound, StoredPhoto, VectorStore, model_version_of
+from core.embedding.arrays import Embeddings
+from core.feedback.searchlog import Kind, Side, new_search_id
+from core.vectorstore import (
+    CollectionNotFound,
+    Hit,
+    SearchFilter,
+    StoredPhoto,
+    VectorStore,
+    model_version_of,
+)
 from core.vectorstore.base import AUTO_TAGS_FIELD
 from core.vectorstore.engine import Boosted
-from query_api.http.admission import Admission
-from query_api.http.errors import ApiError, Unavailable
-from query_api.http.metrics import Metrics
+from query_api.http.errors import Unavailable
+from query_api.http.ratelimit import Meter, price
 from query_api.http.timing import Stages
-from query_api.images.work import ImageWork
 from query_api.schemas.answers import Photo, PhotoMetadata, Result, SearchResponse
 from query_api.schemas.attributes import attributes_of
-from query_api.schemas.search import MAX_OFFSET, Page, RecommendSearch, TextSearch
+from query_api.schemas.search import MAX_OFFSET, Page
 from query_api.search.arrange import Arranged, Candidates, Fetch, Ranking, Read, arrange
-from query_api.search.embed import QueryEmbedder, timed_embed
-from query_api.search.hybrid import HybridPlan, Mode
+from query_api.search.candidate import NamedCollection
+from query_api.search.experiment import Draw, Experiments, interleaved_search
+from query_api.search.facets import facet_reads
+from query_api.search.feedback import Recorder
+from query_api.search.hybrid import Mode
 from query_api.search.reranking import Reranking
 from query_api.services import LiveCollection, StoreCalls
 
 _METADATA = tuple(PhotoMetadata.model_fields)
 R = TypeVar("R")
-
-
-class ImageEncoder(Protocol):
-    """What embedding an image query takes of the embedding client."""
-
-    image_limits: ImageLimits
-
-    def manifest(self, version: int) -> ModelManifest: ...
-
-    async def encode_images(
-        self,
-        pixels: Sequence[Pixels] | Pixels,
-        *,
-        model_version: int,
-        timeout_s: float | None = None,
-        chunk: int = ...,
-    ) -> Embeddings: ...
 
 
 def photo_urls(root: str, photo_id: str) -> dict[str, str]:
@@ -81,22 +74,31 @@ def stored_photo(root: str, record: StoredPhoto) -> Photo:
     return Photo(**to_photo(root, record.photo_id, record.payload))
 
 
-def nearest_fetch(
-    store: VectorStore,
-    collection: str,
-    vector: Embeddings,
-    page: Page,
-    exclude: tuple[str, ...],
-    boost: Boosted | None = None,
-) -> Fetch:
-    """The ranking of the photos nearest a vector, under the page's filters and threshold,
-    never the `exclude`d ones; `boost` re-scores each pool by its formula."""
+class Rank(Protocol):
+    """A ranking query of the store with its query already given (`VectorStore.search` of a
+    vector, `VectorStore.recommend` of examples): the options every read of it sets."""
+
+    def __call__(
+        self,
+        *,
+        limit: int,
+        offset: int,
+        filter: SearchFilter,
+        score_threshold: float | None,
+        with_vectors: bool,
+        boost: Boosted | None,
+        pool: int,
+        fields: Sequence[str] | None,
+    ) -> list[Hit]: ...
+
+
+def ranked(rank: Rank, page: Page, exclude: tuple[str, ...], boost: Boosted | None) -> Fetch:
+    """The ranking of a store query under the page's filters and threshold, never the
+    `exclude`d photos; `boost` re-scores each pool by its formula."""
 
     def fetch(read: Read) -> Ranking:
         count = read.kept  # one ranking: its first `keep` are all it needs
-        hits = store.search(
-            collection,
-            vector,
+        hits = rank(
             limit=count,
             offset=read.offset,
             filter=page.to_store(exclude),
@@ -111,14 +113,150 @@ def nearest_fetch(
     return fetch
 
 
-def _response(
-    root: str,
-    arranged: Arranged,
+def nearest_fetch(
+    store: VectorStore,
     collection: str,
-    cached: bool | None,
+    vector: Embeddings,
     page: Page,
-    start: float,
-    mode: Mode | None = None,
+    exclude: tuple[str, ...],
+    boost: Boosted | None = None,
+) -> Fetch:
+    """The ranking of the photos nearest a vector (see `ranked`)."""
+    return ranked(partial(store.search, collection, vector), page, exclude, boost)
+
+
+@dataclass(frozen=True)
+class SearchParts:
+    """What every search takes: the store's calls, the collection it reads (the live one, or
+    an experiment's candidate), the re-ranking threads, the prefix of its answers' URLs and the
+    request's timed stages."""
+
+    calls: StoreCalls
+    live: LiveCollection
+    reranking: Reranking
+    root: str
+    stages: Stages
+
+
+@dataclass(frozen=True)
+class Query:
+    """A kind's query of one collection: the ranking its candidates come from; whether its
+    embedding came from the cache (None: not told); the mode that ranked it, once read (a
+    hybrid search falls back to vectors on a collection without keywords)."""
+
+    fetch: Fetch
+    cached: bool | None = None
+    mode: Callable[[], Mode | None] = lambda: None
+
+
+@dataclass(frozen=True)
+class SearchKind(ABC):
+    """The part of a search its kind decides (query_api/search/kinds.py); the rest of its
+    path is the pipeline's, the same for every kind."""
+
+    page: Page
+
+    # The kind's name: the search log's, and the label of its store reads in the metrics.
+    name: ClassVar[Kind]
+
+    @property
+    def embeddings(self) -> int:
+        """How many embeddings the search makes: its price (query_api.http.ratelimit.price)."""
+        return 0
+
+    @property
+    def pooled(self) -> bool:
+        """Whether its ranking is one the store cannot page (a fusion of two)."""
+        return False
+
+    @property
+    def exclude(self) -> tuple[str, ...]:
+        """Photos that are no result and no one's near-duplicate (the examples)."""
+        return ()
+
+    @property
+    def logged(self) -> str | None:
+        """The query the search log keeps (the text of a text search)."""
+        return None
+
+    async def prepared(self, stages: Stages) -> Self:
+        """The search ready to run, once paid for (an image's upload read, or fetched)."""
+        return self
+
+    async def draw(self, experiments: Experiments, session: str | None) -> Draw | None:
+        """The running experiment's draw of this search (None: it interleaves none)."""
+        return None
+
+    @abstractmethod
+    async def query(self, collection: str, boost: Boosted | None, parts: SearchParts) -> Query: ...
+
+
+async def search(kind: SearchKind, parts: SearchParts) -> SearchResponse:
+    """One search of the live collection (or of `parts.live`'s): the kind's query, its
+    candidates arranged into the page with its facets, the answer."""
+    start = time.perf_counter()
+    page, stages = kind.page, parts.stages
+    boost = parts.reranking.boosts.of_page(page)
+
+    async def run(collection: str) -> tuple[Arranged, Query]:
+        query = await kind.query(collection, boost, parts)
+        candidates = Candidates(
+            parts.calls, kind.name, collection, query.fetch, kind.pooled, kind.exclude
+        )
+        return await arrange(candidates, parts.reranking, page, stages), query
+
+    (arranged, query), collection = await _with_live_collection(parts.live, stages, run)
+    return _response(parts.root, arranged, collection, query, page, start)
+
+
+async def answer(
+    kind: SearchKind,
+    parts: SearchParts,
+    *,
+    meter: Meter,
+    log: Recorder,
+    experiments: Experiments,
+) -> SearchResponse:
+    """A search request's answer: its price spent from the caller's rate limit before any
+    work (a 422 for a page past the diversity window spends nothing; one token per embedding,
+    one per full thousand candidates re-ranked or counted for facets), the search (beside an
+    experiment's candidate when drawn into its share), and its record in the search log."""
+    reranking = parts.reranking
+    reranking.check(kind.page)
+    reads = reranking.candidates(kind.page, pooled=kind.pooled)
+    reads += facet_reads(kind.page, reranking.facet_pool)
+    # The price is the live search's: an experiment's candidate search is never charged.
+    async with meter.paying(price(kind.embeddings, reads)):
+        kind = await kind.prepared(parts.stages)
+        draw = await kind.draw(experiments, log.session)
+        sides: list[Side] | None = None
+        if draw is None:
+            response = await search(kind, parts)
+        else:
+            response, sides = await _interleaved(kind, parts, draw, experiments)
+    return await log.record(response, kind.name, kind.logged, sides)
+
+
+async def _interleaved(
+    kind: SearchKind, parts: SearchParts, draw: Draw, experiments: Experiments
+) -> tuple[SearchResponse, list[Side] | None]:
+    # The answer's facets are the live search's: a candidate's would be read for nothing.
+    candidate = replace(kind, page=kind.page.model_copy(update={"facets": []}))
+
+    async def search_in(collection: str | None, stages: Stages) -> SearchResponse:
+        """The search of the live collection (None), or of an experiment's candidate."""
+        if collection is None:
+            return await search(kind, replace(parts, stages=stages))
+        named = NamedCollection(parts.calls, collection)
+        return await search(candidate, replace(parts, live=named, stages=stages))
+
+    return await interleaved_search(
+        draw, kind.page.limit, search_in, parts.stages, experiments.metrics
+    )
+
+
+def _response(
+    root: str, arranged: Arranged, collection: str, query: Query, page: Page, start: float
 ) -> SearchResponse:
     results = [
         Result(
@@ -131,10 +269,10 @@ def _response(
     more = len(arranged.hits) > page.limit and page.offset + page.limit <= MAX_OFFSET
     return SearchResponse(
         results=results,
-        mode=mode,
+        mode=query.mode(),
         model_version=model_version_of(collection),
         collection=collection,
-        cached=cached,
+        cached=query.cached,
         limit=page.limit,
         offset=page.offset,
         next_offset=page.offset + page.limit if more else None,
@@ -162,205 +300,3 @@ async def _with_live_collection(
                     live.calls.retry_after_s,
                 ) from None
     raise AssertionError("unreachable")
-
-
-async def text_search(
-    query: TextSearch,
-    *,
-    queries: QueryEmbedder,
-    calls: StoreCalls,
-    live: LiveCollection,
-    reranking: Reranking,
-    root: str,
-    reveal_cache: bool,
-    stages: Stages,
-) -> SearchResponse:
-    """`reveal_cache`: say whether the embedding came from the cache. Only to an operator (an
-    admin key): to anyone else it would tell whether some other caller searched the phrase."""
-    start = time.perf_counter()
-    store = calls.store
-    boost = reranking.boosts.of_page(query)
-
-    async def run(collection: str) -> tuple[Arranged, bool, Mode]:
-        vector, cached, calibration = None, True, None
-        if query.mode != "keyword":
-            version = model_version_of(collection)
-            vector, cached = await _query_vector(queries, query, version, stages)
-            calibration = queries.calibration(version)
-        if query.mode == "vector":
-            assert vector is not None
-            fetch = nearest_fetch(store, collection, vector, query, (), boost)
-            candidates = Candidates(calls, "text", collection, fetch)
-            arranged = await arrange(candidates, reranking, query, stages)
-            return arranged, cached, "vector"
-        plan = HybridPlan.of(store, collection, query, vector, calibration)
-        plan.boost = boost
-        candidates = Candidates(calls, "text", collection, plan.fetch, pooled=True)
-        arranged = await arrange(candidates, reranking, query, stages)
-        return arranged, cached, plan.mode_ran
-
-    (arranged, cached, mode), collection = await _with_live_collection(live, stages, run)
-    reveal = cached if reveal_cache and query.mode != "keyword" else None
-    return _response(root, arranged, collection, reveal, query, start, mode)
-
-
-def text_embeddings(query: TextSearch) -> int:
-    """How many embeddings a text search makes: none by words alone; the query's, and each
-    distinct `not` text's when they move it (its price: query_api.http.ratelimit.price)."""
-    if query.mode == "keyword":
-        return 0
-    if not query.not_ or query.not_weight == 0:
-        return 1
-    return len(dict.fromkeys(normalize_query(t) for t in [query.q, *query.not_]))
-
-
-async def _query_vector(
-    queries: QueryEmbedder, query: TextSearch, version: int, stages: Stages
-) -> tuple[Embeddings, bool]:
-    """The query's embedding, moved away from its `not` descriptions: q - w x mean(not),
-    unit length again (as Marqo's negative weights and rclip's "-" do)."""
-    normalized = normalize_query(query.q)
-    if not query.not_ or query.not_weight == 0:
-        return await queries.embed(normalized, version, stages)
-    texts = [normalized, *dict.fromkeys(normalize_query(t) for t in query.not_)]
-    each = [Stages() for _ in texts]
-    embedded = await asyncio.gather(
-        *(queries.embed(t, version, st) for t, st in zip(texts, each, strict=True))
-    )
-    stages.overlapped(each)
-    vectors = np.stack([np.asarray(v, dtype=np.float32) for v, _ in embedded])
-    moved = vectors[0] - query.not_weight * vectors[1:].mean(axis=0)
-    norm = float(np.linalg.norm(moved))
-    if norm < 1e-6:  # the query is its own `not`: nothing is left to search for
-        raise ApiError(422, "the query and its `not` descriptions cancel each other out")
-    return (moved / norm).astype(np.float32), all(c for _, c in embedded)
-
-
-async def image_search(
-    data: bytes,
-    page: Page,
-    *,
-    encoder: ImageEncoder,
-    admission: Admission,
-    images: ImageWork,
-    metrics: Metrics,
-    timeout_s: float,
-    calls: StoreCalls,
-    live: LiveCollection,
-    reranking: Reranking,
-    root: str,
-    stages: Stages,
-) -> SearchResponse:
-    """Photos that look like the encoded image `data`; `timeout_s`: its embedding's deadline."""
-    start = time.perf_counter()
-    boost = reranking.boosts.of_page(page)
-
-    async def run(collection: str) -> Arranged:
-        version = model_version_of(collection)
-        spec = encoder.manifest(version).image
-        limits = encoder.image_limits
-        async with admission.slot("image", stages):
-            with stages.timed("decode"):
-                # Decoded on the image threads, inside their memory budget.
-                pixels = await images.run(
-                    lambda reserve: prepare_image(data, spec, limits, reserve)
-                )
-            with stages.timed("embed"):
-                vectors = await timed_embed(
-                    metrics,
-                    "image",
-                    lambda: encoder.encode_images(
-                        [pixels], model_version=version, timeout_s=timeout_s
-                    ),
-                )
-        fetch = nearest_fetch(calls.store, collection, vectors[0], page, (), boost)
-        return await arrange(Candidates(calls, "image", collection, fetch), reranking, page, stages)
-
-    arranged, collection = await _with_live_collection(live, stages, run)
-    return _response(root, arranged, collection, None, page, start)
-
-
-async def _stored_vectors(
-    calls: StoreCalls, collection: str, photo_ids: list[str], stages: Stages
-) -> list[Embeddings]:
-    """The stored vectors of photos, in the order asked; 404 names a photo not indexed."""
-    store = calls.store
-    with stages.timed("retrieve"):
-        found = await calls.run(
-            "retrieve", lambda: store.retrieve(collection, photo_ids, with_vectors=True)
-        )
-    vectors = {record.photo_id: record.vector for record in found}
-    for photo_id in photo_ids:
-        if vectors.get(photo_id) is None:
-            raise ApiError(404, f"no photo {photo_id!r} in the index")
-    return [v for pid in dict.fromkeys(photo_ids) if (v := vectors[pid]) is not None]
-
-
-async def similar_search(
-    photo_id: str,
-    page: Page,
-    *,
-    calls: StoreCalls,
-    live: LiveCollection,
-    reranking: Reranking,
-    root: str,
-    stages: Stages,
-) -> SearchResponse:
-    """More like this: the stored vector of a photo, not a new embedding; never itself."""
-    start = time.perf_counter()
-    boost = reranking.boosts.of_page(page)
-
-    async def run(collection: str) -> Arranged:
-        (vector,) = await _stored_vectors(calls, collection, [photo_id], stages)
-        fetch = nearest_fetch(calls.store, collection, vector, page, (photo_id,), boost)
-        candidates = Candidates(calls, "similar", collection, fetch, exclude=(photo_id,))
-        return await arrange(candidates, reranking, page, stages)
-
-    arranged, collection = await _with_live_collection(live, stages, run)
-    return _response(root, arranged, collection, None, page, start)
-
-
-async def recommend_search(
-    query: RecommendSearch,
-    *,
-    calls: StoreCalls,
-    live: LiveCollection,
-    reranking: Reranking,
-    root: str,
-    stages: Stages,
-) -> SearchResponse:
-    """More like these and not like those: the store's recommendation query over the stored
-    vectors of the examples, none of which is a result."""
-    start = time.perf_counter()
-    examples = tuple(dict.fromkeys([*query.positive, *query.negative]))
-    store = calls.store
-    boost = reranking.boosts.of_page(query)
-
-    async def run(collection: str) -> Arranged:
-        vectors = await _stored_vectors(calls, collection, list(examples), stages)
-        by_id = dict(zip(examples, vectors, strict=True))
-        positive = [by_id[p] for p in dict.fromkeys(query.positive)]
-        negative = [by_id[n] for n in dict.fromkeys(query.negative) if n not in query.positive]
-
-        def fetch(read: Read) -> Ranking:
-            count = read.kept
-            hits = store.recommend(
-                collection,
-                positive,
-                negative,
-                limit=count,
-                offset=read.offset,
-                filter=query.to_store(examples),
-                score_threshold=query.score_threshold,
-                with_vectors=read.with_vectors,
-                boost=boost,
-                pool=read.limit,
-                fields=read.fields,
-            )
-            return Ranking(hits, more=len(hits) == count)
-
-        candidates = Candidates(calls, "recommend", collection, fetch, exclude=examples)
-        return await arrange(candidates, reranking, query, stages)
-
-    arranged, collection = await _with_live_collection(live, stages, run)
-    return _response(root, arranged, collection, None, query, start)

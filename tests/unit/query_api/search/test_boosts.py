@@ -26,7 +26,8 @@ from query_api.schemas.answers import SearchResponse
 from query_api.schemas.search import Page, RecommendSearch, TextSearch
 from query_api.search.boosts import Boosts, rescored
 from query_api.search.embed import QueryEmbedder
-from query_api.search.pipeline import recommend_search, similar_search, text_search
+from query_api.search.kinds import RecommendKind, SimilarKind, TextKind
+from query_api.search.pipeline import SearchParts, search
 from query_api.search.reranking import Reranking
 from query_api.services import LiveCollection, StoreCalls
 from tests.support.stores import ENGINES, engine_store
@@ -112,16 +113,8 @@ async def text(
     calls: StoreCalls,
     reranking: Reranking,
 ) -> SearchResponse:
-    return await text_search(
-        query,
-        queries=queries,
-        calls=calls,
-        live=LiveCollection(calls, alias_cache_s=5.0),
-        reranking=reranking,
-        root="",
-        reveal_cache=False,
-        stages=Stages(),
-    )
+    live = LiveCollection(calls, alias_cache_s=5.0)
+    return await search(TextKind(query, queries), SearchParts(calls, live, reranking, "", Stages()))
 
 
 def test_the_pages_weights_replace_the_replicas_and_zero_is_no_formula() -> None:
@@ -202,14 +195,12 @@ async def test_boosted_more_like_this_and_recommendations(
     wanted = formula(0.4, 0.5)
 
     async def similar(page: Page) -> SearchResponse:
-        return await similar_search(
-            "p05", page, calls=boost_calls, live=live, reranking=pinned, root="", stages=Stages()
-        )
+        parts = SearchParts(boost_calls, live, pinned, "", Stages())
+        return await search(SimilarKind(page, "p05"), parts)
 
     async def recommend(query: RecommendSearch) -> SearchResponse:
-        return await recommend_search(
-            query, calls=boost_calls, live=live, reranking=pinned, root="", stages=Stages()
-        )
+        parts = SearchParts(boost_calls, live, pinned, "", Stages())
+        return await search(RecommendKind(query), parts)
 
     plain = await similar(Page(limit=N, collapse=False))
     boosted = await similar(Page(limit=6, collapse=False, **weights))

@@ -14,7 +14,8 @@ from query_api.schemas.search import TextSearch
 from query_api.search.candidate import NamedCollection
 from query_api.search.embed import QueryEmbedder
 from query_api.search.experiment import Draw, ExperimentMetrics, SearchIn, interleaved_search
-from query_api.search.pipeline import text_search
+from query_api.search.kinds import TextKind
+from query_api.search.pipeline import SearchParts, search
 from query_api.search.reranking import Reranking
 from query_api.services import LiveCollection
 from tests.unit.query_api.conftest import DIM, LIVE, FixedEncoder, unit, write_photos
@@ -34,15 +35,9 @@ def _search_in(queries: QueryEmbedder, live: LiveCollection, query: TextSearch) 
 
     async def search_in(collection: str | None, stages: Stages) -> SearchResponse:
         side = live if collection is None else NamedCollection(live.calls, collection)
-        return await text_search(
-            query,
-            queries=queries,
-            calls=live.calls,
-            live=side,
-            reranking=reranking,
-            root="/api",
-            reveal_cache=True,
-            stages=stages,
+        return await search(
+            TextKind(query, queries, reveal_cache=True),
+            SearchParts(live.calls, side, reranking, "/api", stages),
         )
 
     return search_in

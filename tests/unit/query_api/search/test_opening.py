@@ -1,5 +1,6 @@
-"""The stages each kind of search reports in `Server-Timing`, over the search and photo routes
-on the in-process store.
+"""Every kind of search opens with the one dependency and runs through the one pipeline: the
+stages each reports in `Server-Timing`, over the search and photo routes on the in-process
+store.
 
 Triton cannot run in a unit test: the text encoder is the stand-in of fixed vectors
 (tests/unit/query_api/conftest.py) and the image encoder one of mean colours, both put in the
@@ -10,10 +11,11 @@ query cache over the session's Redis, the admission slots, the image threads.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pytest
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from PIL import Image
 
@@ -22,6 +24,8 @@ from core.embedding.images import ImageLimits
 from core.embedding.manifest import ModelManifest
 from core.vectorstore import VectorStore
 from query_api.routes import photos, search
+from query_api.schemas.answers import SearchResponse
+from query_api.search.opening import SearchesDep
 from query_api.services import Services
 from tests.support.images import encode
 from tests.support.models import stand_in_manifest
@@ -111,3 +115,22 @@ def test_more_like_this_reports_the_stored_vector_it_retrieves(client: TestClien
 def test_a_recommendation_reports_the_stored_vectors_it_retrieves(client: TestClient) -> None:
     answer = client.get("/v1/search/recommend", params={"positive": "cat-1", "collapse": "false"})
     assert stages(answer) == ["resolve", "retrieve", "search", *ADDED]
+
+
+def test_every_search_route_opens_with_the_one_dependency() -> None:
+    (opening,) = (m.dependency for m in get_args(SearchesDep)[1:])
+    routes = [
+        route
+        for route in [*search.router.routes, *photos.router.routes]
+        if isinstance(route, APIRoute) and route.response_model is SearchResponse
+    ]
+    assert {(route.path, method) for route in routes for method in route.methods or ()} == {
+        ("/v1/search", "GET"),
+        ("/v1/search", "POST"),
+        ("/v1/search/recommend", "GET"),
+        ("/v1/search/recommend", "POST"),
+        ("/v1/search/image", "POST"),
+        ("/v1/photos/{photo_id:path}/similar", "GET"),
+    }
+    for route in routes:
+        assert opening in [d.call for d in route.dependant.dependencies], route.path

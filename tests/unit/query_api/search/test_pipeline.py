@@ -16,13 +16,8 @@ from query_api.http.timing import Stages
 from query_api.schemas.answers import SearchResponse
 from query_api.schemas.search import Page, RecommendSearch, TextSearch
 from query_api.search.embed import QueryEmbedder
-from query_api.search.pipeline import (
-    recommend_search,
-    similar_search,
-    stored_photo,
-    text_embeddings,
-    text_search,
-)
+from query_api.search.kinds import RecommendKind, SimilarKind, TextKind, text_embeddings
+from query_api.search.pipeline import SearchParts, search, stored_photo
 from query_api.search.reranking import Reranking
 from query_api.services import LiveCollection, StoreCalls
 from tests.unit.query_api.conftest import (
@@ -47,21 +42,15 @@ async def answer(
 ) -> SearchResponse:
     reranking = Reranking(1, pool=50, diversity_window=1000, timeout_s=30, retry_after_s=7)
     try:
-        return await text_search(
-            query,
-            queries=queries,
-            calls=calls,
-            live=live,
-            reranking=reranking,
-            root=ROOT,
-            reveal_cache=reveal_cache,
-            stages=Stages(),
+        return await search(
+            TextKind(query, queries, reveal_cache=reveal_cache),
+            SearchParts(calls, live, reranking, ROOT, Stages()),
         )
     finally:
         reranking.close()
 
 
-async def search(
+async def search_ids(
     query: TextSearch, queries: QueryEmbedder, calls: StoreCalls, live: LiveCollection
 ) -> list[str]:
     return [result.id for result in (await answer(query, queries, calls, live)).results]
@@ -107,12 +96,12 @@ async def test_not_moves_the_query_away_from_its_descriptions(
     queries: QueryEmbedder, calls: StoreCalls, live: LiveCollection
 ) -> None:
     # "a kitten" leans toward cat-2's third axis: away from it, cat-1 leads by more.
-    plain = await search(TextSearch(q="a kitten", mode="vector", limit=2), queries, calls, live)
+    plain = await search_ids(TextSearch(q="a kitten", mode="vector", limit=2), queries, calls, live)
     moved = TextSearch.model_validate(
         {"q": "a kitten", "not": ["a cat"], "not_weight": 0.9, "mode": "vector", "limit": 2}
     )
     assert plain == ["cat-1", "cat-2"]
-    assert (await search(moved, queries, calls, live))[0] == "cat-2"
+    assert (await search_ids(moved, queries, calls, live))[0] == "cat-2"
 
 
 async def test_a_query_that_is_its_own_not_is_refused(
@@ -120,7 +109,7 @@ async def test_a_query_that_is_its_own_not_is_refused(
 ) -> None:
     query = TextSearch.model_validate({"q": "a cat", "not": ["A cat"], "not_weight": 1.0})
     with pytest.raises(ApiError) as refused:
-        await search(query, queries, calls, live)
+        await search_ids(query, queries, calls, live)
     assert refused.value.status == 422
 
 
@@ -145,14 +134,8 @@ async def test_a_search_whose_collection_was_dropped_reads_the_new_live_one(
 async def test_more_like_this_never_returns_the_photo_itself(
     calls: StoreCalls, live: LiveCollection, reranking: Reranking
 ) -> None:
-    response = await similar_search(
-        "cat-1",
-        Page(limit=3),
-        calls=calls,
-        live=live,
-        reranking=reranking,
-        root=ROOT,
-        stages=Stages(),
+    response = await search(
+        SimilarKind(Page(limit=3), "cat-1"), SearchParts(calls, live, reranking, ROOT, Stages())
     )
     assert [r.id for r in response.results] == ["cat-2", "dog-1", "boat-1"]
 
@@ -161,14 +144,8 @@ async def test_more_like_a_photo_that_is_not_indexed_is_not_found(
     calls: StoreCalls, live: LiveCollection, reranking: Reranking
 ) -> None:
     with pytest.raises(ApiError) as missing:
-        await similar_search(
-            "unicorn-1",
-            Page(),
-            calls=calls,
-            live=live,
-            reranking=reranking,
-            root="",
-            stages=Stages(),
+        await search(
+            SimilarKind(Page(), "unicorn-1"), SearchParts(calls, live, reranking, "", Stages())
         )
     assert (missing.value.status, str(missing.value)) == (404, "no photo 'unicorn-1' in the index")
 
@@ -177,8 +154,8 @@ async def test_a_recommendation_leans_to_its_positives_and_excludes_its_examples
     calls: StoreCalls, live: LiveCollection, reranking: Reranking
 ) -> None:
     query = RecommendSearch(positive=["cat-1"], negative=["boat-1"], limit=2)
-    response = await recommend_search(
-        query, calls=calls, live=live, reranking=reranking, root=ROOT, stages=Stages()
+    response = await search(
+        RecommendKind(query), SearchParts(calls, live, reranking, ROOT, Stages())
     )
     ids = [r.id for r in response.results]
     assert ids[0] == "cat-2"
