@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Response
@@ -52,6 +53,10 @@ def _binary(media_type: str, description: str) -> dict[str, object]:
     return {"description": description, "content": {media_type: {"schema": schema}}}
 
 
+ORIGINAL = {**ERRORS, 200: _binary("image/*", "The file, with its media type.")}
+THUMBNAIL = {**ERRORS, 200: _binary("image/jpeg", "The thumbnail.")}
+
+
 async def _record(services: Services, photo_id: str) -> StoredPhoto:
     collection = await services.live_collection()
     try:
@@ -65,13 +70,34 @@ async def _record(services: Services, photo_id: str) -> StoredPhoto:
     return found[0]
 
 
-def _validators(
-    services: Services, record: StoredPhoto, variant: str
-) -> tuple[dict[str, str], str]:
-    """The caching headers of one rendition of a photo, and its ETag for If-None-Match."""
-    etag = etag_of(record, variant)
-    cache = _PUBLIC if services.settings.api.anonymous_search else _PRIVATE
-    return {"ETag": etag, "Cache-Control": cache}, etag
+@dataclass(frozen=True)
+class PhotoFile:
+    """A photo whose file (or a rendition of it) a request asks for, and the ETag the caller
+    holds of it (If-None-Match)."""
+
+    services: Services
+    record: StoredPhoto
+    if_none_match: str | None
+
+    def validators(self, variant: str) -> tuple[dict[str, str], str]:
+        """The caching headers of one rendition of the photo, and its ETag."""
+        etag = etag_of(self.record, variant)
+        cache = _PUBLIC if self.services.settings.api.anonymous_search else _PRIVATE
+        return {"ETag": etag, "Cache-Control": cache}, etag
+
+
+async def _photo_file(
+    photo_id: PhotoId,
+    services: ServicesDep,
+    caller: ReadCaller,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> PhotoFile:
+    return PhotoFile(services, await _record(services, photo_id), if_none_match)
+
+
+# The opening of a route of a photo's file: the search scope, the photo's record (404 if it is
+# not indexed) and the ETag the caller holds.
+PhotoFileDep = Annotated[PhotoFile, Depends(_photo_file)]
 
 
 @router.get("/{photo_id:path}/similar", response_model=SearchResponse, responses=LIMITED)
@@ -98,21 +124,12 @@ async def duplicates(
         )
 
 
-@router.get(
-    "/{photo_id:path}/image",
-    response_class=Response,
-    responses={**ERRORS, 200: _binary("image/*", "The file, with its media type.")},
-)
-async def image(
-    photo_id: PhotoId,
-    services: ServicesDep,
-    caller: ReadCaller,
-    if_none_match: Annotated[str | None, Header()] = None,
-) -> Response:
+@router.get("/{photo_id:path}/image", response_class=Response, responses=ORIGINAL)
+async def image(photo: PhotoFileDep) -> Response:
     """The original file of the photo."""
-    record = await _record(services, photo_id)
-    headers, etag = _validators(services, record, "original")
-    if if_none_match == etag:
+    services, record = photo.services, photo.record
+    headers, etag = photo.validators("original")
+    if photo.if_none_match == etag:
         return Response(status_code=304, headers=headers)
     data = await services.images.single_flight(
         etag, lambda: services.images.run(lambda reserve: read_original(services, record))
@@ -120,22 +137,13 @@ async def image(
     return Response(data, media_type=media_type(record), headers=headers)
 
 
-@router.get(
-    "/{photo_id:path}/thumbnail",
-    response_class=Response,
-    responses={**ERRORS, 200: _binary("image/jpeg", "The thumbnail.")},
-)
-async def thumbnail(
-    photo_id: PhotoId,
-    services: ServicesDep,
-    caller: ReadCaller,
-    if_none_match: Annotated[str | None, Header()] = None,
-) -> Response:
+@router.get("/{photo_id:path}/thumbnail", response_class=Response, responses=THUMBNAIL)
+async def thumbnail(photo: PhotoFileDep) -> Response:
     """A JPEG thumbnail for result grids: made once per photo version, kept in Redis."""
-    record = await _record(services, photo_id)
+    services, record = photo.services, photo.record
     size = services.settings.api.thumbnail_size
-    headers, etag = _validators(services, record, f"thumb{size}")
-    if if_none_match == etag:
+    headers, etag = photo.validators(f"thumb{size}")
+    if photo.if_none_match == etag:
         return Response(status_code=304, headers=headers)
     key = thumbnail_key(services, etag)
     data = await services.cache.get_bytes(key)
