@@ -132,6 +132,7 @@ def _to_int8(fp32: Path, out: Path) -> None:
             out,
             weight_type=QuantType.QInt8,
             per_channel=True,
+            reduce_range=True,
             op_types_to_quantize=["MatMul", "Gemm"],
             use_external_data_format=fp32.stat().st_size > _TWO_GB * 0.9,
         )
