@@ -177,8 +177,8 @@ def test_triton_killed_during_a_sync_and_searches(system: tuple[Up, Path]) -> No
 
     outage = load.between(killed, back)
     assert outage, "no search was sent while Triton was down"
-    for answer in load.answers:
-        assert answer.status in (200, 503), answer
+    unanswered = [a for a in load.answers if a.status not in (200, 503)]
+    assert not unanswered, f"{unanswered}\n{up.tail()}"
     for answer in outage:
         if answer.q in WARM:
             # Its embedding is cached: the search needs no model.
@@ -206,8 +206,9 @@ def test_redis_killed_during_a_sync_and_searches(system: tuple[Up, Path]) -> Non
     outage = load.between(killed, back)
     assert outage, "no search was sent while Redis was down"
     # Searches need Redis only for the cache: without it they answer, uncached.
-    for answer in load.answers:
-        assert answer.status == 200, answer
+    # All of them, with what `up` said (a child it started again shows there), if any failed.
+    unanswered = [a for a in load.answers if a.status != 200]
+    assert not unanswered, f"{unanswered}\n{up.tail()}"
     # And the worker runs new work after the restart, with nothing left over.
     more = add_photos(photos, 8)
     after = wait_job(jobs_of(up), start_sync(up, str(photos)), 300, up)
