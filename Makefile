@@ -94,8 +94,16 @@ tools:
 # tests wait on the processes they start, so two modules share the machine's cores well.
 PYTEST_WORKERS ?= 2
 
-test: lint tools
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
+# mypy runs beside the suite: it is two minutes of one core, most of them while the suite's
+# workers wait on the servers they start. Its report follows the suite's; either failing fails.
+test: setup tools
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	@types=$$(mktemp); $(BIN)/mypy > "$$types" 2>&1 & mypy=$$!; \
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile; suite=$$?; \
+	wait $$mypy; checked=$$?; echo "$(BIN)/mypy"; cat "$$types"; rm -f "$$types"; \
+	test $$suite = 0 && test $$checked = 0
 
 # The documentation site (mkdocs.yml, docs/) in strict mode: a broken link or anchor fails it.
 # Into site/, ignored by git; `$(BIN)/mkdocs serve` shows it while you write.
