@@ -14,8 +14,8 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Any
 
+from core.payload import PhotoPayload
 from core.vectorstore.base import AUTO_TAGS_FIELD, SparseVector
 
 # BM25's usual constants; AVERAGE_WORDS stands for the collection's mean length (a title and
@@ -53,7 +53,7 @@ def word_id(word: str) -> int:
     return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big")
 
 
-def photo_words(payload: Mapping[str, Any], fields: tuple[str, ...] = WORD_FIELDS) -> list[str]:
+def photo_words(payload: PhotoPayload, fields: tuple[str, ...] = WORD_FIELDS) -> list[str]:
     """The words of a photo a keyword search matches: its title, tags, photographer and
     automatic tags (`fields`: only these)."""
     texts: list[str] = []
@@ -71,7 +71,7 @@ def _sparse(weights: Mapping[int, float]) -> SparseVector:
     return SparseVector(tuple(i for i, _ in ordered), tuple(v for _, v in ordered))
 
 
-def document_vector(payload: Mapping[str, Any]) -> SparseVector:
+def document_vector(payload: PhotoPayload) -> SparseVector:
     """A photo's keyword vector (empty when it has no words)."""
     found = photo_words(payload, FIELDS)
     norm = K1 * (1 - B + B * len(found) / AVERAGE_WORDS)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from core.keywords import words
 
 # The payload field the indexer writes and the store indexes (a keyword list), whose counts
 # the API reads as its vocabulary of suggestions.
-TERMS_FIELD = "terms"
+TERMS_FIELD: Final = "terms"
 # A word longer than this is no word a person types (a hash, a URL run together).
 MAX_TERM_CHARS = 40
 # A title of a thousand words would cost the index a thousand values for one photo.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
+from core.payload import PhotoPayload
 from core.terms import TERMS_FIELD, photo_terms
 from core.vectorstore import GROUP_FIELD
 
@@ -90,13 +90,13 @@ def photo_key(i: int) -> str:
     return f"{i // 1000:03d}/IMG_{i:07d}.jpg"
 
 
-def photo_payload(r: random.Random, i: int, version: int, now: str) -> tuple[str, dict[str, Any]]:
+def photo_payload(r: random.Random, i: int, version: int, now: str) -> tuple[str, PhotoPayload]:
     """A photo's identity and the payload the indexer would write for it (a photo alone in
     its near-duplicate group, as most are)."""
     key = photo_key(i)
     created = datetime(2005, 1, 1, tzinfo=UTC) + timedelta(seconds=r.randrange(20 * 365 * 86400))
     subject = r.choice(SUBJECTS)
-    payload: dict[str, Any] = {
+    payload: PhotoPayload = {
         "title": f"{r.choice(ADJECTIVES).capitalize()} {subject} {r.choice(PLACES)}",
         "tags": sorted({*subject.split(), *r.sample(TAGS, r.randint(2, 7))}),
         "photographer": f"{r.choice(FIRST_NAMES)} {r.choice(LAST_NAMES)}",
@@ -124,7 +124,7 @@ PALETTE = [
 SIZES = [(6000, 4000), (4000, 6000), (5472, 3648), (4000, 4000), (3000, 2000), (1920, 1080)]
 
 
-def _visual_and_derived(i: int) -> dict[str, Any]:
+def _visual_and_derived(i: int) -> PhotoPayload:
     """What the indexer derives from a photo (attributes at decode time, automatic tags, the
     popularity of the feedback events), drawn from the photo's own seed so that the fields
     above stay those of the store's earlier formats."""

@@ -32,6 +32,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from core.keywords import query_vector
+from core.payload import PhotoPayload
 from core.settings import QdrantSettings, Settings
 from core.vectorstore import (
     GROUP_FIELD,
@@ -81,7 +82,7 @@ def photos(n: int, dim: int, seed: int = 7) -> list[PhotoPoint]:
         vector = vectors[i] if i % 5 == 0 else vectors[i - i % 5] + 0.02 * rng.normal(size=dim)
         vector = (vector / np.linalg.norm(vector)).astype(np.float32)
         title = " ".join(rng.choice(WORDS, size=3, replace=False))
-        payload = {
+        payload: PhotoPayload = {
             "photo_id": f"p{i}",
             "title": title,
             "tags": list(rng.choice(TAGS, size=2, replace=False)),

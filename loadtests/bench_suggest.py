@@ -33,6 +33,7 @@ import numpy as np
 import uvicorn
 
 from core.feedback.suggestlog import PopularQuery
+from core.payload import PhotoPayload
 from core.settings import RedisSettings, Settings
 from core.settings_api import ApiSettings
 from core.vectorstore import PhotoPoint, collection_name
@@ -172,7 +173,11 @@ def vocabulary_read(photos: int, n_terms: int, rng: random.Random) -> str:
                 batch = []
                 for i in range(start, min(photos, start + 5000)):
                     chosen = list(dict.fromkeys(rng.choices(vocabulary, weights, k=12)))
-                    payload = {"photo_id": f"p{i}", "terms": chosen, "tags": chosen[:4]}
+                    payload: PhotoPayload = {
+                        "photo_id": f"p{i}",
+                        "terms": chosen,
+                        "tags": chosen[:4],
+                    }
                     batch.append(PhotoPoint(f"p{i}", vector, payload))
                 store.upsert(name, batch)
             took = {}

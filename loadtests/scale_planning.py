@@ -16,6 +16,7 @@ from typing import TypeVar
 import numpy as np
 
 from core.jobstatus import JobKind
+from core.payload import PhotoPayload
 from core.sources import LocalSource
 from core.vectorstore import PhotoPoint, collection_name
 from harness.photos import DISTINCT, small_photo
@@ -127,7 +128,7 @@ def fill(rt: Runtime, collection: str, root: Path, shards: ShardMap, dim: int) -
     rng = np.random.default_rng(0)
     chunk: list[PhotoPoint] = []
     for obj in LocalSource(root).list_range():
-        payload = {
+        payload: PhotoPayload = {
             "source_key": obj.key,
             "content_version": obj.version,
             "meta_hash": "",

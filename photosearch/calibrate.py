@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -42,6 +41,7 @@ from core.embedding.manifest import (
 )
 from core.embedding.tokenizer import load_tokenizer, pad_for
 from core.keywords import query_vector
+from core.payload import PhotoPayload
 from core.quality.judgements import JudgementSet
 from core.quality.metrics import ndcg_at
 from core.settings import Settings
@@ -72,7 +72,7 @@ class Photos:
 
     ids: list[str]
     vectors: AnyArray
-    payloads: list[dict[str, Any]]
+    payloads: list[PhotoPayload]
     copies: AnyArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     copy_of: AnyArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     copy_kind: list[str] = field(default_factory=list)
@@ -111,7 +111,7 @@ def embed_photos(
     copy_of: list[int] = []
     kinds: list[str] = []
     ids: list[str] = []
-    payloads: list[dict[str, Any]] = []
+    payloads: list[PhotoPayload] = []
     for photo in catalog.photos.values():
         try:
             image = decode_image(source.read(photo.key), spec.size)
@@ -119,7 +119,7 @@ def embed_photos(
             continue
         row = len(ids)
         ids.append(photo.photo_id)
-        payloads.append(dict(photo.metadata or {}))
+        payloads.append({**(photo.metadata or {})})
         pixels.append(resize_and_crop(image, spec))
         for kind, alter in ALTERATIONS.items():
             copies.append(resize_and_crop(alter(image), spec))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from PIL import Image
+
+from core.payload import PhotoPayload
 
 # The named palette, each colour by its sRGB anchor, the swatch the documentation shows.
 PALETTE: dict[str, tuple[int, int, int]] = {
@@ -177,7 +178,7 @@ def _sample(image: Image.Image) -> NDArray[np.uint8]:
     return np.asarray(rgb, dtype=np.uint8).reshape(-1, 3)
 
 
-def visual_attributes(image: Image.Image, original_size: tuple[int, int]) -> dict[str, Any]:
+def visual_attributes(image: Image.Image, original_size: tuple[int, int]) -> PhotoPayload:
     """The payload's visual fields (FIELDS) of an upright RGB image, however reduced;
     `original_size`: the original's upright width and height, in pixels."""
     width, height = original_size

@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -17,6 +17,7 @@ from core.embedding.attributes import visual_attributes
 from core.embedding.budget import Reserve as Reserve
 from core.embedding.errors import ImageTooLarge, InvalidImage
 from core.embedding.manifest import ImagePreprocessing
+from core.payload import PhotoPayload
 from core.settings import ImageSettings
 
 T = TypeVar("T")
@@ -337,13 +338,13 @@ def prepare_photo(
     spec: ImagePreprocessing,
     limits: ImageLimits | None = None,
     reserve: Reserve | None = None,
-) -> tuple[Pixels, dict[str, Any]]:
+) -> tuple[Pixels, PhotoPayload]:
     """prepare_image's pixels and, from the same decode, the photo's visual attributes
     (core/embedding/attributes.py: its size, orientation, colours): what the indexer stores.
     The colours are read from the encoder's resized image before its centre crop (a few
     hundred pixels a side, the whole photo): no pass over the decoded pixels of their own."""
 
-    def both(image: Image.Image, size: tuple[int, int]) -> tuple[Pixels, dict[str, Any]]:
+    def both(image: Image.Image, size: tuple[int, int]) -> tuple[Pixels, PhotoPayload]:
         resized = _resized(image, spec)
         return _centre_crop(resized, spec.size), visual_attributes(resized, size)
 

@@ -4,9 +4,7 @@ the one stored photo the query API reads back below the root its point records."
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import PurePosixPath
-from typing import Any
 from urllib.parse import unquote_to_bytes, urlsplit
 
 from core.originals import (
@@ -19,6 +17,7 @@ from core.originals import (
     read_file,
     real_folder,
 )
+from core.payload import PhotoPayload
 from core.settings import Settings
 from core.sources.base import Source
 from core.sources.local import LocalSource
@@ -34,7 +33,7 @@ def open_source(uri: str, settings: Settings) -> Source:
     return S3Source(root.bucket, root.prefix, settings.s3, limits)
 
 
-def photo_root(payload: Mapping[str, Any], remembered: str | None) -> str:
+def photo_root(payload: PhotoPayload, remembered: str | None) -> str:
     """The root a stored photo is read under: the `source_root` its point records, else (a
     point indexed before roots were recorded) `remembered`, the source synced last; with
     neither, SourceRefused: no photo is read without a root to confine it to."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from core.embedding.arrays import Embeddings
 from core.embedding.attributes import NAMES as PALETTE_NAMES
+from core.payload import PhotoPayload
 
 if TYPE_CHECKING:
     from core.settings import QdrantSettings
@@ -23,15 +24,15 @@ VECTOR_NAME = "image"
 # each word by its IDF over the collection.
 KEYWORDS_VECTOR = "keywords"
 # A photo's near-duplicate group: the id of the group's first photo (indexer/photo/duplicates.py).
-GROUP_FIELD = "dup_group"
+GROUP_FIELD: Final = "dup_group"
 # Blue-green: searches read LIVE_ALIAS; PREVIOUS_ALIAS keeps the collection a rollback returns to.
 LIVE_ALIAS = "photos"
 PREVIOUS_ALIAS = "photos-previous"
 # The indexer's shard of a point: the lower bound of the range of source keys it was planned
 # in (see indexer/plan/shards.py), and the key itself. Both indexed: a shard's points are read by
 # its label, a changed file's point by its key.
-SHARD_FIELD = "shard"
-KEY_FIELD = "source_key"
+SHARD_FIELD: Final = "shard"
+KEY_FIELD: Final = "source_key"
 # Payload fields with an index: the filters the search API offers, and the sync's identity.
 KEYWORD_FIELDS = (
     "photo_id",
@@ -59,8 +60,8 @@ FLOAT_FIELDS: tuple[str, ...] = (
 )
 # A photo's automatic tags (indexer/photo/autotags.py), and the key of the vocabulary and rule that
 # made them: a point whose key is not its version's current one is re-tagged by a sync.
-AUTO_TAGS_FIELD = "auto_tags"
-TAGGED_WITH_FIELD = "auto_tags_vocabulary"
+AUTO_TAGS_FIELD: Final = "auto_tags"
+TAGGED_WITH_FIELD: Final = "auto_tags_vocabulary"
 # What points() reads of each point, and how many points a page holds.
 POINT_FIELDS = [
     "photo_id",
@@ -119,7 +120,7 @@ class PhotoPoint:
 
     photo_id: str
     vector: Embeddings  # float32 [D], L2-normalized
-    payload: dict[str, Any]
+    payload: PhotoPayload
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ class Hit:
 
     photo_id: str
     score: float
-    payload: dict[str, Any]
+    payload: PhotoPayload
     vector: Embeddings | None = None
 
 
@@ -145,7 +146,7 @@ class StoredPhoto:
     """One stored photo, as retrieve returns it."""
 
     photo_id: str
-    payload: dict[str, Any]
+    payload: PhotoPayload
     vector: Embeddings | None = None
 
 
@@ -162,8 +163,8 @@ class IndexedPoint:
     auto_tags_vocabulary: str = ""  # "": written without automatic tags
 
 
-def indexed_point(payload: Mapping[str, Any] | None) -> IndexedPoint:
-    p = payload or {}
+def indexed_point(payload: PhotoPayload | None) -> IndexedPoint:
+    p: PhotoPayload = payload or {}
     shard = p.get(SHARD_FIELD)
     return IndexedPoint(
         photo_id=str(p.get("photo_id", "")),

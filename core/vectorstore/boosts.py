@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
+from core.payload import PhotoPayload
 from core.vectorstore.engine import Boosted, Prefetch, Search
 
 # The payload fields the formula reads.
-CREATED = "created_at"
-POPULARITY = "popularity"
+CREATED: Final = "created_at"
+POPULARITY: Final = "popularity"
 # The formula's values for a point without the field. A missing date only keeps the decay
 # defined: the formula multiplies it by "has a date", so an undated photo gets no recency.
 DEFAULTS: dict[str, Any] = {POPULARITY: 0.0, CREATED: "1970-01-01T00:00:00+00:00"}
@@ -61,7 +61,7 @@ def popularity_share(boost: Boosted, popularity: object) -> float:
     return float(p) / (float(p) + boost.popularity_half) if p else 0.0
 
 
-def boosted_score(score: float, payload: Mapping[str, Any], boost: Boosted) -> float:
+def boosted_score(score: float, payload: PhotoPayload, boost: Boosted) -> float:
     """The formula of engine.Boosted over one hit, in Python: for a ranking fused here (the
     engine evaluates it everywhere else), and for tests that recompute the engines' scores."""
     return (

@@ -7,6 +7,7 @@ from typing import cast
 
 import qdrant_edge as qe
 
+from core.payload import as_json
 from core.vectorstore.base import SearchTuning, SparseVector
 from core.vectorstore.boosts import CREATED, DEFAULTS, POPULARITY
 from core.vectorstore.engine import (
@@ -166,12 +167,14 @@ def write(w: Write) -> qe.UpdateOperation:
     match w:
         case Upsert(points):
             batch = [
-                qe.Point(p.point_id, {n: vector(v) for n, v in p.vectors.items()}, p.payload)
+                qe.Point(
+                    p.point_id, {n: vector(v) for n, v in p.vectors.items()}, as_json(p.payload)
+                )
                 for p in points
             ]
             return qe.UpdateOperation.upsert_points(batch)
         case SetPayload(ids, fields):
-            return qe.UpdateOperation.set_payload(_id_list(ids), fields)
+            return qe.UpdateOperation.set_payload(_id_list(ids), as_json(fields))
         case SetVectors(by_point):
             found = [
                 qe.PointVectors(pid, {n: sparse(v) for n, v in named.items()})

@@ -11,6 +11,7 @@ from typing import Any, Protocol, TypeVar, overload
 import numpy as np
 
 from core.embedding.arrays import Embeddings
+from core.payload import PhotoPayload, payload_of
 from core.vectorstore.base import (
     SCROLL_PAGE,
     VECTOR_NAME,
@@ -191,7 +192,7 @@ class Scroll:
 class NewPoint:
     point_id: str
     vectors: Mapping[str, list[float] | SparseVector]
-    payload: dict[str, Any]
+    payload: PhotoPayload
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ class SetPayload:
     """Merge these payload fields into the points' payloads."""
 
     point_ids: tuple[str, ...]
-    payload: dict[str, Any]
+    payload: PhotoPayload
 
 
 @dataclass(frozen=True)
@@ -340,12 +341,12 @@ def embedding_of(vectors: object) -> Embeddings | None:
 
 
 def hit_of(score: float, payload: Mapping[str, Any] | None, vectors: object) -> Hit:
-    found = dict(payload or {})
+    found = payload_of(payload)
     return Hit(str(found.get("photo_id")), score, found, embedding_of(vectors))
 
 
 def stored_of(payload: Mapping[str, Any] | None, vectors: object) -> StoredPhoto:
-    found = dict(payload or {})
+    found = payload_of(payload)
     return StoredPhoto(str(found.get("photo_id")), found, embedding_of(vectors))
 
 

@@ -10,12 +10,12 @@ score with it, can then turn negative.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
 from core import keywords
 from core.embedding.arrays import Embeddings
+from core.payload import PhotoPayload
 from core.vectorstore.base import KEYWORDS_VECTOR, VECTOR_NAME, SparseVector, point_id
 from core.vectorstore.engine import (
     DeleteVectors,
@@ -33,7 +33,7 @@ def dense(vector: Embeddings) -> list[float]:
 
 
 def point_vectors(
-    embedding: list[float], payload: Mapping[str, Any]
+    embedding: list[float], payload: PhotoPayload
 ) -> dict[str, list[float] | SparseVector]:
     """A point's named vectors: the embedding, and the keywords of its payload if it has any."""
     vectors: dict[str, list[float] | SparseVector] = {VECTOR_NAME: embedding}
@@ -43,7 +43,7 @@ def point_vectors(
     return vectors
 
 
-def keyword_writes(payloads: Mapping[str, Mapping[str, Any]]) -> list[Write]:
+def keyword_writes(payloads: Mapping[str, PhotoPayload]) -> list[Write]:
     """Rewrite the keywords vectors of photos (photo id -> their new payload): a vector for
     those with words, none for the others (a delete, which the engine ignores where there is
     none)."""

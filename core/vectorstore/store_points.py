@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
+from core.payload import PhotoPayload
 from core.vectorstore import filters
 from core.vectorstore.base import (
     GROUP_FIELD,
@@ -49,40 +49,42 @@ class Points:
         keywords = self._engine.has_keywords(collection)
         new = []
         for p in points:
-            payload = {**p.payload, "photo_id": p.photo_id}
+            payload: PhotoPayload = {**p.payload, "photo_id": p.photo_id}
             vectors = point_vectors(dense(p.vector), payload if keywords else {})
             new.append(NewPoint(point_id(p.photo_id), vectors, payload))
         self._engine.update(collection, [Upsert(tuple(new))])
 
-    def set_payload(self, collection: str, photo_id: str, payload: dict[str, Any]) -> None:
+    def set_payload(self, collection: str, photo_id: str, payload: PhotoPayload) -> None:
         """Write a stored photo's payload fields, merged (fields not named, such as GROUP_FIELD,
         are kept), and its keywords vector from the new payload; the embedding is kept."""
         self.set_payloads(collection, {photo_id: payload})
 
-    def set_payloads(self, collection: str, payloads: Mapping[str, dict[str, Any]]) -> None:
+    def set_payloads(self, collection: str, payloads: Mapping[str, PhotoPayload]) -> None:
         """set_payload for many photos (photo id -> payload), in one request."""
         if not payloads:
             return
-        written = {pid: {**payload, "photo_id": pid} for pid, payload in payloads.items()}
+        written: dict[str, PhotoPayload] = {
+            pid: {**payload, "photo_id": pid} for pid, payload in payloads.items()
+        }
         # The keywords first: the payload's meta_hash says the photo is up to date. The payload
         # is merged, so fields it does not name (the indexer's group label) are kept.
         writes = keyword_writes(written) if self._engine.has_keywords(collection) else []
         writes += [SetPayload((point_id(pid),), p) for pid, p in written.items()]
         self._engine.update(collection, writes)
 
-    def _label(self, collection: str, field: str, value: str, photo_ids: Sequence[str]) -> None:
+    def _label(self, collection: str, label: PhotoPayload, photo_ids: Sequence[str]) -> None:
         if photo_ids:
             ids = tuple(point_id(pid) for pid in photo_ids)
-            self._engine.update(collection, [SetPayload(ids, {field: value})])
+            self._engine.update(collection, [SetPayload(ids, label)])
 
     def set_shard(self, collection: str, shard: str, photo_ids: Sequence[str]) -> None:
         """Label photos with a shard, keeping the rest of their payload."""
-        self._label(collection, SHARD_FIELD, shard, photo_ids)
+        self._label(collection, {SHARD_FIELD: shard}, photo_ids)
 
     def set_group(self, collection: str, group: str, photo_ids: Sequence[str]) -> None:
         """Put photos in a near-duplicate group (GROUP_FIELD), keeping the rest of their
         payload."""
-        self._label(collection, GROUP_FIELD, group, photo_ids)
+        self._label(collection, {GROUP_FIELD: group}, photo_ids)
 
     def delete(self, collection: str, photo_ids: Sequence[str]) -> None:
         """Delete photos by identity; unknown ids are ignored."""

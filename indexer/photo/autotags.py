@@ -19,7 +19,6 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from core.embedding.arrays import Embeddings
 from core.embedding.errors import ModelVersionUnavailable
 from core.embedding.manifest import ModelManifest
 from core.jobs import Jobs
+from core.payload import PhotoPayload
 from core.settings_indexer import IndexerSettings
 from core.tagging.rule import TagRule, auto_tags, tagging_key
 from core.tagging.vocabulary import Vocabulary, VocabularyError, embed_vocabulary, load_vocabulary
@@ -65,7 +65,7 @@ class Tagger:
             return [[] for _ in range(len(vectors))]
         return auto_tags(vectors, self.names, self.tag_vectors, self.rule, max_tags=self.max_tags)
 
-    def fields(self, vectors: Embeddings) -> list[dict[str, Any]]:
+    def fields(self, vectors: Embeddings) -> list[PhotoPayload]:
         """Each photo's payload fields of its tags."""
         key = self.key or ""
         return [{AUTO_TAGS_FIELD: tags, TAGGED_WITH_FIELD: key} for tags in self.tag(vectors)]
@@ -219,8 +219,8 @@ def with_tags(
     store: VectorStore,
     collection: str,
     tagger: Tagger,
-    payloads: Mapping[str, dict[str, Any]],
-) -> dict[str, dict[str, Any]]:
+    payloads: Mapping[str, PhotoPayload],
+) -> dict[str, PhotoPayload]:
     """Payloads of stored photos (photo id -> payload) with their automatic tags, for a
     payload-only write: from the stored vectors when tags are on (no image is read or sent
     to Triton), none when off, the stored ones kept when the tagger cannot tell. Every
@@ -228,7 +228,7 @@ def with_tags(
     ids = list(payloads)
     if tagger.key is None:
         stored = store.retrieve(collection, ids, fields=(AUTO_TAGS_FIELD, TAGGED_WITH_FIELD))
-        kept = {
+        kept: dict[str, PhotoPayload] = {
             photo.photo_id: {
                 AUTO_TAGS_FIELD: list(photo.payload.get(AUTO_TAGS_FIELD) or []),
                 TAGGED_WITH_FIELD: str(photo.payload.get(TAGGED_WITH_FIELD) or ""),
@@ -243,5 +243,5 @@ def with_tags(
     else:
         kept = {}
     # Off, or a photo gone meanwhile: no tags, keyed "" (a later sync tags one it finds).
-    empty: dict[str, Any] = {AUTO_TAGS_FIELD: [], TAGGED_WITH_FIELD: ""}
+    empty: PhotoPayload = {AUTO_TAGS_FIELD: [], TAGGED_WITH_FIELD: ""}
     return {pid: payload | kept.get(pid, empty) for pid, payload in payloads.items()}

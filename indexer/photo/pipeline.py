@@ -6,13 +6,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from core.embedding.arrays import Embeddings, Pixels
 from core.embedding.images import ImageLimits, Reserve
 from core.embedding.manifest import MAX_BATCH_SIZE, ModelManifest
+from core.payload import PhotoPayload
 from core.sources import Source
 from core.vectorstore import VectorStore
 from indexer.photo.autotags import Tagger
@@ -70,7 +71,7 @@ def embed_photos(
     result = BatchResult()
     good: list[ShardPhoto] = []
     pixels: list[Pixels] = []
-    attributes: list[dict[str, Any]] = []
+    attributes: list[PhotoPayload] = []
     read = read_batch(readers, source, [photo for photo, _ in photos], spec, limits, reserve)
     gone: dict[str, list[str]] = {}
     for (photo, shard), outcome in zip(photos, read, strict=True):

@@ -6,12 +6,12 @@ import errno
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
 
 from core.embedding.arrays import Pixels
 from core.embedding.errors import InvalidImage
 from core.embedding.images import ImageLimits, Reserve, prepare_photo
 from core.embedding.manifest import ImagePreprocessing
+from core.payload import PhotoPayload
 from core.sources import Source, SourceError, SourceRefused, SourceUnavailable
 from indexer.plan.catalog import Photo
 
@@ -51,7 +51,7 @@ class Decoded:
     (core/embedding/attributes.py)."""
 
     pixels: Pixels
-    attributes: dict[str, Any]
+    attributes: PhotoPayload
 
 
 def read_photo(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from core.embedding.arrays import Embeddings
+from core.payload import PhotoPayload
 from core.sources import Source
 from core.terms import TERMS_FIELD, photo_terms
 from core.vectorstore import GROUP_FIELD, KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
@@ -17,7 +17,7 @@ from indexer.plan.catalog import Photo
 # A photo with the label of the shard it is written in.
 ShardPhoto = tuple[Photo, str]
 
-_EMPTY_METADATA: dict[str, Any] = {
+_EMPTY_METADATA: PhotoPayload = {
     "title": None,
     "tags": [],
     "photographer": None,
@@ -38,7 +38,7 @@ def build_payload(
     shard: str,
     *,
     now: Callable[[], datetime] = utc_now,
-) -> dict[str, Any]:
+) -> PhotoPayload:
     return {
         **_EMPTY_METADATA,
         **(photo.metadata or {}),
@@ -67,7 +67,7 @@ def write_points(
     *,
     duplicate_threshold: float,
     group_with_stored: bool = True,
-    attributes: Sequence[Mapping[str, Any]] | None = None,
+    attributes: Sequence[PhotoPayload] | None = None,
     tagger: Tagger | None = None,
     now: Callable[[], datetime] = utc_now,
 ) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from core.payload import PhotoPayload
 from core.sources import Source, SourceObject, SourceRefused, is_photo, unservable
 from indexer.plan.metadata import PhotoMetadata, parse_manifest
 from indexer.plan.shards import ShardRange
@@ -33,7 +34,7 @@ class Photo:
     key: str
     version: str
     meta_hash: str = ""
-    metadata: dict[str, Any] | None = None
+    metadata: PhotoPayload | None = None  # its manifest row's payload fields
 
     def to_wire(self) -> dict[str, Any]:
         return {

@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from core.payload import PhotoPayload
+
 # Columns with a meaning; any other column is kept under `extra`.
 KNOWN = ("id", "path", "title", "tags", "photographer", "license", "created_at")
 
@@ -56,7 +58,7 @@ class PhotoMetadata(BaseModel):
             return value.replace(tzinfo=UTC)
         return value
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> PhotoPayload:
         """The fields stored with the point (created_at as RFC 3339 for the datetime index)."""
         return {
             "title": self.title,

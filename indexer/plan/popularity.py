@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from core.feedback.popularity import Popularity
+from core.payload import PhotoPayload
 from core.vectorstore.boosts import POPULARITY
 from indexer.plan.catalog import Photo
 
 
-def from_metadata(metadata: Mapping[str, Any] | None) -> float | None:
+def from_metadata(metadata: PhotoPayload | None) -> float | None:
     """A manifest's own popularity (`extra.popularity`, a column of that name), if a number
     >= 0: the catalogue's figure for a photo without events."""
     extra = (metadata or {}).get("extra") or {}
@@ -31,7 +31,7 @@ def with_value(photo: Photo, value: float | None) -> Photo:
     a payload change, which the planner writes and change capture logs); None: as it is."""
     if value is None:
         return photo
-    metadata = {**(photo.metadata or {}), POPULARITY: value}
+    metadata: PhotoPayload = {**(photo.metadata or {}), POPULARITY: value}
     mixed = hashlib.sha256(f"{photo.meta_hash}|{POPULARITY}={value!r}".encode()).hexdigest()
     return replace(photo, metadata=metadata, meta_hash=mixed[:16])
 

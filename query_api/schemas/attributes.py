@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.embedding.attributes import NAMES, nearest_color
+from core.payload import PhotoPayload
 
 Orientation = Literal["landscape", "portrait", "square"]
 PALETTE_TEXT = ", ".join(NAMES)
@@ -46,7 +47,7 @@ class PhotoAttributes(BaseModel):
     )
 
 
-def attributes_of(payload: dict[str, Any]) -> PhotoAttributes | None:
+def attributes_of(payload: PhotoPayload) -> PhotoAttributes | None:
     """A stored photo's attributes; None for one indexed before they were computed."""
     if any(payload.get(name) is None for name in ("width", "height", "orientation")):
         return None

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from core.embedding.arrays import Embeddings
 from core.feedback.searchlog import Kind, Side, new_search_id
+from core.payload import PhotoPayload
 from core.vectorstore import (
     CollectionNotFound,
     Hit,
@@ -57,7 +58,7 @@ def photo_urls(root: str, photo_id: str) -> dict[str, str]:
     return {"image_url": f"{base}/image", "thumbnail_url": f"{base}/thumbnail"}
 
 
-def to_photo(root: str, photo_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+def to_photo(root: str, photo_id: str, payload: PhotoPayload) -> dict[str, Any]:
     metadata = {name: payload.get(name) for name in _METADATA if payload.get(name) is not None}
     return {
         "id": photo_id,

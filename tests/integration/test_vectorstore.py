@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from core.embedding.arrays import Embeddings
+from core.payload import PhotoPayload
 from core.settings import QdrantSettings, Settings
 from core.vectorstore import (
     LIVE_ALIAS,
@@ -50,7 +51,7 @@ def unit_vectors(n: int, seed: int) -> Embeddings:
 VECS = unit_vectors(N, seed=7)
 
 
-def payload(i: int) -> dict[str, Any]:
+def payload(i: int) -> PhotoPayload:
     return {
         "photo_id": f"p{i}",
         "tags": [TAGS[i % 4], TAGS[(i // 4) % 4]],
@@ -135,7 +136,7 @@ def test_search_returns_nearest_first(filled: VectorStore) -> None:
     assert hits[0].payload == payload(3)
 
 
-FILTERS: list[tuple[SearchFilter, Callable[[dict[str, Any]], bool]]] = [
+FILTERS: list[tuple[SearchFilter, Callable[[PhotoPayload], bool]]] = [
     (SearchFilter(tags_any=("cat", "beach")), lambda p: bool({"cat", "beach"} & set(p["tags"]))),
     (SearchFilter(tags_all=("cat", "dog")), lambda p: {"cat", "dog"} <= set(p["tags"])),
     (SearchFilter(photographer="bob"), lambda p: p["photographer"] == "bob"),
@@ -145,7 +146,7 @@ FILTERS: list[tuple[SearchFilter, Callable[[dict[str, Any]], bool]]] = [
             created_from=datetime(2024, 1, 5, tzinfo=UTC),
             created_to=datetime(2024, 1, 10, 12, tzinfo=UTC),
         ),
-        lambda p: "2024-01-05" <= p["created_at"][:10] <= "2024-01-10",
+        lambda p: "2024-01-05" <= (p["created_at"] or "")[:10] <= "2024-01-10",
     ),
     (
         SearchFilter(exclude_ids=("p0", "p3", "p7")),
@@ -164,7 +165,7 @@ FILTERS: list[tuple[SearchFilter, Callable[[dict[str, Any]], bool]]] = [
     ids=["tags_any", "tags_all", "photographer", "license", "created_at", "exclude", "combined"],
 )
 def test_every_filter_kind(
-    filled: VectorStore, search_filter: SearchFilter, keep: Callable[[dict[str, Any]], bool]
+    filled: VectorStore, search_filter: SearchFilter, keep: Callable[[PhotoPayload], bool]
 ) -> None:
     expected = {p.photo_id for p in PHOTOS if keep(p.payload)}
     assert 0 < len(expected) < N
@@ -222,7 +223,12 @@ def test_points_list_exactly_what_is_stored(filled: VectorStore) -> None:
 def sharded(i: int, shard: str) -> PhotoPoint:
     """A photo of the indexer: its key and the label of its shard in the payload."""
     key = f"{shard}/photo{i:03d}.jpg"
-    body = {**payload(i), "shard": shard, "source_key": key, "source_uri": f"file:///x/{key}"}
+    body: PhotoPayload = {
+        **payload(i),
+        "shard": shard,
+        "source_key": key,
+        "source_uri": f"file:///x/{key}",
+    }
     return PhotoPoint(f"p{i}", VECS[i], body)
 
 

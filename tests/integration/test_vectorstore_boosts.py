@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from core.keywords import query_vector
+from core.payload import PhotoPayload
 from core.vectorstore import PhotoPoint, VectorStore, collection_name
 from core.vectorstore.boosts import boosted_score
 from core.vectorstore.engine import Boosted
@@ -32,7 +33,7 @@ def photos() -> list[PhotoPoint]:
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     points = []
     for i, vector in enumerate(vectors):
-        payload: dict[str, Any] = {"title": " ".join(rng.choice(WORDS, 1 + i % 3))}
+        payload: PhotoPayload = {"title": " ".join(rng.choice(WORDS, 1 + i % 3))}
         if i % 4:
             payload["created_at"] = (NOW - timedelta(days=5 * i)).isoformat()
         if i % 5:

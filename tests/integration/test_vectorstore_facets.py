@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.payload import PhotoPayload
 from core.vectorstore import PhotoPoint, SearchFilter, VectorStore, collection_name
 from tests.support.qdrant_server import qdrant_stand_in
 from tests.support.stores import STORES, any_store
@@ -22,9 +23,9 @@ COLORS = ("red", "blue", "green", "white", "black")
 FIELDS = ("tags", "license", "photographer", "auto_tags", "colors", "orientation")
 
 
-def payload(i: int) -> dict[str, Any]:
+def payload(i: int) -> PhotoPayload:
     rng = np.random.default_rng(100 + i)
-    body: dict[str, Any] = {
+    body: PhotoPayload = {
         "title": f"photo {i}",
         # None to three tags: a photo holding a value twice still counts once.
         "tags": [str(t) for t in rng.choice(TAGS, i % 4)],
@@ -75,7 +76,7 @@ def counted(
     store: VectorStore,
     field: str,
     photo_ids: Sequence[str],
-    holds: Callable[[dict[str, Any]], bool] = lambda payload: True,
+    holds: Callable[[PhotoPayload], bool] = lambda payload: True,
 ) -> list[tuple[str, int]]:
     """The count of each value among these photos' stored payloads that pass `holds`: most
     first, equal counts by value."""
@@ -83,7 +84,9 @@ def counted(
     for photo in store.retrieve(COLL, photo_ids):
         if holds(photo.payload):
             held = photo.payload.get(field)
-            values.update(set(held) if isinstance(held, list) else [] if held is None else [held])
+            values.update(
+                set(held) if isinstance(held, list) else [] if held is None else [str(held)]
+            )
     return sorted(values.items(), key=lambda vc: (-vc[1], vc[0]))
 
 
@@ -101,7 +104,7 @@ def test_the_limit_keeps_the_most_held_values(store: VectorStore) -> None:
 def test_a_filter_counts_only_the_photos_that_match_it(store: VectorStore) -> None:
     only = SearchFilter(license="cc-by", tags_any=("dog", "snow"))
 
-    def matches(p: dict[str, Any]) -> bool:
+    def matches(p: PhotoPayload) -> bool:
         return bool(p["license"] == "cc-by" and {"dog", "snow"} & set(p["tags"]))
 
     for field in FIELDS:
@@ -120,7 +123,7 @@ def test_ids_count_only_those_photos_and_the_filter_narrows_them(store: VectorSt
         )
     editorial = SearchFilter(license="editorial", exclude_ids=("p11",))
 
-    def matches(p: dict[str, Any]) -> bool:
+    def matches(p: PhotoPayload) -> bool:
         return bool(p["license"] == "editorial" and p["photo_id"] != "p11")
 
     found = store.facet_counts(COLL, "tags", filter=editorial, photo_ids=some, limit=100)
@@ -131,7 +134,7 @@ def test_ids_count_only_those_photos_and_the_filter_narrows_them(store: VectorSt
 def test_the_visual_filters_narrow_the_counts_of_visual_fields(store: VectorStore) -> None:
     mostly_red = SearchFilter(color="red", color_min_share=0.5, orientation="portrait")
 
-    def matches(p: dict[str, Any]) -> bool:
+    def matches(p: PhotoPayload) -> bool:
         return p.get("color_shares", {}).get("red", 0) >= 0.5 and p.get("orientation") == "portrait"
 
     for field in ("colors", "auto_tags", "orientation"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import pytest
@@ -16,6 +16,7 @@ from qdrant_client import models as qm
 
 from core.embedding.arrays import Embeddings
 from core.keywords import query_vector
+from core.payload import PhotoPayload, as_json
 from core.settings import QdrantSettings, Settings
 from core.vectorstore import (
     GROUP_FIELD,
@@ -81,10 +82,10 @@ N = len(ROWS)
 VECS = {pid: row[4] for pid, row in ROWS.items()}
 
 
-def payload(pid: str, **changes: Any) -> dict[str, Any]:
+def payload(pid: str, **changes: Unpack[PhotoPayload]) -> PhotoPayload:
     """The indexer's payload of a photo: every metadata field named, and its group."""
     title, tags, photographer, group, _ = ROWS[pid]
-    body = {
+    body: PhotoPayload = {
         "photo_id": pid,
         "title": title,
         "tags": tags,
@@ -98,7 +99,7 @@ def payload(pid: str, **changes: Any) -> dict[str, Any]:
     return body | changes
 
 
-def metadata(pid: str, **changes: Any) -> dict[str, Any]:
+def metadata(pid: str, **changes: Unpack[PhotoPayload]) -> PhotoPayload:
     """What a metadata-only change writes: the payload without the group label."""
     body = payload(pid, **changes)
     del body[GROUP_FIELD]
@@ -303,7 +304,9 @@ def old_edge_collection(path: Path) -> None:
     )
     shard = qe.EdgeShard.create(str(folder / COLL), config)
     points = [
-        qe.Point(point_id(p.photo_id), {VECTOR_NAME: p.vector.tolist()}, metadata(p.photo_id))
+        qe.Point(
+            point_id(p.photo_id), {VECTOR_NAME: p.vector.tolist()}, as_json(metadata(p.photo_id))
+        )
         for p in PHOTOS
     ]
     shard.update(qe.UpdateOperation.upsert_points(points))

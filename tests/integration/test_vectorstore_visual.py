@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from core.keywords import query_vector
+from core.payload import PhotoPayload
 from core.vectorstore import PhotoPoint, SearchFilter, VectorStore, collection_name
 from tests.support.qdrant_server import qdrant_stand_in
 from tests.support.stores import STORES, any_store
@@ -27,7 +27,7 @@ def attributes(
     shares: dict[str, float],
     copy_space: bool,
     auto_tags: list[str],
-) -> dict[str, Any]:
+) -> PhotoPayload:
     ratio = width / height
     orientation = "square" if abs(ratio - 1) <= 0.05 else "landscape" if ratio > 1 else "portrait"
     return {
@@ -43,7 +43,7 @@ def attributes(
 
 
 # Photo id -> its payload's visual fields and automatic tags; "old" was indexed before them.
-PAYLOADS: dict[str, dict[str, Any]] = {
+PAYLOADS: dict[str, PhotoPayload] = {
     "sky": attributes(6000, 4000, {"blue": 0.82, "white": 0.15, "grey": 0.03}, True, ["sky"]),
     "poppy": attributes(
         3000, 4500, {"green": 0.55, "red": 0.30, "black": 0.15}, False, ["flower", "field"]
@@ -82,7 +82,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStor
     s.close()
 
 
-def expected(passes: Callable[[dict[str, Any]], bool]) -> set[str]:
+def expected(passes: Callable[[PhotoPayload], bool]) -> set[str]:
     return {pid for pid, p in PAYLOADS.items() if p and passes(p)}
 
 
@@ -91,7 +91,7 @@ def found(store: VectorStore, f: SearchFilter) -> set[str]:
     return {hit.photo_id for hit in hits}
 
 
-CASES: list[tuple[SearchFilter, Callable[[dict[str, Any]], bool]]] = [
+CASES: list[tuple[SearchFilter, Callable[[PhotoPayload], bool]]] = [
     (SearchFilter(color="red"), lambda p: p["color_shares"].get("red", 0) >= 0.01),
     (
         SearchFilter(color="red", color_min_share=0.25),
@@ -111,8 +111,8 @@ CASES: list[tuple[SearchFilter, Callable[[dict[str, Any]], bool]]] = [
         SearchFilter(min_width=2000, min_height=4000),
         lambda p: p["width"] >= 2000 and p["height"] >= 4000,
     ),
-    (SearchFilter(copy_space=True), lambda p: p["copy_space"]),
-    (SearchFilter(copy_space=False), lambda p: not p["copy_space"]),
+    (SearchFilter(copy_space=True), lambda p: p["copy_space"] == 1),
+    (SearchFilter(copy_space=False), lambda p: p["copy_space"] == 0),
     (SearchFilter(auto_tags_all=("flower",)), lambda p: "flower" in p["auto_tags"]),
     (
         SearchFilter(auto_tags_all=("flower", "field")),
@@ -122,7 +122,7 @@ CASES: list[tuple[SearchFilter, Callable[[dict[str, Any]], bool]]] = [
         SearchFilter(color="white", color_min_share=0.1, copy_space=True, orientation="landscape"),
         lambda p: (
             p["color_shares"].get("white", 0) >= 0.1
-            and p["copy_space"]
+            and p["copy_space"] == 1
             and p["orientation"] == "landscape"
         ),
     ),
@@ -131,7 +131,7 @@ CASES: list[tuple[SearchFilter, Callable[[dict[str, Any]], bool]]] = [
 
 @pytest.mark.parametrize(("f", "passes"), CASES, ids=[repr(f) for f, _ in CASES])
 def test_each_filter_keeps_exactly_the_photos_whose_payload_passes_it(
-    store: VectorStore, f: SearchFilter, passes: Callable[[dict[str, Any]], bool]
+    store: VectorStore, f: SearchFilter, passes: Callable[[PhotoPayload], bool]
 ) -> None:
     assert found(store, f) == expected(passes)
 

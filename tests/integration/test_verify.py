@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from core.payload import PhotoPayload
 from core.sources import LocalSource
 from core.vectorstore import KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
 from indexer.jobs.verify import common_ranges, compare
@@ -36,7 +37,7 @@ def put(
         found = source.stat(key)
         assert found is not None
         vector = rng.standard_normal(DIM).astype(np.float32)
-        payload = {
+        payload: PhotoPayload = {
             "photo_id": key,
             SHARD_FIELD: shard,
             KEY_FIELD: key,

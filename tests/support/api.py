@@ -15,6 +15,7 @@ import httpx
 import uvicorn
 
 from core.embedding.client import EmbeddingClient
+from core.payload import PhotoPayload
 from core.settings import Settings
 from core.terms import TERMS_FIELD, photo_terms
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore, collection_name, open_store
@@ -63,11 +64,11 @@ class Indexed:
 
     collection: str
     ids: list[str]
-    payloads: dict[str, dict[str, Any]]
+    payloads: dict[str, PhotoPayload]
     files: dict[str, Path]
 
 
-def metadata_of(i: int) -> dict[str, Any]:
+def metadata_of(i: int) -> PhotoPayload:
     created = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(days=10 * i)
     return {
         "title": f"photo {i}",
@@ -100,7 +101,7 @@ def index_photos(
     vectors = asyncio.run(embed_images(settings, data, model_version))
     name = collection_name(model_version, tag)
     store.create_collection(name, vectors.shape[1])
-    payloads = {}
+    payloads: dict[str, PhotoPayload] = {}
     for n, photo_id in enumerate(ids):
         payloads[photo_id] = {
             **metadata_of(n),

@@ -17,6 +17,7 @@ import httpx
 import numpy as np
 import pytest
 
+from core.payload import PhotoPayload
 from core.settings import Settings
 from core.vectorstore import VectorStore
 from model.triton_server import TritonServer
@@ -46,7 +47,7 @@ FIELDS = {
 COLORS = ("red", "blue", "green", "white", "black")
 
 
-def visual(i: int) -> dict[str, Any]:
+def visual(i: int) -> PhotoPayload:
     """What the indexer derives of photo i: colours, orientation, automatic tags; none for
     one photo in four (indexed before them)."""
     if i % 4 == 0:
@@ -94,7 +95,7 @@ class Api:
             for photo in stored:
                 value = photo.payload.get(FIELDS[name])
                 held.update(
-                    set(value) if isinstance(value, list) else [] if value is None else [value]
+                    set(value) if isinstance(value, list) else [] if value is None else [str(value)]
                 )
             counts[name] = [[v, n] for v, n in sorted(held.items(), key=lambda vn: (-vn[1], vn[0]))]
         return counts
@@ -105,7 +106,7 @@ def counts_of(answer: dict[str, Any]) -> dict[str, list[list[Any]]]:
     return {name: [[v["value"], v["count"]] for v in values] for name, values in fields.items()}
 
 
-def matching(api: Api, holds: Callable[[dict[str, Any]], bool]) -> set[str]:
+def matching(api: Api, holds: Callable[[PhotoPayload], bool]) -> set[str]:
     return {pid for pid, payload in api.indexed.payloads.items() if holds(payload)}
 
 

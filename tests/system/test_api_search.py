@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 from redis import Redis
 
+from core.payload import PhotoPayload
 from core.querycache import cache_key, normalize_query
 from core.settings import Settings
 from core.vectorstore import PhotoPoint, VectorStore
@@ -48,7 +49,7 @@ class Api:
     store: VectorStore
     indexed: Indexed
     vectors: dict[str, Any]  # photo id -> stored vector
-    payloads: dict[str, dict[str, Any]]  # photo id -> stored payload
+    payloads: dict[str, PhotoPayload]  # photo id -> stored payload
 
     def get(self, path: str, headers: dict[str, str] | None = None, **kw: Any) -> httpx.Response:
         return httpx.get(self.url + path, headers=SEARCH if headers is None else headers, **kw)
@@ -70,7 +71,11 @@ def api(
     settings = api_settings(tmp / "data", triton.url, repository, cache_ttl_s=2, docs=True)
     with indexed_store(settings, tmp / "photos", 24) as (store, indexed):
         [text_vector] = asyncio.run(embed_texts(settings, [PLANTED_QUERY], 1))
-        planted = {**indexed.payloads["photo000.jpg"], "photo_id": PLANTED, "title": "planted"}
+        planted: PhotoPayload = {
+            **indexed.payloads["photo000.jpg"],
+            "photo_id": PLANTED,
+            "title": "planted",
+        }
         store.upsert(indexed.collection, [PhotoPoint(PLANTED, text_vector, planted)])
         records = store.retrieve(indexed.collection, [*indexed.ids, PLANTED], with_vectors=True)
         vectors = {r.photo_id: r.vector for r in records}

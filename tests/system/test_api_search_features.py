@@ -13,6 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
+from core.payload import PhotoPayload
 from core.settings import Settings
 from core.vectorstore import GROUP_FIELD, PhotoPoint, VectorStore
 from model.triton_server import TritonServer
@@ -44,7 +45,7 @@ class Api:
     store: VectorStore
     indexed: Indexed
     vectors: dict[str, Any]
-    payloads: dict[str, dict[str, Any]]
+    payloads: dict[str, PhotoPayload]
 
     def get(self, path: str, headers: dict[str, str] | None = None, **kw: Any) -> httpx.Response:
         return httpx.get(self.url + path, headers=SEARCH if headers is None else headers, **kw)
@@ -81,7 +82,7 @@ def api(
         [query] = asyncio.run(embed_texts(settings, [QUERY], 1))
         base = indexed.payloads["photo000.jpg"]
         rng = np.random.default_rng(7)
-        planted: dict[str, dict[str, Any]] = {}
+        planted: dict[str, PhotoPayload] = {}
         points = []
         far = _unit(-np.asarray(query))  # as unlike the query as a vector can be
         planted["rare.jpg"] = {**base, "photo_id": "rare.jpg", "title": f"{RARE} at noon"}

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from core.payload import PhotoPayload
 from core.settings import Settings
 from core.vectorstore import PhotoPoint, VectorStore
 from model.triton_server import TritonServer
@@ -64,7 +65,7 @@ def _add_photo(store: VectorStore, indexed: Indexed, photo_id: str, path: Path) 
     """A point for a file the test wrote, with a neighbour's vector (it is never searched)."""
     [donor] = store.retrieve(indexed.collection, [indexed.ids[0]], with_vectors=True)
     assert donor.vector is not None
-    payload = {
+    payload: PhotoPayload = {
         **indexed.payloads[indexed.ids[0]],
         "photo_id": photo_id,
         "source_uri": path.as_uri(),

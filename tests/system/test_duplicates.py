@@ -17,6 +17,7 @@ from core.embedding.arrays import Embeddings
 from core.embedding.client import EmbeddingClient
 from core.jobs import Jobs
 from core.jobstatus import JobPhase, JobStatus
+from core.payload import PhotoPayload
 from core.settings import Settings
 from core.submit import queue_sync, submit_reindex
 from core.taskqueue import all_queues
@@ -123,7 +124,8 @@ def forget_group(settings: Settings, photo_id: str) -> None:
         collection = store.resolve(LIVE_ALIAS)
         [stored] = store.retrieve(collection, [photo_id], with_vectors=True)
         assert stored.vector is not None
-        payload = {k: v for k, v in stored.payload.items() if k != GROUP_FIELD}
+        payload: PhotoPayload = {**stored.payload}
+        payload.pop(GROUP_FIELD, None)
         store.upsert(collection, [PhotoPoint(photo_id, stored.vector, payload)])
     finally:
         store.close()

@@ -20,6 +20,7 @@ import httpx
 import pytest
 from playwright.sync_api import FloatRect, Page, ViewportSize, expect
 
+from core.payload import PhotoPayload
 from core.vectorstore import GROUP_FIELD, PhotoPoint
 from model.triton_server import TritonServer
 from tests.support.api import Indexed, api_settings, index_photos, own_store, serving
@@ -59,7 +60,7 @@ class Site:
         return body
 
 
-def looks(n: int, payload: dict[str, Any]) -> dict[str, Any]:
+def looks(n: int, payload: PhotoPayload) -> PhotoPayload:
     """The fields the indexer adds to photo n's payload: what it looks like."""
     width, height, orientation = SIZES[n % 3]
     first, first_share, second, second_share = COLOURS[n % 2]
@@ -92,10 +93,13 @@ def site(
         for found in stored:
             assert found.vector is not None
             n = indexed.ids.index(found.photo_id)
-            payload = {**indexed.payloads[found.photo_id], **looks(n, found.payload)}
+            payload: PhotoPayload = {
+                **indexed.payloads[found.photo_id],
+                **looks(n, found.payload),
+            }
             if found.photo_id == ORIGINAL:
                 payload[GROUP_FIELD] = ORIGINAL
-                copy = {**payload, "photo_id": COPY, "title": "photo 4, a copy"}
+                copy: PhotoPayload = {**payload, "photo_id": COPY, "title": "photo 4, a copy"}
                 points.append(PhotoPoint(COPY, found.vector, copy))
             points.append(PhotoPoint(found.photo_id, found.vector, payload))
         store.upsert(indexed.collection, points)

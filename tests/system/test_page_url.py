@@ -16,6 +16,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
+from core.payload import PhotoPayload
 from core.vectorstore import GROUP_FIELD, PhotoPoint
 from model.triton_server import TritonServer
 from tests.support.api import Indexed, api_settings, index_photos, own_store, serving
@@ -57,8 +58,8 @@ def site(
         indexed = index_photos(store, settings, tmp / "photos", 12)
         [original] = store.retrieve(indexed.collection, [ORIGINAL], with_vectors=True)
         assert original.vector is not None
-        payload = {**indexed.payloads[ORIGINAL], GROUP_FIELD: ORIGINAL}
-        copy = {**payload, "photo_id": COPY, "title": "photo 5, a copy"}
+        payload: PhotoPayload = {**indexed.payloads[ORIGINAL], GROUP_FIELD: ORIGINAL}
+        copy: PhotoPayload = {**payload, "photo_id": COPY, "title": "photo 5, a copy"}
         store.upsert(
             indexed.collection,
             [

@@ -15,9 +15,10 @@ from core.keywords import (
     word_id,
     words,
 )
+from core.payload import PhotoPayload
 
 
-def weight_of(word: str, payload: dict[str, object]) -> float:
+def weight_of(word: str, payload: PhotoPayload) -> float:
     vector = document_vector(payload)
     return dict(zip(vector.indices, vector.values, strict=True))[word_id(word)]
 
@@ -37,7 +38,7 @@ def test_stopwords_are_left_out() -> None:
 
 
 def test_a_photo_s_words_are_its_title_tags_and_photographer() -> None:
-    payload = {
+    payload: PhotoPayload = {
         "title": "Old Lighthouse",
         "tags": ["coast", "sea fog"],
         "photographer": "Ann Lee",
@@ -82,8 +83,8 @@ def test_word_ids_are_stable_32_bit_numbers() -> None:
 
 def test_automatic_tags_weigh_less_than_the_words_a_person_typed() -> None:
     # Two typed words each: the same length, so the same BM25 norm.
-    typed: dict[str, object] = {"title": "harbour", "tags": ["boat"]}
-    guessed: dict[str, object] = {
+    typed: PhotoPayload = {"title": "harbour", "tags": ["boat"]}
+    guessed: PhotoPayload = {
         "title": "harbour",
         "tags": ["quay"],
         "auto_tags": ["boat", "sea water"],
@@ -91,14 +92,18 @@ def test_automatic_tags_weigh_less_than_the_words_a_person_typed() -> None:
     assert weight_of("boat", guessed) == pytest.approx(AUTO_TAG_WEIGHT * weight_of("boat", typed))
     assert 0 < AUTO_TAG_WEIGHT < 1
     # Tagged by both: the person's word, once; the automatic words leave the length alone.
-    both: dict[str, object] = {"title": "harbour", "tags": ["boat"], "auto_tags": ["boat"]}
+    both: PhotoPayload = {"title": "harbour", "tags": ["boat"], "auto_tags": ["boat"]}
     assert weight_of("boat", both) == pytest.approx(weight_of("boat", typed))
     assert weight_of("harbour", guessed) == weight_of("harbour", {"title": "harbour quay"})
     assert weight_of("water", guessed) == weight_of("sea", guessed) > 0
 
 
 def test_a_photo_s_words_include_its_automatic_tags_for_the_not_filter() -> None:
-    payload = {"title": "Harbour", "tags": ["boat"], "auto_tags": ["sea water", "boat"]}
+    payload: PhotoPayload = {
+        "title": "Harbour",
+        "tags": ["boat"],
+        "auto_tags": ["sea water", "boat"],
+    }
     assert photo_words(payload) == ["harbour", "boat", "sea", "water", "boat"]
     assert photo_words(payload, ("title",)) == ["harbour"]
     assert document_vector({"auto_tags": ["dog"]}).indices == (word_id("dog"),)

@@ -21,6 +21,7 @@ from redis.asyncio import Redis as AsyncRedis
 
 from core.embedding.arrays import Embeddings
 from core.embedding.manifest import ModelManifest, SearchCalibration, write_manifest
+from core.payload import PhotoPayload
 from core.querycache import QueryCache
 from core.settings import RedisSettings, Settings
 from core.settings_api import ApiKey, ApiSettings
@@ -137,7 +138,7 @@ def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VectorSto
 def grouped_store(shared_store: VectorStore) -> VectorStore:
     """The module's store with the two cats as one near-duplicate group (a burst of one
     scene)."""
-    cats = {GROUP_FIELD: "cats"}
+    cats: PhotoPayload = {GROUP_FIELD: "cats"}
     shared_store.set_payloads(LIVE, {"cat-1": cats, "cat-2": cats})
     return shared_store
 

@@ -4,11 +4,11 @@ formula queries over each kind of search, on Qdrant Edge and qdrant-client's loc
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
 from core.keywords import query_vector
+from core.payload import PhotoPayload
 from core.vectorstore import Hit, SearchFilter, VectorStore
 from core.vectorstore.boosts import boosted, boosted_score, popularity_share, recency
 from core.vectorstore.engine import Boosted, Nearest, Prefetch, Rrf, Search
@@ -25,9 +25,9 @@ BOOST = Boosted(
 )
 
 
-def stored_fields(i: int) -> dict[str, Any]:
+def stored_fields(i: int) -> PhotoPayload:
     """Photo i's boost fields: a null date, none, or a date; a popularity for most."""
-    fields: dict[str, Any] = {}
+    fields: PhotoPayload = {}
     if i % 5 == 0:
         fields["created_at"] = None  # the indexer writes null for a photo without a date
     elif i % 5 != 1:  # i % 5 == 1: no created_at field at all
@@ -70,7 +70,10 @@ def test_popularity_share_is_half_at_the_half_and_zero_without_any() -> None:
 
 
 def test_the_formula_adds_both_terms_to_the_score() -> None:
-    payload = {"created_at": (NOW - timedelta(days=180)).isoformat(), "popularity": 10.0}
+    payload: PhotoPayload = {
+        "created_at": (NOW - timedelta(days=180)).isoformat(),
+        "popularity": 10.0,
+    }
     assert boosted_score(0.5, payload, BOOST) == pytest.approx(0.5 + 0.3 * 0.5 + 0.2 * 0.5)
     assert boosted_score(0.5, {}, BOOST) == 0.5
 

@@ -3,12 +3,11 @@ the neutral writes of the keywords vector, an engine's points read back, the pay
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from core.embedding.attributes import PALETTE
 from core.keywords import document_vector
+from core.payload import PhotoPayload
 from core.vectorstore import (
     KEYWORDS_VECTOR,
     VECTOR_NAME,
@@ -21,7 +20,7 @@ from core.vectorstore.schema import PAYLOAD_INDEXES
 
 
 def test_keyword_writes_give_words_a_vector_and_take_it_from_the_wordless() -> None:
-    payloads: dict[str, dict[str, Any]] = {"a": {"title": "Red tulips"}, "b": {"tags": []}}
+    payloads: dict[str, PhotoPayload] = {"a": {"title": "Red tulips"}, "b": {"tags": []}}
     set_vectors, delete = keyword_writes(payloads)
     assert set_vectors == SetVectors(
         {point_id("a"): {KEYWORDS_VECTOR: document_vector(payloads["a"])}}

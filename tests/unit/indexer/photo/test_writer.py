@@ -3,8 +3,11 @@ a batch written again replacing the same points."""
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import numpy as np
 
+from core.payload import PhotoPayload
 from core.sources import LocalSource
 from core.vectorstore import GROUP_FIELD, VectorStore
 from indexer.photo.writer import build_payload, write_points
@@ -12,8 +15,8 @@ from indexer.plan.catalog import Photo
 from tests.unit.indexer.conftest import COLLECTION, DIM, INDEXED_AT
 
 
-def photo(i: int, **metadata: object) -> Photo:
-    return Photo(f"id-{i}", f"day1/photo{i}.jpg", f"v{i}", f"m{i}", dict(metadata) or None)
+def photo(i: int, **metadata: Unpack[PhotoPayload]) -> Photo:
+    return Photo(f"id-{i}", f"day1/photo{i}.jpg", f"v{i}", f"m{i}", metadata or None)
 
 
 def test_a_payload_carries_the_metadata_the_source_and_when_it_was_indexed(

@@ -14,6 +14,7 @@ from redis import Redis
 
 from core.feedback.popularity import Popularity
 from core.jobstatus import JobKind, JobState, JobStatus
+from core.payload import PhotoPayload
 from core.settings_indexer import IndexerSettings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, VectorStore
@@ -42,7 +43,7 @@ def with_popularity(records: JobRecords, popularity: Popularity) -> JobRecords:
 
 
 def a_photo(extra: dict[str, object] | None = None) -> Photo:
-    metadata = None if extra is None else {"title": "x", "extra": extra}
+    metadata: PhotoPayload | None = None if extra is None else {"title": "x", "extra": extra}
     return Photo("p1", "a/p1.jpg", "v1", "hash0", metadata)
 
 

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import io
 from contextlib import nullcontext
+from typing import Unpack
 
 import pytest
 from PIL import Image
 
 from core.embedding.images import ImageLimits
+from core.payload import PhotoPayload
 from core.vectorstore import StoredPhoto
 from query_api.http.errors import ApiError
 from query_api.images.photos import etag_of, make_thumbnail, media_type
 
 
-def record(**payload: object) -> StoredPhoto:
+def record(**payload: Unpack[PhotoPayload]) -> StoredPhoto:
     return StoredPhoto("p1", {"source_uri": "file:///photos/a/p1.png", **payload})
 
 

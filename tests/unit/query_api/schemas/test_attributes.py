@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from core.embedding.attributes import NAMES
+from core.payload import PhotoPayload
 from core.vectorstore import SearchFilter, VectorStore
 from query_api.routes import search
 from query_api.schemas.attributes import PhotoAttributes, attributes_of, palette_color
@@ -19,7 +20,7 @@ from query_api.schemas.search import Filters, TextSearch
 from tests.unit.query_api.conftest import LIVE, live_store, result_ids, router_client
 
 # What the indexer wrote for three of the live collection's photos; boat-1 has none.
-VISUAL: dict[str, dict[str, Any]] = {
+VISUAL: dict[str, PhotoPayload] = {
     "cat-1": {
         "width": 4000,
         "height": 3000,

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.payload import PhotoPayload
 from core.vectorstore import GROUP_FIELD, PhotoPoint, VectorStore, collection_name
 from query_api.http.metrics import Metrics
 from query_api.http.timing import Stages
@@ -37,7 +38,7 @@ def photos() -> list[PhotoPoint]:
         near = query + rng.normal(0, 0.01, DIM) if i < 4 else rng.normal(size=DIM)
         vector = (near / np.linalg.norm(near)).astype(np.float32)
         title = "burst" if i < 4 else " ".join(rng.choice(["sea", "sky", "road", "tree"], 2))
-        payload = {"title": title, GROUP_FIELD: "p00" if i < 4 else f"p{i:02d}"}
+        payload: PhotoPayload = {"title": title, GROUP_FIELD: "p00" if i < 4 else f"p{i:02d}"}
         points.append(PhotoPoint(f"p{i:02d}", vector, payload))
     return points
 

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
 from core.embedding.arrays import Embeddings
+from core.payload import PhotoPayload
 from core.settings_api import ApiSettings
 from core.vectorstore import LIVE_ALIAS, PhotoPoint, VectorStore
 from core.vectorstore.boosts import boosted_score
@@ -41,7 +41,7 @@ def photo(i: int, vector: Embeddings) -> PhotoPoint:
     """Photos near "a cat", whose titles hold "cat" each as often and as long as no other's
     (no two score alike by words); dates 9 days apart (none for some), a popularity for most."""
     title = " ".join(["cat"] * (1 + i % 5) + ["x"] * (i // 5))
-    payload: dict[str, Any] = {"title": title, "tags": []}
+    payload: PhotoPayload = {"title": title, "tags": []}
     payload["created_at"] = None if i % 4 == 0 else (NOW - timedelta(days=9 * i)).isoformat()
     if i % 3:
         payload["popularity"] = float((i * 7) % 23)
@@ -89,7 +89,7 @@ def formula(recency: float, popularity: float) -> Boosted:
 
 
 def expected(
-    plain: SearchResponse, boost: Boosted, payloads: dict[str, Any]
+    plain: SearchResponse, boost: Boosted, payloads: dict[str, PhotoPayload]
 ) -> list[tuple[str, float]]:
     scored = [(r.id, boosted_score(r.score, payloads[r.id], boost)) for r in plain.results]
     return sorted(scored, key=lambda item: (-item[1], item[0]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.payload import PhotoPayload
 from core.vectorstore import GROUP_FIELD, VectorStore
 from query_api.http.errors import ApiError
 from query_api.schemas.search import DuplicatesPage
@@ -15,7 +16,7 @@ from tests.unit.query_api.conftest import LIVE
 
 @pytest.fixture(autouse=True)
 def groups(shared_store: VectorStore) -> None:
-    cats = {GROUP_FIELD: "cats"}
+    cats: PhotoPayload = {GROUP_FIELD: "cats"}
     shared_store.set_payloads(LIVE, {"cat-1": cats, "cat-2": cats})
 
 

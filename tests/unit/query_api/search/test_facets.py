@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.payload import PhotoPayload
 from core.vectorstore import Hit, PhotoPoint, SearchFilter, VectorStore, collection_name
 from query_api.http.errors import ApiError
 from query_api.http.metrics import Metrics
@@ -47,7 +48,7 @@ def photos() -> list[PhotoPoint]:
     points = []
     for i in range(60):
         vector = rng.normal(size=DIM)
-        payload: dict[str, Any] = {
+        payload: PhotoPayload = {
             "title": " ".join(rng.choice(TAGS, 2)),
             # One to three tags: a list field counts a photo once per value.
             "tags": sorted({str(t) for t in rng.choice(TAGS, 1 + i % 3)}),

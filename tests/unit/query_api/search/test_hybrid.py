@@ -108,14 +108,14 @@ def test_a_threshold_keeps_only_keyword_matches_as_close_as_it_asks(store: Vecto
 
 def test_not_takes_photos_with_all_its_words_out_of_the_keyword_ranking(store: VectorStore) -> None:
     hits = plan(store, "crane snow", **{"not": ["snow road"]}).fetch(Read(80)).hits
-    words = {h.photo_id: set(h.payload["title"].split()) for h in hits}
+    words = {h.photo_id: set((h.payload["title"] or "").split()) for h in hits}
     by_vector = set(ids(store.search(COLL, QUERY, limit=80)))
     # A photo holding both words is found by its vector only, never by its words.
     for pid, held in words.items():
         if {"snow", "road"} <= held:
             assert pid in by_vector
     kept = store.keyword_search(COLL, query_vector("crane snow"), limit=80)
-    unwanted = [h for h in kept if {"snow", "road"} <= set(h.payload["title"].split())]
+    unwanted = [h for h in kept if {"snow", "road"} <= set((h.payload["title"] or "").split())]
     assert unwanted  # the data holds some: the test would see them
     vector_only = store.search(COLL, QUERY, limit=80)
     wanted = [h for h in kept if h not in unwanted]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.payload import PhotoPayload
 from core.vectorstore import LIVE_ALIAS, StoredPhoto, VectorStore, collection_name
 from query_api.http.errors import ApiError
 from query_api.http.timing import Stages
@@ -174,7 +175,7 @@ def test_a_text_search_makes_an_embedding_per_distinct_text_it_uses() -> None:
 
 
 def test_a_photo_shows_its_automatic_tags_apart_from_the_photographer_s() -> None:
-    payload = {"title": "Harbour", "tags": ["boat"], "auto_tags": ["sea", "boat"]}
+    payload: PhotoPayload = {"title": "Harbour", "tags": ["boat"], "auto_tags": ["sea", "boat"]}
     photo = stored_photo(ROOT, StoredPhoto("p1", payload))
     assert (photo.auto_tags, photo.metadata.tags) == (["sea", "boat"], ["boat"])
     assert stored_photo(ROOT, StoredPhoto("p2", {"title": "Old"})).auto_tags == []

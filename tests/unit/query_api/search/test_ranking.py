@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import pytest
 
+from core.payload import PhotoPayload
 from core.vectorstore import GROUP_FIELD, Hit
 from query_api.search import ranking
 from query_api.search.ranking import collapse, diversify, fuse, newest_first
 
 
-def hit(pid: str, score: float = 0.0, vector: Any = None, **payload: object) -> Hit:
+def hit(pid: str, score: float = 0.0, vector: Any = None, **payload: Unpack[PhotoPayload]) -> Hit:
     v = None if vector is None else np.asarray(vector, dtype=np.float32)
     return Hit(pid, score, {"photo_id": pid, **payload}, v)
 
