@@ -1,16 +1,20 @@
 """The store's writes and reads of points (core/vectorstore/store_points.py), on Qdrant Edge
 and on qdrant-client's local mode: labels and payloads rewritten without the embedding, a
-delete that spares a photo that moved to another shard, groups and shards read back."""
+delete that spares a photo that moved to another shard, groups and shards read back, and a
+payload an earlier release wrote read back as it was."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from core.keywords import query_vector
+from core.payload import payload_of
+from core.vectorstore import PhotoPoint, VectorStore
 from core.vectorstore.store_points import Points
 from core.vectorstore.store_searches import Searches
+from tests.support.payloads import OLDEST, PREVIOUS
 from tests.support.stores import as_stored
-from tests.unit.core.vectorstore.conftest import COLL, PHOTOS
+from tests.unit.core.vectorstore.conftest import COLL, DIM, PHOTOS
 
 
 def test_a_payload_rewrite_merges_fields_and_keeps_the_embedding_and_group(
@@ -57,3 +61,21 @@ def test_a_delete_in_a_shard_spares_a_photo_that_moved_and_unknown_ids(store: Po
     store.delete(COLL, ["p002", "nobody"])
     assert store.count(COLL) == len(PHOTOS) - 3
     assert store.retrieve(COLL, ["p002", "p003"]) and store.retrieve(COLL, ["p002"]) == []
+
+
+def test_a_payload_an_earlier_release_wrote_reads_back_as_it_was_written(
+    store: VectorStore,
+) -> None:
+    vector = np.eye(DIM, dtype=np.float32)[0]
+    store.upsert(
+        COLL,
+        [
+            PhotoPoint("harbour.jpg", vector, payload_of(PREVIOUS)),
+            PhotoPoint("mill.jpg", vector, payload_of(OLDEST)),
+        ],
+    )
+    harbour, mill = store.retrieve(COLL, ["harbour.jpg", "mill.jpg"])
+    assert (harbour.payload, mill.payload) == (PREVIOUS, OLDEST)
+    found = store.keyword_search(COLL, query_vector("harbour dawn"), limit=3)
+    assert [hit.photo_id for hit in found] == ["harbour.jpg"]
+    assert found[0].payload == PREVIOUS
