@@ -26,6 +26,7 @@ from indexer.metrics import worker_metrics
 from indexer.photo.autotags import Taggers
 from indexer.photo.skips import SkipRecords
 from indexer.queue.capture import ChangeLog
+from indexer.queue.listings import Listings
 from indexer.queue.records import JobRecords
 from indexer.queue.workqueue import WorkQueue
 
@@ -105,6 +106,7 @@ class Runtime:
             self.skips,
             self.capture,
             self.work,
+            Listings(self.redis, settings.redis.prefix),
             Popularity(self.redis, settings.redis.prefix),
         )
         self.images = BlockingEmbedder(self.embedder, self.run)

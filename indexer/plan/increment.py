@@ -116,6 +116,8 @@ def plan_keys(
     shards = load_map(store, job.collection)
     if job.kind == JobKind.INCREMENT:  # the live side: collections that follow it log the keys
         records.capture.capture_mapped(shards, keys)
+    if job.kind == JobKind.REINDEX:  # a replay: what it read, for the verification
+        records.listings.saw(job.id, {k: o.version if o else None for k, o in found.items()})
     here = {key for key, obj in found.items() if obj is not None and is_photo(key)}
     manifests = Manifests(source, names, here.__contains__, lambda _: False)
     manifests.load_above(here, unless=lambda _: False, threads=readers)

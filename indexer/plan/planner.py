@@ -223,6 +223,10 @@ def plan_shard(
             started=started,
             now=now,
         )
+    if job.kind == JobKind.REINDEX:  # what the verification asks of a difference it finds
+        versions = {photo.key: photo.version for photo in photos}
+        versions |= {key: version for key, (version, _) in catalog.rejected.items()}
+        records.listings.record(job.id, shard, versions, started)
     skipped = records.skips.in_range(job.collection, shard.lo, shard.hi)
     tagger = taggers(job.model_version) if taggers else None
     tagging = tagger.key if tagger else None

@@ -28,6 +28,7 @@ from indexer.photo.pipeline import BatchResult, embed_photos
 from indexer.photo.skips import SkipRecords
 from indexer.photo.writer import ShardPhoto
 from indexer.queue.capture import ChangeLog
+from indexer.queue.listings import Listings
 from indexer.queue.records import JobRecords
 from indexer.queue.workqueue import WorkQueue
 from tests.support.indexing import photo_folder
@@ -98,6 +99,7 @@ def records(redis: Redis) -> JobRecords:
         SkipRecords(redis, prefix),
         ChangeLog(redis, prefix),
         WorkQueue(redis, prefix),
+        Listings(redis, prefix),
     )
 
 

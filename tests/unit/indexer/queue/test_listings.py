@@ -1,0 +1,55 @@
+"""What a reindex's listings saw (indexer/queue/listings.py), in the real Redis: a key's
+version by the latest listing whose range covers it, what replays read, what was repaired."""
+
+from __future__ import annotations
+
+from indexer.plan.shards import ShardRange
+from indexer.queue.listings import Listed
+from indexer.queue.records import JobRecords
+
+JOB = "job-1"
+
+
+def test_a_key_is_read_from_the_latest_listing_that_covers_it(records: JobRecords) -> None:
+    listings = records.listings
+    listings.record(JOB, ShardRange("", "m"), {"a/1.jpg": "v1", "f/2.jpg": "v1"}, at=10.0)
+    listings.record(JOB, ShardRange("m"), {"x/3.jpg": "v1"}, at=10.0)
+    # A catch-up round lists a shard of the live map again, over part of the first range.
+    listings.record(JOB, ShardRange("f", "g"), {"f/2.jpg": "v2", "f/9.jpg": "v1"}, at=20.0)
+    found = listings.lookup(JOB, ["a/1.jpg", "f/2.jpg", "f/9.jpg", "b/new.jpg", "x/3.jpg"])
+    assert found == {
+        "a/1.jpg": Listed("v1", 10.0, "", "m"),
+        "f/2.jpg": Listed("v2", 20.0, "f", "g"),
+        "f/9.jpg": Listed("v1", 20.0, "f", "g"),
+        # Listed without it: written after its shard's listing.
+        "b/new.jpg": Listed(None, 10.0, "", "m"),
+        "x/3.jpg": Listed("v1", 10.0, "m", None),
+    }
+    assert listings.lookup("another-job", ["a/1.jpg"]) == {}
+    # Compressed: the bytes stored are fewer than the text they hold.
+    assert 0 < listings.size(JOB)
+
+
+def test_a_planner_run_again_writes_the_same_listing(records: JobRecords) -> None:
+    listings = records.listings
+    for _ in range(2):
+        listings.record(JOB, ShardRange(""), {"a.jpg": "v1"}, at=5.0)
+    assert listings.lookup(JOB, ["a.jpg"]) == {"a.jpg": Listed("v1", 5.0, "", None)}
+
+
+def test_replays_keep_the_version_they_read_and_repairs_are_kept(records: JobRecords) -> None:
+    listings = records.listings
+    listings.saw(JOB, {"a.jpg": "v2", "gone.jpg": None})
+    listings.saw(JOB, {"a.jpg": "v3"})
+    assert listings.replayed(JOB, ["a.jpg", "gone.jpg", "never.jpg"]) == {
+        "a.jpg": "v3",
+        "gone.jpg": None,
+    }
+    listings.repaired(JOB, ["b.jpg", "a.jpg"])
+    listings.repaired(JOB, ["a.jpg"])
+    assert listings.repaired_keys(JOB) == ["a.jpg", "b.jpg"]
+    listings.record(JOB, ShardRange(""), {"a.jpg": "v1"}, at=5.0)
+    listings.forget(JOB)
+    assert listings.lookup(JOB, ["a.jpg"]) == {}
+    assert listings.replayed(JOB, ["a.jpg"]) == {}
+    assert listings.repaired_keys(JOB) == []
