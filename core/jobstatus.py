@@ -72,6 +72,7 @@ _INTS = (
     *("shards_total", "shards_planned", "live_count", "delete_budget", "held"),
     "regrouped",
     *("lag", "lag_shards", "capture_cut", "replayed", "verified_cut", "warmed"),
+    *("repaired", "repair_rounds"),
 )
 _BOOLS = ("force", "refused", "dropped")
 _FLOATS = (
@@ -128,6 +129,10 @@ class JobStatus:
     # the live lock and how long it held it.
     verified_cut: int = 0
     warmed: int = 0
+    # The verification's repairs (indexer/jobs/verify.py): differences the source explained,
+    # replayed before it verified again, and in how many rounds.
+    repaired: int = 0
+    repair_rounds: int = 0
     # The quality gate (indexer/jobs/quality_gate.py) at the verified cut: the live and the new
     # collection's figures on each judgement set and its decision, as JSON (a few hundred
     # bytes a set); "" before it ran.

@@ -130,6 +130,14 @@ class IndexerSettings(BaseModel):
         description="Reindex: shards whose keys and versions are compared with the live "
         "collection (besides every shard whose count differs) before switching.",
     )
+    verify_repairs: int = Field(
+        3,
+        ge=0,
+        description="Reindex: rounds of repair before the switch. A difference with the live "
+        "collection that the source explains (the source changed a key after its listing, "
+        "unannounced) is replayed and verified again, up to this many times; differences "
+        "still found after them fail the job, as one the source does not explain does at once.",
+    )
     rollback_days: int = Field(
         7,
         ge=0,

@@ -178,6 +178,7 @@ def planning(rt: Runtime, root: Path, photos: int, dim: int) -> SizeFigures:
                 collection,
                 pending=(),
                 skipped=lambda keys: {},
+                listed=lambda keys: {},
                 samples=rt.settings.indexer.verify_samples,
             )
         )

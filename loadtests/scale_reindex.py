@@ -205,8 +205,10 @@ def reindex_run(rt: Runtime, root: Path, photos: int, args: argparse.Namespace) 
             new,
             pending=rt.capture.pending(new),
             skipped=lambda keys: rt.skips.get(new, keys),
+            listed=lambda keys: rt.records.listings.lookup(job_id, keys),
+            replayed=lambda keys: rt.records.listings.replayed(job_id, keys),
             samples=rt.settings.indexer.verify_samples,
-        )
+        ).problems
     run.problems = len(problems)
     for problem in problems[:10]:
         print(f"  {photos}: verification: {problem}", flush=True)

@@ -35,8 +35,13 @@ def progress(job: Any) -> str:
         oldest = f", oldest {time.time() - job.lag_oldest_at:.0f}s old" if job.lag else ""
         shards = f" + {job.lag_shards} whole shards" if job.lag_shards else ""
         lag = f"  lag {job.lag} changes{shards}{oldest}  replayed {job.replayed}"
+    # Differences the source explained, replayed before the verification passed.
+    repaired = f"  repaired {job.repaired} in {job.repair_rounds} rounds" if job.repaired else ""
     locked = f"  live lock held {job.lock_s:.1f}s" if job.lock_s else ""
-    return f"{phase}listed {job.listed}  updated {job.updated}{planning}{regrouped}{lag}{locked}"
+    return (
+        f"{phase}listed {job.listed}  updated {job.updated}"
+        f"{planning}{regrouped}{lag}{repaired}{locked}"
+    )
 
 
 def describe(job: Any) -> str:

@@ -77,6 +77,20 @@ def replay(
     )
 
 
+def repair(job: JobStatus, keys: list[str], *, store: VectorStore, records: JobRecords) -> None:
+    """Differences the source explains (indexer/jobs/verify.py) logged as changes of the live
+    side: the next catch-up round replays them into the new collection, and the live one,
+    which missed them too, replays them once it follows the new one (indexer/jobs/switch.py)."""
+    records.capture.capture_mapped(load_map(store, store.resolve(LIVE_ALIAS)), keys)
+    records.listings.repaired(job.id, keys)
+    records.jobs.add(job.id, repaired=len(keys), repair_rounds=1)
+    records.jobs.update(
+        job.id,
+        message=f"repairing {len(keys)} differences the source explains (changed after its "
+        f"listing, unannounced): replaying them, then verifying again",
+    )
+
+
 def loading(job: JobStatus) -> bool:
     """A reindex's load: its collection has no search index to find near-duplicates with
     yet, so each batch is grouped within itself, and the grouping pass does the rest."""
@@ -222,15 +236,24 @@ def advance(
     if held:
         return
     if job.capture_cut != job.verified_cut:
-        problems = check(
+        found = check(
             job,
             store=store,
             source=source(job.source),
             records=records,
             samples=settings.verify_samples,
         )
+        if found.explained and not found.problems and job.repair_rounds < settings.verify_repairs:
+            repair(job, found.explained, store=store, records=records)
+            replay_next(job.round + 1)
+            return
+        problems = found.problems or [
+            f"{key} still differs after {job.repair_rounds} rounds of repair"
+            for key in found.explained
+        ]
         if problems:
             jobs.finish(job_id, JobState.FAILED, refusal(job.collection, problems))
+            records.listings.forget(job_id, jobs.ttl_s)
             return
         # What the switch would drop, counted here, not under the lock (an exact count of
         # each collection costs their size). The changes still waiting are replayed first
@@ -306,6 +329,7 @@ def drop(collection: str, *, store: VectorStore, records: JobRecords, lock: Lock
     job = job_of(collection, records.jobs.get)
     if job is not None:  # a failed reindex's holds no room now, and resumes no more
         records.jobs.update(job.id, dropped=1)
+        records.listings.forget(job.id)
     return f"dropped {collection}"
 
 

@@ -17,6 +17,7 @@ from core.jobstatus import JobState
 from core.querycache import prewarm
 from core.settings_api import ApiSettings
 from core.vectorstore import LIVE_ALIAS, PREVIOUS_ALIAS, VectorStore
+from indexer.plan.shards import load_map
 from indexer.queue.capture import ChangeLog
 from indexer.queue.records import JobRecords
 
@@ -45,6 +46,11 @@ def switch(
             previous = aliases.get(LIVE_ALIAS)
             store.set_aliases({LIVE_ALIAS: collection, PREVIOUS_ALIAS: previous})
         hand_over(records.capture, collection, previous, rollback_days=rollback_days, now=now)
+        # What the verification repaired, the old live collection missed too: its log holds
+        # it for a rollback to replay (a log it has only while it follows).
+        repaired = records.listings.repaired_keys(job_id)
+        if previous is not None and rollback_days and repaired:
+            records.capture.capture_mapped(load_map(store, collection), repaired)
     locked = now() - job.locked_at
     jobs.update(job_id, lock_s=round(locked, 3))
     # What the quality gate said (passed, overridden, or that it had no judgement set).
@@ -56,6 +62,7 @@ def switch(
         f"{job.warmed} popular queries pre-warmed; the live lock held {locked:.1f} s{gate}",
     )
     records.work.drop(job_id, jobs.ttl_s)
+    records.listings.forget(job_id)
 
 
 def hand_over(

@@ -12,8 +12,15 @@ the new collection is compared with the live one, which the same changes have re
 A difference is no error when the new collection is the current one: the key waits in the
 change log (the live side changed it, the replay has not yet), or the new collection agrees
 with the source now (the load listed a change that the live side has not synced yet), or the
-new collection recorded the photo as one it cannot index at that version. Anything else is a
-photo missing, extra or stale in the new collection, named in the refusal.
+new collection recorded the photo as one it cannot index at that version.
+
+A difference the source explains is repaired, not refused: the source changed the key after
+its shard was listed (its version now is not the listed one), or the key was not in the
+listing (indexer/queue/listings.py), and no sync or increment said so: an event that came
+late or never. The reindex replays such keys and verifies again (indexer/jobs/reindex.py).
+What the source does not explain is refused, naming the photos: a photo the new collection
+lost (listed, and the source still has that version), or a version the new collection holds
+that neither the listing nor the live collection ever saw.
 """
 
 from __future__ import annotations
@@ -22,10 +29,12 @@ import random
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from core.jobstatus import JobStatus
 from core.sources import Source
 from core.vectorstore import LIVE_ALIAS, CollectionNotFound, VectorStore
+from indexer.queue.listings import Listed
 from indexer.queue.records import JobRecords
 
 SHOWN = 10  # problems named in the refusal
@@ -47,6 +56,42 @@ def versions(store: VectorStore, collection: str, labels: Iterable[str]) -> dict
     }
 
 
+@dataclass
+class Differences:
+    """What a comparison found: lines the source does not explain (the job fails on them) and
+    the keys it does (replayed, then compared again)."""
+
+    problems: list[str] = field(default_factory=list)
+    explained: list[str] = field(default_factory=list)
+
+
+NOT_READ = object()  # a key no replay read
+
+
+def judge(
+    key: str,
+    held: str | None,
+    was: str | None,
+    current: str | None,
+    listed: Listed | None,
+    replayed: object = NOT_READ,
+) -> str | None:
+    """Why a difference the source does not explain is wrong (None: it does explain it).
+    `held`, `was`: the new and the live collection's versions; `current`: the source's now;
+    `listed`: the key as its shard's latest listing saw it (None: no listing covered it);
+    `replayed`: the version the latest replay of the key read (None: gone), if one did."""
+    seen = listed.version if listed is not None else None
+    read = {seen, was} | ({replayed} if replayed is not NOT_READ else set())
+    if held is not None and held not in read:
+        if current is None:
+            return f"{key} is extra: the source has no such photo"
+        return f"{key} is stale: version {held}, the source has {current}"
+    last = replayed if replayed is not NOT_READ else seen
+    if held is None and seen is not None and last == current:
+        return f"{key} is missing (version {current} in the source)"
+    return None
+
+
 def compare(
     store: VectorStore,
     source: Source,
@@ -55,15 +100,19 @@ def compare(
     *,
     pending: Collection[str],
     skipped: Callable[[list[str]], Mapping[str, tuple[str, str]]],
+    listed: Callable[[list[str]], Mapping[str, Listed]],
+    replayed: Callable[[list[str]], Mapping[str, str | None]] = lambda keys: {},
     samples: int,
     rng: random.Random | None = None,
-) -> list[str]:
-    """What is wrong with the new collection, as lines (none: it may switch)."""
+) -> Differences:
+    """What differs between the new collection and the live one, and what of it the source
+    explains (`listed`, `replayed`: what the job's listings and replays read of keys,
+    indexer/queue/listings.py)."""
     rng = rng or random.Random()
     live_sizes, new_sizes = store.shard_sizes(live), store.shard_sizes(new)
-    problems: list[str] = []
+    found = Differences()
     if store.count(new) != sum(new_sizes.values()):
-        problems.append(f"{new} holds points outside every shard")
+        found.problems.append(f"{new} holds points outside every shard")
     group = common_ranges(live_sizes, new_sizes)
     members: dict[str, dict[str, list[str]]] = defaultdict(lambda: {"live": [], "new": []})
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -90,19 +139,20 @@ def compare(
         if not odd:
             continue
         bad = skipped(odd)
+        records, reads = listed(odd), replayed(odd)
         for key in odd:
-            found = source.stat(key)
-            current = found.version if found is not None else None
+            stat = source.stat(key)
+            current = stat.version if stat is not None else None
             held = now.get(key)
             if held == current or (held is None and key in bad and bad[key][0] == current):
                 continue
-            if held is None:
-                problems.append(f"{key} is missing (version {current} in the source)")
-            elif current is None:
-                problems.append(f"{key} is extra: the source has no such photo")
+            read = reads[key] if key in reads else NOT_READ
+            problem = judge(key, held, was.get(key), current, records.get(key), read)
+            if problem is None:
+                found.explained.append(key)
             else:
-                problems.append(f"{key} is stale: version {held}, the source has {current}")
-    return problems
+                found.problems.append(problem)
+    return found
 
 
 def refusal(new: str, problems: list[str]) -> str:
@@ -113,20 +163,22 @@ def refusal(new: str, problems: list[str]) -> str:
 
 def check(
     job: JobStatus, *, store: VectorStore, source: Source, records: JobRecords, samples: int
-) -> list[str]:
+) -> Differences:
     """The new collection against the live one (indexer/jobs/verify.py, `samples` photos) and a
     sample search."""
     try:
         live = store.resolve(LIVE_ALIAS)
     except CollectionNotFound:
-        return []
-    problems = compare(
+        return Differences()
+    found = compare(
         store,
         source,
         live,
         job.collection,
         pending=records.capture.pending(job.collection),
         skipped=lambda keys: records.skips.get(job.collection, keys),
+        listed=lambda keys: records.listings.lookup(job.id, keys),
+        replayed=lambda keys: records.listings.replayed(job.id, keys),
         samples=samples,
     )
     sizes = store.shard_labels(job.collection)
@@ -137,5 +189,7 @@ def check(
         hits = store.search(job.collection, stored.vector, limit=1)
         # A duplicate photo may rank first instead: the score, not the id, shows it answered.
         if not hits or hits[0].score < 0.99:
-            problems.append(f"a sample search for {first.photo_id} in {job.collection} failed")
-    return problems
+            found.problems.append(
+                f"a sample search for {first.photo_id} in {job.collection} failed"
+            )
+    return found

@@ -14,7 +14,8 @@ import pytest
 from core.payload import PhotoPayload
 from core.sources import LocalSource
 from core.vectorstore import KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
-from indexer.jobs.verify import common_ranges, compare
+from indexer.jobs.verify import Differences, common_ranges, compare
+from indexer.queue.listings import Listed
 from tests.support.stores import ENGINES, engine_store
 
 LIVE, NEW = "photos-m1-live", "photos-m2-new"
@@ -63,7 +64,18 @@ def keys_of(source: LocalSource) -> list[str]:
     return sorted(o.key for o in source.list_range())
 
 
-def check(store: VectorStore, source: LocalSource, pending: set[str] | None = None) -> list[str]:
+def listing(source: LocalSource) -> dict[str, Listed]:
+    """What a load's listing of the whole source would record now."""
+    return {o.key: Listed(o.version, 0.0, "", None) for o in source.list_range()}
+
+
+def differences(
+    store: VectorStore,
+    source: LocalSource,
+    listed: dict[str, Listed],
+    pending: set[str] | None = None,
+    replayed: dict[str, str | None] | None = None,
+) -> Differences:
     return compare(
         store,
         source,
@@ -71,9 +83,24 @@ def check(store: VectorStore, source: LocalSource, pending: set[str] | None = No
         NEW,
         pending=pending or set(),
         skipped=lambda keys: {},
+        listed=lambda keys: {k: listed[k] for k in keys if k in listed},
+        replayed=lambda keys: {k: v for k, v in (replayed or {}).items() if k in keys},
         samples=5,
         rng=random.Random(1),
     )
+
+
+def check(
+    store: VectorStore,
+    source: LocalSource,
+    pending: set[str] | None = None,
+    listed: dict[str, Listed] | None = None,
+) -> list[str]:
+    """The problems, with the new collection loaded by a listing of the source as it is now
+    (by default)."""
+    found = differences(store, source, listing(source) if listed is None else listed, pending)
+    assert found.explained == [], found
+    return found.problems
 
 
 def test_common_ranges_group_labels_by_the_bounds_both_maps_share() -> None:
@@ -130,16 +157,19 @@ def test_a_removal_and_an_addition_in_one_shard_are_found_by_its_keys(
 ) -> None:
     """The count of the shard stays the same; the sampled comparison of keys finds both."""
     keys = keys_of(folder)
+    listed = listing(folder)
     put(store, LIVE, folder, keys, "")
     put(store, NEW, folder, keys, "")
     store.delete_in_shard(NEW, "", ["a/1.jpg"])
     (folder.root / "a" / "9.jpg").write_bytes(b"new")  # in the source, not in the live one
-    extra_key = "a/8.jpg"  # in neither the source nor the live one
+    extra_key = "a/8.jpg"  # in neither the source nor the live one, nor the listing
     (folder.root / "a" / "8.jpg").write_bytes(b"x")
     put(store, NEW, folder, [extra_key], "")
     (folder.root / "a" / "8.jpg").unlink()
-    problems = check(store, folder)
-    assert [p.split(" ")[0] for p in sorted(problems)] == ["a/1.jpg", "a/8.jpg"]
+    found = differences(store, folder, listed)
+    assert [p.split(" ")[0] for p in sorted(found.problems)] == ["a/1.jpg", "a/8.jpg"]
+    # a/9.jpg, in the source only, is no difference: the next sync adds it to both.
+    assert found.explained == []
 
 
 def test_differences_the_log_or_the_source_explain_pass(
@@ -157,4 +187,55 @@ def test_differences_the_log_or_the_source_explain_pass(
     assert check(store, folder, pending={"b/1.jpg"}) == []
     assert check(store, folder) == [
         f"b/1.jpg is missing (version {folder.stat('b/1.jpg').version} in the source)"  # type: ignore[union-attr]
+    ]
+
+
+def test_what_the_source_changed_after_the_listing_is_explained_not_refused(
+    store: VectorStore, folder: LocalSource
+) -> None:
+    """Unannounced changes: the live side never heard of them, the load listed them before
+    they changed again (a photo written then deleted, one written then overwritten, one
+    overwritten then deleted, one deleted then written again)."""
+    keys = keys_of(folder)
+    put(store, LIVE, folder, keys, "")
+    (folder.root / "d").mkdir()
+    for name in ("churn.jpg", "rewritten.jpg"):
+        (folder.root / "d" / name).write_bytes(b"written after the live sync")
+    (folder.root / "a" / "0.jpg").write_bytes(b"overwritten before the listing")
+    (folder.root / "b" / "0.jpg").unlink()
+    listed = listing(folder)
+    put(store, NEW, folder, keys_of(folder), "")
+    (folder.root / "d" / "churn.jpg").unlink()
+    (folder.root / "d" / "rewritten.jpg").write_bytes(b"overwritten after the listing")
+    (folder.root / "a" / "0.jpg").unlink()
+    (folder.root / "b" / "0.jpg").write_bytes(b"written again after the listing")
+    found = differences(store, folder, listed)
+    assert found.problems == []
+    assert found.explained == ["a/0.jpg", "b/0.jpg", "d/churn.jpg", "d/rewritten.jpg"]
+    # A photo the new collection lost, listed and unchanged since, is still refused.
+    store.delete_in_shard(NEW, "", ["c/1.jpg"])
+    found = differences(store, folder, listed)
+    assert found.problems == [
+        f"c/1.jpg is missing (version {folder.stat('c/1.jpg').version} in the source)"  # type: ignore[union-attr]
+    ]
+
+
+def test_a_version_a_replay_read_is_one_the_source_had(
+    store: VectorStore, folder: LocalSource
+) -> None:
+    """A replay wrote the version it read; the source changed again, unannounced: explained.
+    A version that no listing, replay or live point saw is refused."""
+    keys = keys_of(folder)
+    listed = listing(folder)
+    put(store, LIVE, folder, keys, "")
+    (folder.root / "c" / "2.jpg").write_bytes(b"the replay read this")
+    put(store, NEW, folder, keys, "")
+    read = folder.stat("c/2.jpg")
+    assert read is not None
+    (folder.root / "c" / "2.jpg").write_bytes(b"and then this, unannounced")
+    found = differences(store, folder, listed, replayed={"c/2.jpg": read.version})
+    assert (found.problems, found.explained) == ([], ["c/2.jpg"])
+    found = differences(store, folder, listed)
+    assert found.problems == [
+        f"c/2.jpg is stale: version {read.version}, the source has {folder.stat('c/2.jpg').version}"  # type: ignore[union-attr]
     ]
