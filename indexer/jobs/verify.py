@@ -80,14 +80,18 @@ def judge(
     `held`, `was`: the new and the live collection's versions; `current`: the source's now;
     `listed`: the key as its shard's latest listing saw it (None: no listing covered it);
     `replayed`: the version the latest replay of the key read (None: gone), if one did."""
-    seen = listed.version if listed is not None else None
-    read = {seen, was} | ({replayed} if replayed is not NOT_READ else set())
-    if held is not None and held not in read:
+    in_listing = listed is not None and listed.version is not None
+    was_read = replayed is not NOT_READ
+    if held is not None:
+        seen = (listed is not None and listed.saw(held)) or held in {was, replayed}
+        if seen:
+            return None
         if current is None:
             return f"{key} is extra: the source has no such photo"
         return f"{key} is stale: version {held}, the source has {current}"
-    last = replayed if replayed is not NOT_READ else seen
-    if held is None and seen is not None and last == current:
+    # Lost: listed (or last read) at the version the source still has.
+    unchanged = replayed == current if was_read else listed is not None and listed.saw(current)
+    if in_listing and current is not None and unchanged:
         return f"{key} is missing (version {current} in the source)"
     return None
 

@@ -15,7 +15,7 @@ from core.payload import PhotoPayload
 from core.sources import LocalSource
 from core.vectorstore import KEY_FIELD, SHARD_FIELD, PhotoPoint, VectorStore
 from indexer.jobs.verify import Differences, common_ranges, compare
-from indexer.queue.listings import Listed
+from indexer.queue.listings import Listed, version_digest
 from tests.support.stores import ENGINES, engine_store
 
 LIVE, NEW = "photos-m1-live", "photos-m2-new"
@@ -66,7 +66,7 @@ def keys_of(source: LocalSource) -> list[str]:
 
 def listing(source: LocalSource) -> dict[str, Listed]:
     """What a load's listing of the whole source would record now."""
-    return {o.key: Listed(o.version, 0.0, "", None) for o in source.list_range()}
+    return {o.key: Listed(version_digest(o.version), 0.0, "", None) for o in source.list_range()}
 
 
 def differences(
