@@ -140,6 +140,20 @@ BENCHMARKS = [
         "--sizes 1500,3000 --shard-size 500 --changes 60 --drain 10 --group-shards 4".split(),
     ),
     Benchmark(
+        "repair",
+        "loadtests.bench_repair",
+        (
+            "A reindex of 10,000 photos while 1% of them change unannounced (no sync or "
+            "increment told: written, overwritten or deleted before the load listed them, and "
+            "changed again after it): the differences its verification repairs, the time the "
+            "repair adds (the verification that found them and their replay round), the keys "
+            "replayed, and the bytes its listings' record takes in Redis a photo. Qdrant Edge "
+            "in-process, synthetic 512-d vectors in place of the encoder, shards of 1,000, "
+            "every shard's keys compared."
+        ),
+        "--photos 600 --shard-size 100".split(),
+    ),
+    Benchmark(
         "footprint",
         "loadtests.bench_footprint",
         (
