@@ -789,6 +789,9 @@ def test_queue_redis_is_durable_and_cache_redis_evicts(manifests: list[Doc]) -> 
     queue = conf("redis-queue")
     assert queue["appendonly"] == "yes" and queue["appendfsync"] == "always"
     assert queue["maxmemory-policy"] == "noeviction"
+    # The README tells an operator how often the queue's AOF is fsynced: what the config says.
+    readme = " ".join((K8S / "README.md").read_text(encoding="utf-8").split())
+    assert f"`appendfsync {queue['appendfsync']}`" in readme
     claims = one(manifests, "StatefulSet", "redis-queue")["spec"]["volumeClaimTemplates"]
     assert [c["metadata"]["name"] for c in claims] == ["data"]
     cache = conf("redis-cache")
