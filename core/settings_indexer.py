@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 __all__ = ["IndexerSettings"]
 
@@ -49,8 +49,8 @@ class IndexerSettings(BaseModel):
     feed_read_s: float = Field(
         60.0,
         gt=0,
-        description="Seconds one increment planning step reads an SQS feed at most (less "
-        "than visibility_timeout_s); the next step reads on.",
+        description="Seconds one increment planning step reads an SQS feed at most; the "
+        "next step reads on. Below visibility_timeout_s (checked at start with an SQS feed).",
     )
     shard_size: int = Field(
         10_000,
@@ -213,3 +213,17 @@ class IndexerSettings(BaseModel):
     metrics_port: int = Field(
         9464, ge=0, le=65535, description="`photosearch worker`: Prometheus port; 0: none."
     )
+
+    @model_validator(mode="after")
+    def _feed_read_within_the_hold(self) -> IndexerSettings:
+        # A read holds the SQS messages it takes invisible for visibility_timeout_s: a read
+        # that lasted longer would see its first messages again, delivered twice.
+        sqs = self.feed is not None and self.feed.startswith("sqs+")
+        if sqs and self.feed_read_s >= self.visibility_timeout_s:
+            raise ValueError(
+                f"PHOTOSEARCH_INDEXER__FEED_READ_S ({self.feed_read_s:g} s) must be below "
+                f"PHOTOSEARCH_INDEXER__VISIBILITY_TIMEOUT_S ({self.visibility_timeout_s} s): "
+                "an SQS feed's messages stay hidden that long once read, and would come back "
+                "to the same read before it ended"
+            )
+        return self
