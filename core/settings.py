@@ -282,6 +282,20 @@ class UpSettings(BaseModel):
     )
 
 
+class LifecycleSettings(BaseModel):
+    """How long a process waits on a dependency that went away: a command riding out a restart
+    of Redis."""
+
+    reconnect_s: float = Field(
+        120.0,
+        ge=0,
+        description="How long an `index`, `eval` or `experiment` command (a job followed with "
+        "`--wait` too) retries a lost Redis or broker connection, with backoff (0.5 s doubling "
+        "to 5 s), before it gives up with the error; it says so on stderr while it waits. "
+        "0: it gives up at once.",
+    )
+
+
 class Settings(BaseSettings):
     """Everything PhotoSearch reads from its environment."""
 
@@ -300,6 +314,7 @@ class Settings(BaseSettings):
     indexer: IndexerSettings = IndexerSettings()
     api: ApiSettings = ApiSettings()
     up: UpSettings = UpSettings()
+    lifecycle: LifecycleSettings = LifecycleSettings()
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:

@@ -73,7 +73,7 @@ def settings_command() -> None:
 
 def main() -> None:
     """Run the CLI; a dependency it cannot reach is one line on stderr and exit 2."""
-    from photosearch.unreachable import describe
+    from core.unreachable import describe
 
     try:
         app()

@@ -12,7 +12,7 @@ import psutil
 from pydantic import ValidationError
 
 from core.settings import settings_from
-from photosearch.unreachable import mask_url
+from core.unreachable import mask_url
 from photosearch.up.supervisor import read_state
 
 REDIS_URL = "PHOTOSEARCH_REDIS__URL"
