@@ -5,11 +5,14 @@ task run on the worker that owns the store."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from core.settings import get_settings
+
+if TYPE_CHECKING:
+    from core.unreachable import Reconnecting
 
 index_app = typer.Typer(help="Index photos: nightly sync, full reindex, rollback, status.")
 
@@ -37,9 +40,18 @@ ForceOption = Annotated[
 ]
 
 
+def reconnecting() -> Reconnecting:
+    """The retries with which a command rides out a restart of its Redis, for
+    PHOTOSEARCH_LIFECYCLE__RECONNECT_S, said on stderr while it waits."""
+    from core.unreachable import Reconnecting
+
+    return Reconnecting.from_settings(get_settings())
+
+
 def require_photosearch() -> None:
     """Exit 2 unless the settings' Redis is PhotoSearch's: a command never writes to another
-    (the machine's own Redis on 6379, say), and says how to find PhotoSearch's instead."""
+    (the machine's own Redis on 6379, say), and says how to find PhotoSearch's instead. A
+    Redis that is restarting is waited for (`reconnecting`)."""
     from redis import Redis
 
     from core.deployment import NotPhotoSearch, require
@@ -47,7 +59,7 @@ def require_photosearch() -> None:
     settings = get_settings()
     redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
     try:
-        require(redis, settings.redis.prefix)
+        reconnecting()(lambda: require(redis, settings.redis.prefix))
     except NotPhotoSearch as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
@@ -59,7 +71,9 @@ def jobs_of_settings() -> Any:
     from core.jobs import Jobs
 
     require_photosearch()
-    return Jobs.from_settings(get_settings())
+    # A deadline on each call: a Redis whose host vanished (no reset) is noticed and retried,
+    # not waited on for ever.
+    return Jobs.from_settings(get_settings(), socket_timeout=10, socket_connect_timeout=10)
 
 
 def publisher() -> Any:

@@ -15,6 +15,7 @@ from indexer.cli.common import (
     index_app,
     jobs_of_settings,
     publisher,
+    reconnecting,
     source_of,
 )
 from indexer.cli.status import follow, follow_job
@@ -160,7 +161,7 @@ def rollback_command() -> None:
     # another process (the API's) answers it like any other.
     jobs = jobs_of_settings()
     job_id = submit_rollback(publisher(), jobs)
-    job = jobs.wait(job_id, timeout_s=60)
+    job = reconnecting()(lambda: jobs.wait(job_id, timeout_s=60))
     if job is None or job.state == JobState.QUEUED:
         typer.echo("no worker answered within 60 s: is `photosearch worker` running?", err=True)
         raise typer.Exit(2)

@@ -11,7 +11,8 @@ import typer
 
 from core.jobstatus import FINISHED, JobKind, JobState
 from core.settings import get_settings
-from indexer.cli.common import call_worker, index_app, jobs_of_settings, publisher
+from core.unreachable import Reconnecting
+from indexer.cli.common import call_worker, index_app, jobs_of_settings, publisher, reconnecting
 
 
 def eta(job: Any) -> str:
@@ -90,8 +91,23 @@ def status_table(found: list[Any]) -> list[str]:
     return lines
 
 
-def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
-    """Show a progress bar until the job finishes, then its counts and problems; the job."""
+def read_job(jobs: Any, job_id: str, retry: Reconnecting) -> Any:
+    """The job's record, read through a restart of Redis; exit 2 where it is gone."""
+    job = retry(lambda: jobs.get(job_id))
+    if job is None:
+        typer.echo(f"job {job_id} is gone from Redis: its record expired or was lost", err=True)
+        raise typer.Exit(2)
+    return job
+
+
+def follow(
+    jobs: Any, job_id: str, label: str | None = None, *, retry: Reconnecting | None = None
+) -> Any:
+    """Show a progress bar until the job finishes, then its counts and problems; the job.
+
+    A lost Redis is retried (`retry`, by default the settings' `reconnecting`): the job goes
+    on without this command, and its outcome is what the command reports.
+    """
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -102,7 +118,8 @@ def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
         TimeRemainingColumn,
     )
 
-    job = jobs.get(job_id)
+    retry = retry or reconnecting()
+    job = read_job(jobs, job_id, retry)
     columns = (
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -115,7 +132,7 @@ def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
     with Progress(*columns, transient=False) as progress:
         task = progress.add_task(label or f"job {job_id}", total=max(job.total, 1), rate=0.0)
         while True:
-            job = jobs.get(job_id)
+            job = read_job(jobs, job_id, retry)
             # The total grows while shards are planned: the bar follows the estimate.
             if job.estimated_total:
                 progress.update(task, total=job.estimated_total)
@@ -124,7 +141,7 @@ def follow(jobs: Any, job_id: str, label: str | None = None) -> Any:
                 break
             time.sleep(0.5)
     typer.echo(describe(job))
-    for line in jobs.problems(job_id)[:20]:
+    for line in retry(lambda: jobs.problems(job_id))[:20]:
         typer.echo(f"    skipped/failed: {line}")
     return job
 
@@ -150,13 +167,20 @@ def status_command(
     """Jobs with counts, rate and ETA; collections, their roles and aliases when a worker
     answers."""
     jobs = jobs_of_settings()
-    found = [jobs.get(job_id)] if job_id else jobs.recent(limit)
+
+    def read() -> tuple[list[Any], dict[str, list[str]], Any, str]:
+        found = [jobs.get(job_id)] if job_id else jobs.recent(limit)
+        shown = [job for job in found if job is not None] if as_json or job_id else []
+        problems = {job.id: jobs.problems(job.id)[:100] for job in shown}
+        return found, problems, *collections_of_workers(jobs.redis, jobs.prefix)
+
+    # Read whole, again if Redis restarts meanwhile: nothing is printed from half a read.
+    found, problems, stores, why = reconnecting()(read)
     if job_id and found[0] is None:
         raise typer.BadParameter(f"no job {job_id}")
-    stores, why = collections_of_workers(jobs.redis, jobs.prefix)
     if as_json:
         out = {
-            "jobs": [{**job.to_dict(), "problems": jobs.problems(job.id)[:100]} for job in found],
+            "jobs": [{**job.to_dict(), "problems": problems[job.id]} for job in found],
             "collections": stores,
         }
         typer.echo(json.dumps(out, indent=2))
@@ -165,7 +189,7 @@ def status_command(
         typer.echo("\n".join(status_table(found)))
         if job_id:  # one job: its first problems too (photos skipped, automatic tags off)
             typer.echo(
-                "".join(f"    problem: {line}\n" for line in jobs.problems(job_id)[:20]), nl=False
+                "".join(f"    problem: {line}\n" for line in problems[job_id][:20]), nl=False
             )
     else:
         typer.echo("no jobs")

@@ -217,11 +217,17 @@ def test_an_invalid_choice_is_refused(command: list[str]) -> None:
 def test_unreachable_redis_is_one_line_naming_it_and_its_setting() -> None:
     (port,) = free_ports(1)  # nothing listens there
     url = f"redis://someone:hunter2@127.0.0.1:{port}/0"
-    result = _cli("index", "status", PHOTOSEARCH_REDIS__URL=url)
-    assert result.returncode != 0
+    # Retried for a second (the setting's limit), said once, then given up with the one line.
+    result = _cli(
+        "index", "status", PHOTOSEARCH_REDIS__URL=url, PHOTOSEARCH_LIFECYCLE__RECONNECT_S="1"
+    )
+    assert result.returncode == 2
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Redis" in lines[0] and "PHOTOSEARCH_REDIS__URL" in lines[0]
-    assert f"127.0.0.1:{port}" in lines[0]
+    assert len(lines) == 2, result.stderr
+    retrying, gave_up = lines
+    assert retrying.startswith(f"lost Redis at redis://someone:***@127.0.0.1:{port}/0 ")
+    assert "retrying for up to 1 s (PHOTOSEARCH_LIFECYCLE__RECONNECT_S)" in retrying
+    assert "Redis" in gave_up and "PHOTOSEARCH_REDIS__URL" in gave_up
+    assert f"127.0.0.1:{port}" in gave_up
     assert "hunter2" not in result.stderr

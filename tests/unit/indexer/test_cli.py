@@ -10,18 +10,21 @@ from collections.abc import Iterator
 import pytest
 import typer
 from redis import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from typer.testing import CliRunner
 
 from core.jobs import Jobs
-from core.jobstatus import JobKind, JobState
+from core.jobstatus import JobKind, JobState, JobStatus
 from core.settings import get_settings
 from core.submit import Submitted
 from core.taskqueue import control_queue
+from core.unreachable import Reconnecting
 from indexer.cli import jobs as job_commands
 from indexer.cli.common import index_app
 from indexer.cli.status import follow
 from indexer.cli.worker import worker_command
 from tests.support.indexing import marked_prefix
+from tests.support.reconnecting import failing_first, on_a_test_clock
 
 
 @pytest.fixture
@@ -49,6 +52,48 @@ def test_a_followed_job_that_ended_shows_its_counts_and_problems(
     assert f"{job_id}  sync      done" in shown
     assert "done 2  failed 0  skipped 1  total 3" in shown
     assert "skipped/failed: day1/notes.txt: unsupported file type .txt" in shown
+
+
+class LosingRedis:
+    """Job records whose reads fail `times` times as a Redis restarting refuses them."""
+
+    def __init__(self, jobs: Jobs, times: int) -> None:
+        self.jobs, self.times = jobs, times
+
+    def get(self, job_id: str) -> JobStatus | None:
+        if self.times:
+            self.times -= 1
+            raise RedisConnectionError(
+                "Error 111 connecting to 127.0.0.1:6379. Connection refused."
+            )
+        return self.jobs.get(job_id)
+
+    def problems(self, job_id: str) -> list[str]:
+        return self.jobs.problems(job_id)
+
+
+def test_a_followed_job_rides_out_a_lost_redis_and_ends_with_the_job_s_outcome(
+    redis: Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = Jobs(redis, f"unit-{uuid.uuid4().hex}")
+    job_id = jobs.create(JobKind.SYNC, source="file:///photos")
+    jobs.start(job_id, state=JobState.RUNNING, collection="photos-m1-a", model_version=1)
+    jobs.add(job_id, listed=2, total=2, done=2)
+    jobs.finish(job_id, JobState.DONE)
+    waits: list[float] = []
+    said: list[str] = []
+    retry = Reconnecting(120, said.append, now=lambda: sum(waits), sleep=waits.append)
+    assert follow(LosingRedis(jobs, 3), job_id, retry=retry).state == JobState.DONE
+    assert waits == [0.5, 1.0, 2.0]
+    assert said[0].startswith("lost Redis at ") and "retrying for up to 120 s" in said[0]
+    assert said[1:] == ["reconnected after 4 s"]
+    assert "done 2  failed 0" in capsys.readouterr().out
+
+
+def test_a_followed_job_whose_record_is_gone_is_said_so(redis: Redis) -> None:
+    with pytest.raises(typer.Exit) as ended:
+        follow(Jobs(redis, f"unit-{uuid.uuid4().hex}"), "no-such-job")
+    assert ended.value.exit_code == 2
 
 
 def test_the_status_of_a_job_that_does_not_exist_is_refused(prefix: str) -> None:
@@ -80,6 +125,22 @@ def test_status_has_a_header_and_shows_a_finished_job_as_finished(
     assert "ETA" not in row and "listed 3" in progress
     assert rest == ["collections: no worker is running (is `photosearch worker` or `up` started?)"]
     assert _lasting(redis) == lasting  # no worker: nothing was sent, nothing stays
+
+
+def test_status_rides_out_a_lost_redis_and_shows_the_jobs(
+    redis: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs = Jobs(redis, prefix)
+    job_id = jobs.create(JobKind.SYNC, source="file:///photos")
+    retries = on_a_test_clock(monkeypatch)
+    lost = [RedisConnectionError("Connection refused.") for _ in range(3)]
+    monkeypatch.setattr(Jobs, "recent", failing_first(Jobs.recent, lost))
+    answer = CliRunner().invoke(index_app, ["status"])
+    assert answer.exit_code == 0, answer.output
+    assert answer.output.splitlines()[1].split()[:3] == [job_id, "sync", "queued"]
+    assert retries.waits == [0.5, 1.0, 2.0]
+    assert retries.said[0].startswith("lost Redis at ")
+    assert retries.said[1:] == ["reconnected after 4 s"]
 
 
 def test_the_status_of_one_job_shows_its_problems(redis: Redis, prefix: str) -> None:
