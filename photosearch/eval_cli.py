@@ -83,13 +83,18 @@ def _evaluate(settings: Settings, request: dict[str, Any]) -> dict[str, Any]:
     worker takes the task (none runs: its presence outlives it by a minute or so)."""
     from redis import Redis
 
+    from core.unreachable import Reconnecting
     from core.vectorstore import open_store
 
     if settings.qdrant.url is None:
         redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
         try:
             if _workers_running(redis, settings):
-                found = _ask_worker(settings, redis, request)
+                # A Redis that restarts meanwhile loses the task or its answer: the set is
+                # asked again (it only reads) once Redis is back.
+                found = Reconnecting.from_settings(settings)(
+                    lambda: _ask_worker(settings, redis, request)
+                )
                 if found is not None:
                     return found
         finally:
@@ -110,6 +115,7 @@ def _ask_worker(settings: Settings, redis: Redis, request: dict[str, Any]) -> di
     from celery.exceptions import TimeoutError as CeleryTimeout
 
     from core.taskqueue import EVALUATE, control_queue, create_celery
+    from core.unreachable import lost
 
     typer.echo("evaluating on the worker that owns the embedded store", err=True)
     sent = create_celery(settings).send_task(EVALUATE, args=(request,))
@@ -128,6 +134,8 @@ def _ask_worker(settings: Settings, redis: Redis, request: dict[str, Any]) -> di
         typer.echo(f"the worker did not answer within {WORKER_TIMEOUT_S} s", err=True)
         raise typer.Exit(2) from None
     except Exception as exc:  # the worker's refusal: an unknown collection, say
+        if lost(exc):  # not the worker's: its Redis went away, to be waited for
+            raise
         typer.echo(f"refused: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(1) from None
     return found

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import time
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from core.settings import get_settings
+
+if TYPE_CHECKING:
+    from core.unreachable import Reconnecting
 
 experiment_app = typer.Typer(
     help="Interleaved experiments: a share of searches ranks with a candidate collection too.",
@@ -25,8 +28,17 @@ class DecisionChoice(StrEnum):
     DROP = "drop"
 
 
+def _reconnecting() -> Reconnecting:
+    """Retries of what a lost Redis interrupted (PHOTOSEARCH_LIFECYCLE__RECONNECT_S): reads and
+    the check before a write, never the write itself, which might have happened."""
+    from core.unreachable import Reconnecting
+
+    return Reconnecting.from_settings(get_settings())
+
+
 def _redis() -> Any:
-    """PhotoSearch's Redis (exit 2 unless its marker is there): the experiment's records."""
+    """PhotoSearch's Redis (exit 2 unless its marker is there): the experiment's records. One
+    restarting is waited for."""
     from redis import Redis
 
     from core.deployment import NotPhotoSearch, require
@@ -34,7 +46,7 @@ def _redis() -> Any:
     settings = get_settings()
     redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
     try:
-        require(redis, settings.redis.prefix)
+        _reconnecting()(lambda: require(redis, settings.redis.prefix))
     except NotPhotoSearch as exc:
         redis.close()
         typer.echo(str(exc), err=True)
@@ -48,18 +60,23 @@ def _collections() -> list[dict[str, Any]]:
 
     from core.taskqueue import COLLECTIONS, create_celery
 
-    publisher = create_celery(get_settings())
+    def ask() -> list[dict[str, Any]]:
+        publisher = create_celery(get_settings())
+        try:
+            # A command is never a task: Celery's guard against waiting inside one does not
+            # apply.
+            found: list[dict[str, Any]] = publisher.send_task(COLLECTIONS).get(
+                timeout=60, disable_sync_subtasks=False
+            )
+        finally:
+            publisher.close()
+        return found
+
     try:
-        # A command is never a task: Celery's guard against waiting inside one does not apply.
-        found: list[dict[str, Any]] = publisher.send_task(COLLECTIONS).get(
-            timeout=60, disable_sync_subtasks=False
-        )
+        return _reconnecting()(ask)  # asked again of a Redis that restarted: it only reads
     except CeleryTimeout:
         typer.echo("no worker answered within 60 s: is `photosearch worker` running?", err=True)
         raise typer.Exit(2) from None
-    finally:
-        publisher.close()
-    return found
 
 
 def _go_on(redis: Any, candidate: str) -> None:
@@ -157,7 +174,7 @@ def start_command(
         roles = {c["name"]: c for c in _collections()}
         live = next((name for name, c in roles.items() if c["role"] == "live"), None)
         # A running reindex's collection may be named before its worker has created it.
-        job = reindex_of(candidate, Jobs(redis, settings.redis.prefix).get)
+        job = _reconnecting()(lambda: reindex_of(candidate, Jobs(redis, settings.redis.prefix).get))
         if candidate not in roles and (job is None or job.state in FINISHED):
             typer.echo(
                 f"no collection {candidate!r}, nor a reindex running that builds it "
@@ -179,7 +196,7 @@ def start_command(
         except ExperimentError as exc:
             typer.echo(f"refused: {exc}", err=True)
             raise typer.Exit(1) from None
-        waiting = _waiting_for(redis, started)
+        waiting = _reconnecting()(lambda: _waiting_for(redis, started))
         typer.echo("\n".join(describe(started, settings.api.experiment_alpha, waiting)))
     finally:
         redis.close()
@@ -195,9 +212,13 @@ def status_command(
     settings = get_settings()
     alpha = settings.api.experiment_alpha
     redis = _redis()
-    try:
+
+    def read() -> tuple[Any, Any]:
         found = current(redis, settings.redis.prefix)
-        waiting = _waiting_for(redis, found) if found is not None else None
+        return found, _waiting_for(redis, found) if found is not None else None
+
+    try:
+        found, waiting = _reconnecting()(read)
     finally:
         redis.close()
     if found is None:
@@ -233,7 +254,7 @@ def end_command(
     settings = get_settings()
     redis = _redis()
     try:
-        found = current(redis, settings.redis.prefix)
+        found = _reconnecting()(lambda: current(redis, settings.redis.prefix))
         if found is None:
             typer.echo("no experiment was started", err=True)
             raise typer.Exit(1)

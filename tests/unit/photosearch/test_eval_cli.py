@@ -1,5 +1,6 @@
 """`photosearch eval` on an embedded store no process holds: keyword figures by hand (no
-Triton needed for words alone), and bad sets, collections and modes refused with a message."""
+Triton needed for words alone), and bad sets, collections and modes refused with a message;
+a Redis lost while a worker evaluates is waited out."""
 
 from __future__ import annotations
 
@@ -9,14 +10,18 @@ import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 from typer.testing import CliRunner
 
 from core.quality.judgements import JudgementSet, Query, write_judgements
-from core.settings import get_settings
+from core.settings import Settings, get_settings
 from core.vectorstore import LIVE_ALIAS, open_store
+from photosearch import eval_cli
 from photosearch.cli import app
+from tests.support.reconnecting import failing_first, on_a_test_clock
 from tests.unit.core.quality.conftest import GOOD, PHOTOS
 
 WORDS = JudgementSet(
@@ -81,3 +86,24 @@ def test_an_unknown_collection_is_refused(data_dir: Path, tmp_path: Path) -> Non
     answer = CliRunner().invoke(app, [*args, "--compare", "photos-m9-nowhere"])
     assert answer.exit_code == 1
     assert "refused: no collection or alias photos-m9-nowhere" in answer.output
+
+
+def test_a_redis_lost_while_the_worker_evaluates_is_waited_out_and_the_set_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer: dict[str, Any] = {"evaluations": [], "notes": []}
+    asked: list[dict[str, Any]] = []
+
+    def ask_worker(settings: Settings, redis: Any, request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        return answer
+
+    retries = on_a_test_clock(monkeypatch)
+    lost = [RedisConnectionError("Connection reset by peer"), RedisConnectionError("refused")]
+    monkeypatch.setattr(eval_cli, "_workers_running", lambda redis, settings: True)
+    monkeypatch.setattr(eval_cli, "_ask_worker", failing_first(ask_worker, lost))
+    settings = Settings(data_dir=tmp_path)  # the embedded store: a worker owns it
+    assert eval_cli._evaluate(settings, {"sets": "..."}) is answer
+    assert asked == [{"sets": "..."}]
+    assert retries.waits == [0.5, 1.0]
+    assert retries.said[0].startswith("lost Redis at ")

@@ -1,6 +1,6 @@
 """`photosearch experiment`: status with no experiment and of one running; end refuses a switch
 against a significant live win unless forced, and records the decision; a Redis that is not
-PhotoSearch's is refused."""
+PhotoSearch's is refused; a Redis lost meanwhile is waited for."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 from redis import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from typer.testing import CliRunner
 
+from core import experiments
 from core.experiments import credit, decision_for, start
 from core.jobs import Jobs
 from core.jobstatus import JobKind, JobPhase, JobState
@@ -18,6 +20,7 @@ from core.settings import get_settings
 from core.vectorstore import collection_name
 from photosearch.experiment_cli import experiment_app
 from tests.support.indexing import marked_prefix
+from tests.support.reconnecting import failing_first, on_a_test_clock
 
 LIVE, CANDIDATE = "photos-m1-live", "photos-m2-cand"
 
@@ -56,6 +59,21 @@ def test_status_shows_the_counts_and_the_sign_test(redis: Redis, prefix: str) ->
     )
     as_json = CliRunner().invoke(experiment_app, ["status", "--json"])
     assert '"winner": "candidate"' in as_json.output
+
+
+def test_status_rides_out_a_lost_redis_and_says_so(
+    redis: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = start(redis, prefix, live=LIVE, candidate=CANDIDATE, share=0.05)
+    retries = on_a_test_clock(monkeypatch)
+    lost = [RedisConnectionError("Connection refused.") for _ in range(2)]
+    monkeypatch.setattr(experiments, "current", failing_first(experiments.current, lost))
+    shown = CliRunner().invoke(experiment_app, ["status"])
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.splitlines()[0] == f"experiment {started.id}: running"
+    assert retries.waits == [0.5, 1.0]
+    assert retries.said[0].startswith("lost Redis at ")
+    assert retries.said[1:] == ["reconnected after 2 s"]
 
 
 def test_a_switch_against_a_live_win_needs_force(redis: Redis, prefix: str) -> None:
