@@ -283,8 +283,8 @@ class UpSettings(BaseModel):
 
 
 class LifecycleSettings(BaseModel):
-    """How long a process waits on a dependency that went away: a command riding out a restart
-    of Redis."""
+    """How long a process waits on a dependency that went away, and on its own work as it
+    stops: a command riding out a restart of Redis, a stop letting background work end."""
 
     reconnect_s: float = Field(
         120.0,
@@ -293,6 +293,15 @@ class LifecycleSettings(BaseModel):
         "`--wait` too) retries a lost Redis or broker connection, with backoff (0.5 s doubling "
         "to 5 s), before it gives up with the error; it says so on stderr while it waits. "
         "0: it gives up at once.",
+    )
+    # Within the grace before a SIGKILL: compose's 15 s and Kubernetes' 30 s for the API.
+    stop_s: float = Field(
+        10.0,
+        gt=0,
+        description="How long a stopping process lets its background work end: the API's "
+        "Redis writes left for after an answer (query counts, the search log), the job "
+        "nudger of a worker it embeds, the indexer's client loop; what is still running "
+        "then is cancelled.",
     )
 
 

@@ -58,12 +58,16 @@ def worker_thread(
     concurrency: int = 2,
     loglevel: str = "WARNING",
     shutdown_timeout_s: float = 60.0,
+    stop_s: float = 10.0,
     name: str = "photosearch-embedded",
 ) -> Iterator[EmbeddedWorker]:
     """Consume the real queues on threads of this process, with this process's runtime.
 
     Qdrant Edge allows one process per store, so in the embedded mode the process that owns
-    it (the API, or a test) runs the worker too; Redis still carries every task.
+    it (the API, or a test) runs the worker too; Redis still carries every task. On the way
+    out the tasks in flight get `shutdown_timeout_s` to finish, and the job nudger `stop_s`
+    (PHOTOSEARCH_LIFECYCLE__STOP_S) to end its round: a daemon thread, left to the process's
+    end past it.
     """
     app.finalize()
     app.set_current()
@@ -90,7 +94,7 @@ def worker_thread(
         yield worker
     finally:
         stop_nudging.set()
-        nudger.join(30)
+        nudger.join(stop_s)
         # Celery's warm shutdown: tasks in flight finish, nothing new is taken.
         worker_state.should_terminate = 0  # type: ignore[assignment]
         thread.join(shutdown_timeout_s)
@@ -120,6 +124,7 @@ def embedded_worker(settings: Settings, store: VectorStore) -> Iterator[Embedded
             queues=all_queues(settings),
             concurrency=settings.indexer.concurrency,
             loglevel="INFO",
+            stop_s=settings.lifecycle.stop_s,
         ) as worker:
             yield worker
     finally:

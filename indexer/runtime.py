@@ -171,7 +171,7 @@ class Runtime:
     def close(self) -> None:
         self.run(self.embedder.close())
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._loop_thread.join(timeout=5)
+        self._loop_thread.join(timeout=self.settings.lifecycle.stop_s)
         if not self._loop.is_running():
             self._loop.close()
         self.readers.shutdown(wait=False, cancel_futures=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -195,8 +195,7 @@ class Services:
         task.add_done_callback(self.background.discard)
 
     async def close(self) -> None:
-        if self.background:
-            await asyncio.wait(self.background, timeout=1.0)
+        await stop_background(self.background, self.settings.lifecycle.stop_s)
         await self.embedder.close()
         await self.fetcher.aclose()
         await self.redis.aclose()
@@ -216,6 +215,39 @@ class Services:
     async def live_collection(self, fresh: bool = False) -> str:
         """`LiveCollection.name`: the collection searches read now."""
         return await self.live.name(fresh)
+
+
+Tasks = set[asyncio.Task[None]]
+
+
+async def _wait(tasks: Tasks, timeout_s: float) -> tuple[Tasks, Tasks]:
+    return await asyncio.wait(tasks, timeout=timeout_s)
+
+
+async def stop_background(
+    tasks: Tasks,
+    within_s: float,
+    *,
+    wait: Callable[[Tasks, float], Awaitable[tuple[Tasks, Tasks]]] | None = None,
+) -> Tasks:
+    """Let the tasks in flight end for up to `within_s` (PHOTOSEARCH_LIFECYCLE__STOP_S), then
+    cancel the others and let them unwind, as long again at most (one that swallows its
+    cancellation is not waited on for ever); the ones cancelled.
+
+    Args:
+        tasks: the background tasks (a copy is waited on: theirs leave the set as they end).
+        within_s: the bound.
+        wait: asyncio.wait's (done, pending), given the tasks and the bound.
+    """
+    if not tasks:
+        return set()
+    wait = wait or _wait
+    _, pending = await wait(set(tasks), within_s)
+    for task in pending:
+        task.cancel()
+    if pending:
+        await wait(pending, within_s)
+    return pending
 
 
 class StoreCalls:
