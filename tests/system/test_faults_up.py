@@ -4,7 +4,9 @@ and in the middle of a sync, on one `photosearch up` whose supervisor starts the
 Each test sends steady searches from threads, starts a sync of new photos through the admin
 API, kills a process while both run, and then asks: was every search answered (from the
 cache, without it, or with a fast 503 and Retry-After), did the system come back by itself,
-and does the index hold every photo of the source exactly once?
+and does the index hold every photo of the source exactly once? And a sync followed from the
+command line (`index sync --wait`) waits through two kills of the queue's Redis and exits
+with the job's own outcome.
 """
 
 from __future__ import annotations
@@ -12,17 +14,23 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
+from core.jobstatus import FINISHED
 from harness.processes import free_ports
 from harness.up import newcomer_env
 from tests.support.browser import cards, search
@@ -233,3 +241,146 @@ def test_the_api_killed_while_the_page_is_open_comes_back_by_itself(
     search(page, "a rocket launch")
     assert len(cards(page)) > 0
     expect(page.get_by_test_id("status")).not_to_contain_text("cannot be reached")
+
+
+class Following:
+    """`photosearch index sync --wait` against the running `up`, its output read as it comes:
+    each line of stdout and stderr kept, to be waited for as an event."""
+
+    def __init__(self, up: Up, source: Path) -> None:
+        # No PHOTOSEARCH_REDIS__URL: the command finds the `up` running on its data directory.
+        env = up.env | {"PHOTOSEARCH_DATA_DIR": str(up.data_dir)}
+        command = ["index", "sync", "--source", str(source), "--wait"]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "photosearch", *command],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.out: list[str] = []
+        self.err: list[str] = []
+        assert self.process.stdout is not None and self.process.stderr is not None
+        self.readers = [
+            threading.Thread(target=self._read, args=(stream, lines), daemon=True)
+            for stream, lines in ((self.process.stdout, self.out), (self.process.stderr, self.err))
+        ]
+        for reader in self.readers:
+            reader.start()
+
+    @staticmethod
+    def _read(stream: Any, lines: list[str]) -> None:
+        for line in stream:
+            lines.append(line.rstrip("\n"))
+
+    def said(self) -> str:
+        return "stdout:\n" + "\n".join(self.out) + "\nstderr:\n" + "\n".join(self.err)
+
+    def job_id(self) -> str | None:
+        for line in self.out:
+            found = re.search(r"job (\w+) queued|joined the running job (\w+)", line)
+            if found:
+                return found.group(1) or found.group(2)
+        if self.process.poll() is not None:
+            raise AssertionError(f"the command exited before a job was queued:\n{self.said()}")
+        return None
+
+    def wait_said(self, text: str, times: int, up: Up) -> None:
+        """Until stderr has `times` lines holding `text` (a ceiling only bounds a hang); an
+        AssertionError at once if the command exits first."""
+
+        def enough() -> bool:
+            return sum(text in line for line in self.err) >= times
+
+        def said_or_exited() -> bool:
+            if enough():
+                return True
+            code = self.process.poll()
+            if code is None:
+                return False
+            for reader in self.readers:  # its last lines
+                reader.join(10)
+            if enough():
+                return True
+            raise AssertionError(f"the command exited ({code}) first:\n{self.said()}")
+
+        wait_until(
+            said_or_exited,
+            RECOVERY_CEILING_S,
+            lambda: f"{times} x {text!r} from the command:\n{self.said()}\n{up.tail()}",
+        )
+
+    def finish(self) -> int:
+        """Its exit code, once it has exited (killed if it has not within the ceiling)."""
+        try:
+            code = self.process.wait(600)
+        finally:
+            self.close()
+        return code
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+        for reader in self.readers:
+            reader.join(10)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@contextmanager
+def held(up: Up) -> Iterator[None]:
+    """`up` stopped (SIGSTOP) for the block, and its children left running: what it would
+    restart stays down until the block ends, however soon it would otherwise."""
+    assert up.process is not None
+    os.kill(up.process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(up.process.pid, signal.SIGCONT)
+
+
+def kill_redis_until_the_command_notices(up: Up, sync: Following, kill: int) -> None:
+    """SIGKILL the queue's Redis and let `up` start it again once the command has said it
+    lost it (the outage lasts until then: a poll of the command's sees it), then until the
+    command has said it is back."""
+    pid = child_pid(up, "redis")
+    with held(up):
+        os.kill(pid, signal.SIGKILL)
+        sync.wait_said("lost Redis at ", kill, up)
+    wait_restarted(up, "redis", pid)
+    sync.wait_said("reconnected after ", kill, up)
+
+
+def test_a_sync_followed_with_wait_rides_out_two_kills_of_the_queue_s_redis(
+    system: tuple[Up, Path],
+) -> None:
+    up, photos = system
+    added = add_photos(photos, 120)
+    sync = Following(up, photos)
+    try:
+        job_id = wait_until(sync.job_id, RECOVERY_CEILING_S, sync.said)
+        # The first kill once the sync has embedded some photos, while the command follows it.
+        wait_job(jobs_of(up), job_id, RECOVERY_CEILING_S, up, until=lambda j: j.done >= 16)
+        kill_redis_until_the_command_notices(up, sync, 1)
+        # The second as soon as the command is back, while the job still runs (its worker
+        # reconnects to the new Redis on its own, and later).
+        job = jobs_of(up).get(job_id)
+        assert job is not None and job.state not in FINISHED, job
+        kill_redis_until_the_command_notices(up, sync, 2)
+        code = sync.finish()
+    finally:
+        sync.close()
+    print("index sync --wait through two kills of Redis:", sync.said())
+    assert code == 0, f"{sync.said()}\n{up.tail()}"
+    lost = [line for line in sync.err if line.startswith("lost Redis at ")]
+    assert len(lost) == 2
+    assert all(
+        "retrying for up to 120 s (PHOTOSEARCH_LIFECYCLE__RECONNECT_S)" in line for line in lost
+    ), lost
+    assert not any("cannot reach Redis" in line for line in sync.err), sync.said()
+    # It ends with the job's own counts: every photo added, none failed.
+    summary = next(line for line in sync.out if line.startswith(job_id))
+    assert f"sync      done       done {len(added)}  failed 0" in summary, sync.said()
+    assert_index_complete(up, photos)
