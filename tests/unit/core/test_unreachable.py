@@ -98,10 +98,10 @@ def retries(limit_s: float, clock: Clock, said: list[str]) -> Reconnecting:
 def test_a_lost_redis_is_retried_with_doubling_waits_and_said_once_each_way(
     settings_from: pytest.MonkeyPatch,
 ) -> None:
-    settings_from.setenv("PHOTOSEARCH_REDIS__URL", "redis://ops:s3cret@queue.internal:6379/0")
+    settings_from.setenv("PHOTOSEARCH_REDIS__URL", "redis://ops:s3cret@queue.internal:6380/0")
     clock, said = Clock(), list[str]()
     refused = RedisConnectionError(
-        "Error 111 connecting to queue.internal:6379. Connection refused."
+        "Error 111 connecting to queue.internal:6380. Connection refused."
     )
     # Back, but still reading its append-only file: Redis answers LOADING for a while.
     loading = BusyLoadingError("Redis is loading the dataset in memory")
@@ -109,8 +109,8 @@ def test_a_lost_redis_is_retried_with_doubling_waits_and_said_once_each_way(
     assert retries(120, clock, said)(call) == "the job"
     assert clock.waits == [0.5, 1.0, 2.0]
     assert said == [
-        "lost Redis at redis://ops:***@queue.internal:6379/0 (PHOTOSEARCH_REDIS__URL): retrying "
-        f"for up to 120 s ({RECONNECT_VARIABLE}): Error 111 connecting to queue.internal:6379. "
+        "lost Redis at redis://ops:***@queue.internal:6380/0 (PHOTOSEARCH_REDIS__URL): retrying "
+        f"for up to 120 s ({RECONNECT_VARIABLE}): Error 111 connecting to queue.internal:6380. "
         "Connection refused.",
         "reconnected after 4 s",
     ]

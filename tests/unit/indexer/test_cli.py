@@ -64,7 +64,7 @@ class LosingRedis:
         if self.times:
             self.times -= 1
             raise RedisConnectionError(
-                "Error 111 connecting to 127.0.0.1:6379. Connection refused."
+                "Error 111 connecting to 127.0.0.1:6390. Connection refused."
             )
         return self.jobs.get(job_id)
 
