@@ -109,6 +109,12 @@ class IndexerSettings(BaseModel):
     visibility_timeout_s: int = Field(
         3600, ge=1, description="Redelivery of a task whose worker died (longer than any task)."
     )
+    lease_s: float = Field(
+        10.0,
+        gt=0,
+        description="Lease of a task's claim and of a lock: renewed by its live worker every "
+        "third of it, taken back this long after its worker died or the queue's Redis lost it.",
+    )
     metadata_files: tuple[str, ...] = Field(
         ("photos.jsonl", "photos.csv"), description="Metadata manifests looked for at the root."
     )

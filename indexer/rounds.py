@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 
 from celery import Celery
+from celery.worker import state as worker_state
 
 from core.deployment import Presence
 from core.jobstatus import FINISHED, JobKind, JobPhase, JobState
@@ -19,6 +20,7 @@ from core.settings_indexer import IndexerSettings
 from core.submit import start_queued
 from core.taskqueue import EMBED_BATCH, FINALIZE, PLAN, REINDEX, settings_of
 from indexer.jobs import pause as pausing
+from indexer.leases import held_tokens
 from indexer.queue.workqueue import WorkQueue
 from indexer.runtime import Runtime, get_runtime
 
@@ -42,6 +44,7 @@ def pump(app: Celery, work: WorkQueue, s: IndexerSettings, job_id: str) -> bool:
         max_plan=s.planners,
         plan_ahead=PLAN_AHEAD * s.max_queued_batches,
         ttl_s=s.visibility_timeout_s,
+        lease_s=s.lease_s,
     )
     for token in tokens.plan:
         app.tasks[PLAN].apply_async((job_id,), task_id=token)
@@ -80,17 +83,32 @@ def nudge(app: Celery, rt: Runtime, recent: int = 100) -> None:
             app.tasks[FINALIZE].delay(job.id)
 
 
+def heartbeat(work: WorkQueue) -> int:
+    """Renew the lease of every token this worker process holds: received, or running."""
+    requests = list(worker_state.requests.values())  # one C call: safe beside the consumer
+    return work.heartbeat(held_tokens(requests, (PLAN, EMBED_BATCH)))
+
+
 def nudging(app: Celery, stop: threading.Event) -> threading.Thread:
-    """A worker's thread that nudges the jobs every min(30 s, visibility timeout) until stop.
+    """A worker's thread that nudges the jobs every min(30 s, visibility timeout, lease) until
+    stop, and its heartbeat's, which renews the lease of the tokens it holds every third of it.
 
     Every worker passes here as it starts: it marks the Redis as PhotoSearch's (before this
     returns, so a command run once the worker has started finds the mark) and says, round
     after round, that the worker runs (core/deployment.py).
     """
     settings = settings_of(app)
-    interval = min(30.0, float(settings.indexer.visibility_timeout_s))
+    s = settings.indexer
+    interval = min(30.0, float(s.visibility_timeout_s), s.lease_s)
     presence = Presence(settings.redis.url, settings.redis.prefix, ttl_s=3 * interval)
     presence.renew()
+
+    def beat() -> None:
+        while not stop.wait(s.lease_s / 3):
+            try:
+                heartbeat(get_runtime(settings).work)
+            except Exception:  # Redis down: the next beat tries again
+                log.warning("the heartbeat of the held tasks failed", exc_info=True)
 
     def run() -> None:
         while not stop.wait(interval):
@@ -101,6 +119,7 @@ def nudging(app: Celery, stop: threading.Event) -> threading.Thread:
                 log.exception("nudging the index jobs failed")
         presence.close()
 
+    threading.Thread(target=beat, name="heartbeat", daemon=True).start()
     thread = threading.Thread(target=run, name="nudge-jobs", daemon=True)
     thread.start()
     return thread

@@ -32,6 +32,7 @@ from indexer.jobs import rollback as rollingback
 from indexer.jobs import sync as syncing
 from indexer.jobs import units
 from indexer.jobs.sync import IndexerError
+from indexer.leases import LeasedLock
 from indexer.photo.autotags import note_off
 from indexer.photo.pipeline import embed_photos
 from indexer.plan.deleteguard import DeletesRefused, refuse
@@ -114,7 +115,9 @@ def finalize(self: Task[Any, Any], job_id: str) -> None:
     to run any number of times: nudges send it again whenever a job seems stalled."""
     rt = runtime_of(self.app)
     # One step at a time per job; another worker's nudge that finds it taken leaves it.
-    lock = rt.redis.lock(f"{rt.settings.redis.prefix}:job:{job_id}:finalize", timeout=900)
+    # Leased: a worker killed inside it lets the step go within the lease (indexer/leases.py).
+    key = f"{rt.settings.redis.prefix}:job:{job_id}:finalize"
+    lock = LeasedLock(rt.redis, key, lease_s=rt.settings.indexer.lease_s)
     if not lock.acquire(blocking=False):
         return
     try:
@@ -126,7 +129,9 @@ def finalize(self: Task[Any, Any], job_id: str) -> None:
                 job_id,
                 store=rt.store,
                 records=rt.records,
-                lock=syncing.alias_lock(rt.redis, rt.settings.redis.prefix),
+                lock=syncing.alias_lock(
+                    rt.redis, rt.settings.redis.prefix, lease_s=rt.settings.indexer.lease_s
+                ),
                 settings=rt.settings.indexer,
             )
         elif job.kind != JobKind.REINDEX:
@@ -178,7 +183,7 @@ def sync(self: Task[Any, Any], job_id: str, source_uri: str) -> None:
     collection = syncing.live_collection(
         job_id,
         store=rt.store,
-        lock=syncing.alias_lock(rt.redis, settings.redis.prefix),
+        lock=syncing.alias_lock(rt.redis, settings.redis.prefix, lease_s=settings.indexer.lease_s),
         model_version=settings.indexer.model_version,
         repository=settings.repository,
         manifest=rt.embedder.manifest,
@@ -342,7 +347,9 @@ def resume(self: Task[Any, Any], job_id: str) -> None:
 def drop(self: Task[Any, Any], collection: str) -> str:
     """Delete a collection that is not live."""
     rt = runtime_of(self.app)
-    lock = syncing.alias_lock(rt.redis, rt.settings.redis.prefix)
+    lock = syncing.alias_lock(
+        rt.redis, rt.settings.redis.prefix, lease_s=rt.settings.indexer.lease_s
+    )
     return reindexing.drop(collection, store=rt.store, records=rt.records, lock=lock)
 
 

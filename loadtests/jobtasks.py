@@ -88,6 +88,7 @@ class Worker:
                 max_plan=s.planners,
                 plan_ahead=2**31 if plan_only else PLAN_AHEAD * s.max_queued_batches,
                 ttl_s=s.visibility_timeout_s,
+                lease_s=s.lease_s,
             )
             if tokens.round_ended:
                 return

@@ -18,6 +18,7 @@ from core.settings_indexer import IndexerSettings
 from core.sources import Source
 from core.vectorstore import LIVE_ALIAS, CollectionNotFound, VectorStore, collection_name
 from core.vectorstore.base import model_version_of
+from indexer.leases import LeasedLock
 from indexer.plan.deleteguard import open_budget
 from indexer.plan.planner import held_units, label_unlabelled
 from indexer.plan.shards import ShardMap, load_map
@@ -30,11 +31,11 @@ class IndexerError(Exception):
     """An indexer operation was refused; the message says why and what to do."""
 
 
-def alias_lock(redis: Redis, prefix: str) -> Lock:
+def alias_lock(redis: Redis, prefix: str, *, lease_s: float = 10.0) -> Lock:
     """Serializes every change of the aliases: the first collection, switch, rollback, drop.
-    Held for the change itself, never while a source is listed."""
-    lock: Lock = redis.lock(f"{prefix}:lock:aliases", timeout=600)
-    return lock
+    Held for the change itself, never while a source is listed; leased, so a worker killed
+    holding it lets it go within `lease_s` (indexer/leases.py)."""
+    return LeasedLock(redis, f"{prefix}:lock:aliases", lease_s=lease_s)
 
 
 def live_collection(

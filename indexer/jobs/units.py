@@ -157,7 +157,7 @@ def advance(rt: Runtime, job_id: str) -> None:
         job_id,
         store=rt.store,
         records=rt.records,
-        lock=alias_lock(rt.redis, rt.settings.redis.prefix),
+        lock=alias_lock(rt.redis, rt.settings.redis.prefix, lease_s=rt.settings.indexer.lease_s),
         settings=rt.settings.indexer,
         source=rt.source,
         warm=warmer(rt),

@@ -26,7 +26,7 @@ local function stopped()
 end
 """
 # KEYS: 1 job, 2 units, 3 unit claims, 4 plan tokens, 5 work, 6 items, 7 work claims,
-#       8 work tokens, 9 unit ids, 10 planned
+#       8 work tokens, 9 unit ids, 10 planned, 11 held (`HELD_KEY`)
 JOB_KEYS = (
     "units",
     "pclaims",
@@ -38,6 +38,9 @@ JOB_KEYS = (
     "unitids",
     "planned",
 )
+# The tokens a live worker holds, scored by its last heartbeat (a zset after the previous
+# release's keys: work that release queued has none, and is swept by the ttl as it was).
+HELD_KEY = "held"
 
 START_ROUND = (
     ROUND_DONE
@@ -66,29 +69,53 @@ return added
 RESERVE = (
     ROUND_DONE
     + """
--- ARGV: now, ttl, max embed tokens, max plan tokens, plan ahead, job id.
+-- ARGV: now, ttl, max embed tokens, max plan tokens, plan ahead, job id, lease.
 -- Returns {embed token ids, plan token ids, 1 when the round ended now}.
 if stopped() then return {{}, {}, 0} end
-local now, cutoff = tonumber(ARGV[1]), tonumber(ARGV[1]) - tonumber(ARGV[2])
--- A token's score is when it was handed out or last claimed its work (each retry claims
--- again). Past the ttl it is lost: never sent, or its task ended without counting its work
--- (a failure whose report Redis missed). Its room comes back, and its work goes first in line.
+local now = tonumber(ARGV[1])
+local cutoff, gone = now - tonumber(ARGV[2]), now - tonumber(ARGV[7])
+local function give_back(tokens, claims, list, t)
+  local held = redis.call('HGET', claims, t)
+  if held then
+    redis.call('LPUSH', list, held)
+    redis.call('HDEL', claims, t)
+  end
+  redis.call('ZREM', tokens, t)
+end
+-- A token a worker holds (it claimed, or its worker received it) is renewed by that worker's
+-- heartbeat; one not renewed for the lease lost its holder (the worker died, or this Redis
+-- restarted under it): its work goes back first in line, its room comes back.
+for _, t in ipairs(redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', '(' .. gone)) do
+  give_back(KEYS[8], KEYS[7], KEYS[5], t)
+  give_back(KEYS[4], KEYS[3], KEYS[2], t)
+  redis.call('ZREM', KEYS[11], t)
+end
+-- A token never held is swept past the ttl: never sent, or sent and lost.
 local function sweep(tokens, claims, list)
   for _, t in ipairs(redis.call('ZRANGEBYSCORE', tokens, '-inf', cutoff)) do
-    local held = redis.call('HGET', claims, t)
-    if held then
-      redis.call('LPUSH', list, held)
-      redis.call('HDEL', claims, t)
-    end
-    redis.call('ZREM', tokens, t)
+    if not redis.call('ZSCORE', KEYS[11], t) then give_back(tokens, claims, list, t) end
   end
 end
 sweep(KEYS[8], KEYS[7], KEYS[5])
 sweep(KEYS[4], KEYS[3], KEYS[2])
+-- Tokens that will take waiting work: unclaimed, and held or handed out within the lease. One
+-- unheld for longer may be lost (in a delivery Redis's crash cut short): it keeps its room
+-- until the ttl, but the work it would take gets a token of its own.
+local function idle(tokens, claims)
+  local n = 0
+  local scored = redis.call('ZRANGE', tokens, 0, -1, 'WITHSCORES')
+  for i = 1, #scored, 2 do
+    local t = scored[i]
+    if redis.call('HEXISTS', claims, t) == 0
+       and (tonumber(scored[i + 1]) > gone or redis.call('ZSCORE', KEYS[11], t)) then
+      n = n + 1
+    end
+  end
+  return n
+end
 local function hand_out(tokens, claims, waiting_work, limit, kind)
   local out = redis.call('ZCARD', tokens)
-  local idle = out - redis.call('HLEN', claims)
-  local n = math.min(limit - out, waiting_work - idle)
+  local n = math.min(limit - out, waiting_work - idle(tokens, claims))
   local ids = {}
   for _ = 1, n do
     local id = ARGV[6] .. '-' .. kind .. redis.call('HINCRBY', KEYS[1], 'token_seq', 1)
@@ -113,8 +140,10 @@ CLAIM = (
 -- ARGV: token, 'unit' or 'work', now. Returns {id, body}, {id, false} (done already) or nil.
 local list, claims, tokens, store = KEYS[2], KEYS[3], KEYS[4], nil
 if ARGV[2] == 'work' then list, claims, tokens, store = KEYS[5], KEYS[7], KEYS[8], KEYS[6] end
--- Claiming (again, on a retry) shows the token alive: the sweep leaves it its work.
+-- Claiming (again, on a retry) shows the token alive and held: from now on its worker's
+-- heartbeat keeps it, and the lease ends it when that stops.
 redis.call('ZADD', tokens, ARGV[3], ARGV[1])
+redis.call('ZADD', KEYS[11], ARGV[3], ARGV[1])
 local held = redis.call('HGET', claims, ARGV[1])
 if held then
   if store then return {held, redis.call('HGET', store, held)} end
@@ -174,6 +203,7 @@ if redis.call('HSETNX', KEYS[10], unit, record) == 1 and not finished() then
 end
 redis.call('HDEL', KEYS[3], token)
 redis.call('ZREM', KEYS[4], token)
+redis.call('ZREM', KEYS[11], token)
 return round_done()
 """
 )
@@ -188,6 +218,7 @@ if redis.call('HDEL', KEYS[6], ARGV[2]) == 1 then
 end
 redis.call('HDEL', KEYS[7], ARGV[1])
 redis.call('ZREM', KEYS[8], ARGV[1])
+redis.call('ZREM', KEYS[11], ARGV[1])
 return round_done()
 """
 )
@@ -198,6 +229,7 @@ RELEASE = (
 -- ARGV: token. A token that found nothing to do.
 redis.call('ZREM', KEYS[8], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('ZREM', KEYS[11], ARGV[1])
 return round_done()
 """
 )
@@ -215,6 +247,7 @@ local function give_back(tokens, claims, list, token)
     redis.call('HDEL', claims, token)
   end
   redis.call('ZREM', tokens, token)
+  redis.call('ZREM', KEYS[11], token)
 end
 if ARGV[1] ~= '' then
   give_back(KEYS[8], KEYS[7], KEYS[5], ARGV[1])
@@ -236,6 +269,20 @@ for _, kind in ipairs({{KEYS[8], KEYS[7], KEYS[5]}, {KEYS[4], KEYS[3], KEYS[2]}}
       redis.call('LPUSH', kind[3], claims[i + 1])
       redis.call('HDEL', kind[2], t)
     end
+  end
+end
+return n
+"""
+
+HEARTBEAT = """
+-- ARGV: now, token... The tokens a live worker holds (received or running), still out: their
+-- lease starts again. Returns how many were renewed.
+local n = 0
+for i = 2, #ARGV do
+  local t = ARGV[i]
+  if redis.call('ZSCORE', KEYS[8], t) or redis.call('ZSCORE', KEYS[4], t) then
+    redis.call('ZADD', KEYS[11], ARGV[1], t)
+    n = n + 1
   end
 end
 return n

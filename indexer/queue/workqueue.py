@@ -13,10 +13,14 @@ whole or not at all:
 - a batch counts once (its entry is deleted by the count);
 - the round ends exactly once: when nothing is left to plan, claimed or embedded.
 
-A token lost between reservation and publication, or whose task ended without counting its
-work (Redis down when it failed), is swept once it has not claimed for `ttl_s`: its room comes
-back and its work goes first in line. Each worker nudges the unfinished jobs now and then
-(indexer/rounds.py), so a job whose every token was lost still moves.
+A token a worker holds (it claimed its work, or the worker received it) is renewed by that
+worker's heartbeat (`heartbeat`, indexer/rounds.py); once not renewed for `lease_s` (the
+worker died, or the queue's Redis restarted under it) it is swept: its room comes back and its
+work goes first in line, within seconds whatever the visibility timeout. A token never held
+(lost between reservation and publication, or in a delivery cut short) is swept after `ttl_s`,
+and does not keep waiting work from a token of its own past the lease. Each worker nudges the
+unfinished jobs now and then (indexer/rounds.py), so a job whose every token was lost still
+moves.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from indexer.queue.scripts import (
     CLAIM,
     COMMIT,
     COMPLETE,
+    HEARTBEAT,
+    HELD_KEY,
     JOB_KEYS,
     RELEASE,
     REQUEUE,
@@ -79,10 +85,11 @@ class WorkQueue:
         self._complete = redis.register_script(COMPLETE)
         self._release = redis.register_script(RELEASE)
         self._requeue = redis.register_script(REQUEUE)
+        self._heartbeat = redis.register_script(HEARTBEAT)
 
     def keys(self, job_id: str) -> list[str]:
         job = f"{self.prefix}:job:{job_id}"
-        return [job, *(f"{job}:{name}" for name in JOB_KEYS)]
+        return [job, *(f"{job}:{name}" for name in (*JOB_KEYS, HELD_KEY))]
 
     def start_round(self, job_id: str, round_: int, units: Iterable[Unit]) -> bool:
         """Open a round with its units; False when it was opened before, whose
@@ -103,10 +110,18 @@ class WorkQueue:
         return added
 
     def reserve(
-        self, job_id: str, *, max_embed: int, max_plan: int, plan_ahead: int, ttl_s: float
+        self,
+        job_id: str,
+        *,
+        max_embed: int,
+        max_plan: int,
+        plan_ahead: int,
+        ttl_s: float,
+        lease_s: float,
     ) -> Tokens:
-        """Tokens to publish now (their ids are taken: publish each, or it is swept later)."""
-        args: list[Any] = [self.now(), ttl_s, max_embed, max_plan, plan_ahead, job_id]
+        """Tokens to publish now (their ids are taken: publish each, or it is swept later),
+        after the sweep of the tokens whose holder is gone (`lease_s`) or never came (`ttl_s`)."""
+        args: list[Any] = [self.now(), ttl_s, max_embed, max_plan, plan_ahead, job_id, lease_s]
         embed, plan, ended = self._reserve(keys=self.keys(job_id), args=args)
         return Tokens([i.decode() for i in embed], [i.decode() for i in plan], bool(ended))
 
@@ -153,6 +168,14 @@ class WorkQueue:
             args += [name, value]
         return bool(self._complete(keys=self.keys(job_id), args=args))
 
+    def heartbeat(self, held: Mapping[str, Collection[str]]) -> int:
+        """Renew the lease of the tokens this worker holds, by job; how many were still out."""
+        renewed, now = 0, self.now()
+        for job_id, tokens in held.items():
+            if tokens:
+                renewed += int(self._heartbeat(keys=self.keys(job_id), args=[now, *tokens]))
+        return renewed
+
     def release(self, job_id: str, token: str) -> bool:
         """A token that found nothing to claim; True when the round ended (a last token)."""
         return bool(self._release(keys=self.keys(job_id), args=[token]))
@@ -198,5 +221,5 @@ class WorkQueue:
         """Forget a finished job's work; what its shards' planning recorded (who planned what,
         when, what it found: one entry per shard) is kept keep_s, as the job's record."""
         keys = self.keys(job_id)
-        self.redis.delete(*keys[1:9])
+        self.redis.delete(*keys[1:9], keys[10])
         self.redis.expire(keys[9], keep_s)

@@ -62,7 +62,9 @@ def batch(key: object) -> Batch:
 def reserve(
     work: WorkQueue, job_id: str, embed: int = 3, plan: int = 2, ahead: int = 100, ttl: float = 600
 ) -> tuple[list[str], list[str]]:
-    tokens = work.reserve(job_id, max_embed=embed, max_plan=plan, plan_ahead=ahead, ttl_s=ttl)
+    tokens = work.reserve(
+        job_id, max_embed=embed, max_plan=plan, plan_ahead=ahead, ttl_s=ttl, lease_s=ttl
+    )
     return tokens.embed, tokens.plan
 
 
@@ -237,11 +239,15 @@ def test_a_resume_gives_back_what_dead_tokens_held_not_what_running_tasks_hold(
 def test_no_round_ends_before_it_has_started(work: WorkQueue, jobs: Jobs) -> None:
     job = jobs.create(JobKind.SYNC)
     # A nudge between a job's start and its first shards: nothing to end.
-    assert not work.reserve(job, max_embed=1, max_plan=1, plan_ahead=1, ttl_s=60).round_ended
+    assert not work.reserve(
+        job, max_embed=1, max_plan=1, plan_ahead=1, ttl_s=60, lease_s=60
+    ).round_ended
     planner = planning(work, job, units("a")[0])
     work.commit(job, planner, "a", {})  # the round's last unit, nothing to embed: it ends here
     assert work.round_done(job, 0)
-    assert not work.reserve(job, max_embed=1, max_plan=1, plan_ahead=1, ttl_s=60).round_ended
+    assert not work.reserve(
+        job, max_embed=1, max_plan=1, plan_ahead=1, ttl_s=60, lease_s=60
+    ).round_ended
 
 
 def test_a_finished_job_hands_out_and_takes_nothing(work: WorkQueue, jobs: Jobs) -> None:

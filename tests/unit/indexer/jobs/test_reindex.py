@@ -179,7 +179,7 @@ def end_round(records: JobRecords, job_id: str) -> None:
     """Every unit of the job's round committed as planned with nothing to embed, as the plan
     tasks would commit a round of a collection that holds no photos."""
     work = records.work
-    tokens = work.reserve(job_id, max_embed=0, max_plan=1000, plan_ahead=1, ttl_s=60)
+    tokens = work.reserve(job_id, max_embed=0, max_plan=1000, plan_ahead=1, ttl_s=60, lease_s=60)
     ended = tokens.round_ended
     for token in tokens.plan:
         unit = work.claim_unit(job_id, token)

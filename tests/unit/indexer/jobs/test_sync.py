@@ -65,7 +65,9 @@ class Rounds:
             assert job is not None
             if job.state in FINISHED or self.work.round_done(job_id, job.round):
                 return
-            tokens = self.work.reserve(job_id, max_embed=4, max_plan=2, plan_ahead=8, ttl_s=600)
+            tokens = self.work.reserve(
+                job_id, max_embed=4, max_plan=2, plan_ahead=8, ttl_s=600, lease_s=600
+            )
             for token in tokens.plan:
                 self.plan(job, token)
             for token in tokens.embed:

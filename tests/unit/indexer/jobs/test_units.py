@@ -73,7 +73,9 @@ def test_a_replay_unit_plans_its_keys_and_a_group_unit_groups_its_shard(
 def test_a_unit_s_plan_is_committed_once_under_its_id(runtime: Runtime, running: JobStatus) -> None:
     unit = ShardUnit(ShardRange(""))
     runtime.work.start_round(running.id, 0, [unit])
-    tokens = runtime.work.reserve(running.id, max_embed=0, max_plan=1, plan_ahead=8, ttl_s=60)
+    tokens = runtime.work.reserve(
+        running.id, max_embed=0, max_plan=1, plan_ahead=8, ttl_s=60, lease_s=60
+    )
     [token] = tokens.plan
     assert runtime.work.claim_unit(running.id, token) == unit
     planned = plan_unit(runtime, running, unit, "w1")

@@ -63,7 +63,7 @@ def test_units_and_a_batch_the_previous_release_queued_are_claimed_and_read(
     redis.rpush(f"{job}:work", "b1")
 
     work = WorkQueue(redis, prefix)
-    tokens = work.reserve(job_id, max_embed=1, max_plan=5, plan_ahead=100, ttl_s=600)
+    tokens = work.reserve(job_id, max_embed=1, max_plan=5, plan_ahead=100, ttl_s=600, lease_s=600)
     assert (len(tokens.embed), len(tokens.plan)) == (1, 5)
     claimed_units = [work.claim_unit(job_id, token) for token in tokens.plan]
     assert [unit and unit.to_wire() for unit in claimed_units] == PREVIOUS_UNITS
