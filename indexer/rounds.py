@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from celery import Celery
 from celery.worker import state as worker_state
@@ -83,10 +84,21 @@ def nudge(app: Celery, rt: Runtime, recent: int = 100) -> None:
             app.tasks[FINALIZE].delay(job.id)
 
 
+def held_requests() -> list[Any]:
+    """The requests this worker process holds: received, running, or waiting for a retry's
+    countdown (a retry waits up to retry_backoff_max_s, which may pass the lease)."""
+    held: list[Any] = list(worker_state.requests.values())  # one C call: safe beside others
+    for _ in range(3):
+        try:
+            return held + list(worker_state.scheduled_requests)  # type: ignore[attr-defined]
+        except RuntimeError:  # the set changed while it was read: read it again
+            continue
+    return held
+
+
 def heartbeat(work: WorkQueue) -> int:
-    """Renew the lease of every token this worker process holds: received, or running."""
-    requests = list(worker_state.requests.values())  # one C call: safe beside the consumer
-    return work.heartbeat(held_tokens(requests, (PLAN, EMBED_BATCH)))
+    """Renew the lease of every token this worker process holds."""
+    return work.heartbeat(held_tokens(held_requests(), (PLAN, EMBED_BATCH)))
 
 
 def nudging(app: Celery, stop: threading.Event) -> threading.Thread:
