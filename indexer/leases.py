@@ -40,10 +40,15 @@ class LeasedLock(Lock):
         return taken
 
     def release(self) -> None:
+        """Let go; a lock whose lease ran out (its renewals failed longer than the lease) is
+        someone else's or no one's now, and is left as it is."""
         if self._stop is not None:
             self._stop.set()
             self._stop = None
-        super().release()
+        try:
+            super().release()
+        except LockError:
+            log.warning("lock %s: its lease had run out when its owner let it go", self.name)
 
     def _renew(self, stop: threading.Event) -> None:
         while not stop.wait(self.lease_s / 3):

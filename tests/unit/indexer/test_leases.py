@@ -176,3 +176,15 @@ def test_a_leased_lock_is_renewed_while_its_owner_lives_and_let_go_when_it_stops
     assert other.acquire(blocking=False)
     other.release()
     assert not redis.exists(name)
+
+
+def test_a_leased_lock_whose_lease_ran_out_is_let_go_without_an_error(redis: Redis) -> None:
+    name = f"lease-lock-{uuid.uuid4().hex[:8]}"
+    lock = LeasedLock(redis, name, lease_s=0.6)
+    assert lock.acquire(blocking=False)
+    redis.delete(name)  # expired while its renewals failed, say
+    other = LeasedLock(redis, name, lease_s=0.6)
+    assert other.acquire(blocking=False)
+    lock.release()
+    assert redis.get(name) is not None  # the other owner's lock stays
+    other.release()
