@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
+from celery.worker import state as worker_state
 from redis import Redis
 
 from core.jobs import Jobs
@@ -19,7 +20,7 @@ from indexer.app import create_app
 from indexer.plan.shards import ShardRange
 from indexer.queue.messages import ShardUnit
 from indexer.queue.workqueue import WorkQueue
-from indexer.rounds import pump
+from indexer.rounds import heartbeat, pump
 
 
 class Published:
@@ -64,3 +65,36 @@ def test_pump_says_when_an_empty_round_has_ended(redis: Redis) -> None:
     work = WorkQueue(redis, prefix)
     work.start_round(job_id, 0, [])
     assert pump(app, work, settings, job_id)
+
+
+class Request:
+    """The parts of a Celery request the heartbeat reads."""
+
+    def __init__(self, task_id: str, name: str, job_id: str) -> None:
+        self.id, self.task_name, self.args = task_id, name, [job_id]
+
+
+def test_the_heartbeat_renews_the_tokens_received_and_waiting_for_a_retry(
+    redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [1_700_000_000.0]
+    work = WorkQueue(redis, f"beat-{uuid.uuid4().hex[:8]}", now=lambda: now[0])
+    job_id = Jobs(redis, work.prefix).create(JobKind.SYNC)
+    work.start_round(job_id, 0, [ShardUnit(ShardRange("a")), ShardUnit(ShardRange("b"))])
+    one, two = work.reserve(
+        job_id, max_embed=0, max_plan=2, plan_ahead=8, ttl_s=86_400, lease_s=10
+    ).plan
+    received = Request(one, PLAN, job_id)
+    retrying = Request(two, PLAN, job_id)  # in the timer until its countdown ends
+    monkeypatch.setattr(worker_state, "requests", {one: received})
+    monkeypatch.setattr(worker_state, "scheduled_requests", {retrying})
+    work.claim_unit(job_id, two)
+    for _ in range(6):  # two leases long
+        now[0] += 10 / 3
+        assert heartbeat(work) == 2
+        work.reserve(job_id, max_embed=0, max_plan=2, plan_ahead=8, ttl_s=86_400, lease_s=10)
+    assert work.backlog(job_id)["planning"] == 1  # the retrying token kept its unit
+    monkeypatch.setattr(worker_state, "scheduled_requests", set())  # its worker died
+    now[0] += 11
+    work.reserve(job_id, max_embed=0, max_plan=2, plan_ahead=8, ttl_s=86_400, lease_s=10)
+    assert work.backlog(job_id)["planning"] == 0
