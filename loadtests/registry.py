@@ -154,6 +154,20 @@ BENCHMARKS = [
         "--photos 600 --shard-size 100".split(),
     ),
     Benchmark(
+        "redis",
+        "loadtests.bench_redis_kills",
+        (
+            "A sync of 10,000 small JPEGs by a real `photosearch worker` process through "
+            "Triton's tiny test model into Qdrant Edge, with the queue's Redis (append-only, "
+            "fsynced always, as `up` runs it) SIGKILLed 0, 1 and 5 times at even shares of the "
+            "photos and started again at once: the wall time, the photos Triton embedded twice, "
+            "and the longest the job's progress stood still after a kill (what a task lost "
+            "with the kill waited to be taken up again). The visibility timeout is the "
+            "default, 3,600 s; the lease, 10 s, brings the work back."
+        ),
+        "--photos 300 --kills 0,1".split(),
+    ),
+    Benchmark(
         "footprint",
         "loadtests.bench_footprint",
         (
