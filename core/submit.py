@@ -53,7 +53,9 @@ def submit_sync(
 ) -> Submitted:
     """Start a sync or an increment of the live collection, unless a job already changes it:
     the same kind over the same source (and force) is joined; anything else refuses this one,
-    or with `wait` puts it in line, to start once the live lock is free (start_queued).
+    or with `wait` puts it in line, to start once the live lock is free (start_queued). An
+    increment always waits: the feed keeps its changes, and a night's must not be skipped for
+    a sync still running (from beat, the CLI, the API or a reindex's end alike).
     force: it may delete more than max_delete_share of the live index."""
     job_id = jobs.create(kind, source=source, force=int(force))
     holder = jobs.claim_lock(LIVE_LOCK, job_id)
@@ -66,7 +68,7 @@ def submit_sync(
         jobs.delete(job_id)
         return Submitted(holder, joined=True)
     what = f"{running.kind} job {holder}" if running else f"job {holder}"
-    if wait:
+    if wait or kind == JobKind.INCREMENT:
         return queue_behind(app, jobs, job_id, asked, what)
     jobs.delete(job_id)
     return Submitted(

@@ -22,12 +22,18 @@ from indexer.cli.status import follow, follow_job
 
 
 def started(submitted: Any, what: str, wait: bool) -> None:
-    """Say which job answers (a new one, or the running one joined); refused: exit 1."""
+    """Say which job answers (a new one, the running one joined, or one in line behind the
+    job changing the live collection); refused: exit 1. wait: follow it to its end."""
     if submitted.refused:
         typer.echo(f"refused: {submitted.refused}", err=True)
         raise typer.Exit(1)
     if submitted.joined:
         typer.echo(f"joined the running job {submitted.job_id} ({what}): it already does this")
+    elif submitted.queued:
+        typer.echo(
+            f"{what} job {submitted.job_id} queued: it waits in line and starts once the "
+            "job changing the live collection has finished"
+        )
     else:
         typer.echo(f"{what} job {submitted.job_id} queued")
     if wait:

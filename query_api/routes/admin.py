@@ -67,13 +67,16 @@ def _accepted(submitted: Submitted, kind: str) -> JobAccepted:
         kind=kind,
         status_url=f"/v1/admin/jobs/{submitted.job_id}",
         joined=submitted.joined,
+        queued=submitted.queued,
     )
 
 
 @router.post("/sync", status_code=202, response_model=JobAccepted, responses=ERRORS)
 async def start_sync(body: SyncRequest, services: ServicesDep, caller: AdminCaller) -> JobAccepted:
     """Index what is new or changed in the source now (the nightly job, on demand); joins a
-    sync of the same kind, source and force already running. One that would delete more than
+    sync of the same kind, source and force already running (or in line). An increment asked
+    for while another job changes the live collection waits in line (`queued`); a sync is
+    refused (409). One that would delete more than
     max_delete_share of the live index is refused (the job says so) unless forced."""
     kind = JobKind(body.kind)
     if kind == JobKind.INCREMENT and not services.settings.indexer.feed:

@@ -153,6 +153,7 @@ class JobAccepted(BaseModel):
                     "kind": "reindex",
                     "status_url": "/v1/admin/jobs/3f9c2a1b7d4e",
                     "joined": False,
+                    "queued": False,
                 }
             ]
         }
@@ -162,7 +163,12 @@ class JobAccepted(BaseModel):
     kind: str
     status_url: str
     joined: bool = Field(
-        False, description="True: the same job was running already; this is that job."
+        False, description="True: the same job was running (or in line) already; this is that job."
+    )
+    queued: bool = Field(
+        False,
+        description="True: another job changes the live collection; this one waits in line "
+        "and starts once it has finished (an increment behind a sync).",
     )
 
 

@@ -18,7 +18,7 @@ from celery.beat import PersistentScheduler
 from core.embedding.arrays import Embeddings
 from core.embedding.client import EmbeddingClient
 from core.jobs import Jobs
-from core.jobstatus import JobKind, JobStatus
+from core.jobstatus import JobKind, JobState, JobStatus
 from core.settings import Settings
 from core.sources import LocalSource
 from core.vectorstore import LIVE_ALIAS, VectorStore, open_store
@@ -129,7 +129,7 @@ def test_sync_makes_the_index_match_the_folder(
         store.close()
 
 
-def test_a_second_sync_joins_the_running_one_and_another_job_is_refused(
+def test_a_second_sync_joins_the_running_one_another_is_refused_an_increment_waits(
     settings: Settings, jobs: Jobs, tmp_path: Path
 ) -> None:
     root = tmp_path / "photos"
@@ -150,10 +150,12 @@ def test_a_second_sync_joins_the_running_one_and_another_job_is_refused(
     assert elsewhere.returncode == 2 and "a file URI names no" in elsewhere.stderr
     from core.submit import submit_sync
 
+    # An increment waits in line behind the sync instead (cancelled here: no feed is set).
     increment = submit_sync(tasks(settings), jobs, str(root), JobKind.INCREMENT)
-    assert (increment.job_id, increment.joined) == (job_id, False)
-    assert increment.refused.startswith(f"sync job {job_id} is changing"), increment
-    assert [j.id for j in jobs.recent()] == [job_id]  # the refused and joined made no job
+    assert increment.queued and not increment.refused, increment
+    jobs.finish(increment.job_id, JobState.CANCELLED)
+    # The refused and joined made no job.
+    assert [j.id for j in jobs.recent()] == [increment.job_id, job_id]
 
     with WorkerProcess(settings, tmp_path / "worker.log") as worker:
         job = wait_job(jobs, job_id, worker=worker)

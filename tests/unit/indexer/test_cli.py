@@ -189,6 +189,17 @@ def test_a_refused_or_joined_job_is_said_so(capsys: pytest.CaptureFixture[str]) 
     assert "joined the running job j2 (sync of file:///photos)" in capsys.readouterr().out
 
 
+def test_a_queued_increment_is_said_so_and_followed_to_its_end(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    followed: list[str] = []
+    monkeypatch.setattr(job_commands, "follow_job", followed.append)
+    job_commands.started(Submitted("j3", queued=True), "increment of file:///photos", True)
+    said = capsys.readouterr().out
+    assert "increment of file:///photos job j3 queued: it waits in line" in said
+    assert followed == ["j3"]  # --wait follows the queued job, not the one it waits for
+
+
 def test_a_reindex_resumed_takes_none_of_a_new_ones_options() -> None:
     answer = CliRunner().invoke(index_app, ["reindex", "--resume", "j1", "--model-version", "2"])
     assert answer.exit_code == 2
