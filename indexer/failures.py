@@ -1,5 +1,5 @@
 """What a task's failure does: a dependency's failure is retried with backoff, then pauses a
-long job through the outage (indexer/jobs/pause.py); any other fails its job, or counts its
+job through the outage (indexer/jobs/pause.py); any other fails its job, or counts its
 batch's photos as failed, with the reason, so a job's status never hangs."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from core.embedding.errors import (
     TritonUnavailable,
 )
 from core.jobstatus import JobKind, JobState
+from core.taskqueue import INCREMENT, SYNC
 from core.vectorstore import StoreError
 from indexer.jobs import pause as pausing
 from indexer.rounds import after
@@ -54,7 +55,7 @@ RETRY: dict[str, Any] = {
 
 class JobTask(Task[Any, Any]):
     """A task whose final failure fails its job with the reason, so status never hangs; a
-    long job pauses through a dependency's outage instead (indexer/jobs/pause.py)."""
+    job pauses through a dependency's outage instead (indexer/jobs/pause.py)."""
 
     def on_failure(
         self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: object
@@ -63,7 +64,10 @@ class JobTask(Task[Any, Any]):
         if not job_id:
             return
         rt = runtime_of(self.app)
-        if isinstance(exc, RETRYABLE) and pausing.pause(rt.jobs, job_id, exc):
+        first_step = self.name in (SYNC, INCREMENT)  # started again once the outage ends
+        if isinstance(exc, RETRYABLE) and pausing.pause(
+            rt.jobs, job_id, exc, first_step=first_step
+        ):
             with suppress(*pausing.REDIS_DOWN):  # the sweep gives it back then
                 rt.work.requeue(job_id, task_id)  # a plan token's shard
             return

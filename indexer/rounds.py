@@ -19,7 +19,7 @@ from core.deployment import Presence
 from core.jobstatus import FINISHED, JobKind, JobPhase, JobState
 from core.settings_indexer import IndexerSettings
 from core.submit import start_queued
-from core.taskqueue import EMBED_BATCH, FINALIZE, PLAN, REINDEX, settings_of
+from core.taskqueue import EMBED_BATCH, FINALIZE, INCREMENT, PLAN, REINDEX, SYNC, settings_of
 from indexer.jobs import pause as pausing
 from indexer.leases import held_tokens
 from indexer.queue.workqueue import WorkQueue
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 # Shards are planned while fewer batches than this many times the broker's room wait in Redis.
 PLAN_AHEAD = 4
+# The task that starts a sync or an increment: sent again when one paused in it goes on.
+FIRST_TASK = {JobKind.SYNC: SYNC, JobKind.INCREMENT: INCREMENT}
 
 
 def triton_ready(rt: Runtime) -> Callable[[int], bool]:
@@ -75,6 +77,12 @@ def nudge(app: Celery, rt: Runtime, recent: int = 100) -> None:
             continue
         if job.kind == JobKind.REINDEX and job.phase == JobPhase.NONE:  # paused before it started
             app.tasks[REINDEX].delay(job.id, job.model_version, job.source)
+            continue
+        first = FIRST_TASK.get(job.kind)
+        if first and job.state == JobState.PAUSED and job.resume_state == JobState.QUEUED:
+            # Paused in its first task (the record as read before it went on just now): that
+            # task again, from the start.
+            app.tasks[first].delay(job.id, job.source)
             continue
         ended = pump(app, rt.work, rt.settings.indexer, job.id)
         waiting = (

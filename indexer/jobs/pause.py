@@ -1,12 +1,15 @@
-"""A long job through a dependency's outage: paused, not failed, and on again once it answers.
+"""A job through a dependency's outage: paused, not failed, and on again once it answers.
 
-A reindex runs for days and a rollback replays days of changes: an outage of Triton, the store
-or Redis longer than a batch's retries (about an hour) must cost that hour, not the job. A task
-of such a job that fails for good on a dependency gives its work back (first in line, counted
-nowhere) and pauses the job; the workers' nudges ask the dependencies every interval and set
-the job going again when they answer. While Redis itself is down nothing can be recorded: the
-worker remembers the pause and writes it into the job's problems once Redis answers (the work
-of the failed tasks comes back by the queue's sweep, as for a lost token).
+A reindex runs for days and a rollback replays days of changes; a nightly sync or increment (and
+the weekly full sync) failed by an outage would leave the catalogue a day behind and start over
+the next night. An outage of Triton, the store or Redis longer than a batch's retries (about an
+hour) must cost that hour, not the job. A task of a job that fails for good on a dependency
+gives its work back (first in line, counted nowhere) and pauses the job; the workers' nudges ask
+the dependencies every interval and set the job going again when they answer. A paused job keeps
+its locks: a paused sync still holds the live collection, so no other sync, increment or switch
+changes it under the sync's half-applied listing. While Redis itself is down nothing can be
+recorded: the worker remembers the pause and writes it into the job's problems once Redis
+answers (the work of the failed tasks comes back by the queue's sweep, as for a lost token).
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ from core.embedding.errors import (
 )
 from core.jobs import Jobs
 from core.jobstatus import FINISHED, JobKind, JobState, JobStatus
-from core.vectorstore import VectorStore
+from core.vectorstore import LIVE_ALIAS, VectorStore, model_version_of
 
-# Jobs too long to fail for an outage; a nightly job fails and the next night starts again.
-PAUSING = (JobKind.REINDEX, JobKind.ROLLBACK)
+# Every kind of job that changes a collection (a rollback included) pauses through an outage.
+PAUSING = (JobKind.REINDEX, JobKind.ROLLBACK, JobKind.SYNC, JobKind.INCREMENT)
 REDIS_DOWN = (RedisConnectionError, RedisTimeout)
 
 _unrecorded: dict[str, tuple[str, float]] = {}  # job id -> (reason, since): Redis was down
@@ -49,10 +52,16 @@ def dependency(exc: BaseException) -> str:
 
 
 def pause(
-    jobs: Jobs, job_id: str, exc: BaseException, now: Callable[[], float] = time.time
+    jobs: Jobs,
+    job_id: str,
+    exc: BaseException,
+    now: Callable[[], float] = time.time,
+    *,
+    first_step: bool = False,
 ) -> bool:
     """Pause the job for this failure if it is one that pauses; True when it did (or would
-    have, had Redis answered: then it is recorded later)."""
+    have, had Redis answered: then it is recorded later). first_step: the job's first task
+    failed (a sync's listing, an increment's feed): it goes on queued, to be started again."""
     reason = f"{dependency(exc)} did not answer past the retry budget: {type(exc).__name__}: {exc}"
     try:
         job = jobs.get(job_id)
@@ -62,7 +71,7 @@ def pause(
             jobs.update(
                 job_id,
                 state=JobState.PAUSED,
-                resume_state=job.state,
+                resume_state=JobState.QUEUED if first_step else job.state,
                 paused_at=now(),
                 message=f"paused: {reason}; it goes on by itself once it answers",
             )
@@ -88,15 +97,22 @@ def unanswered(job: JobStatus, *, ready: Callable[[int], bool], store: VectorSto
     """Which dependency of the job still does not answer, or None. `ready`: whether Triton
     serves a model version."""
     try:
-        if not ready(job.model_version):
-            return f"model version {job.model_version} is not ready in Triton"
-    except Exception as exc:
-        return f"Triton: {type(exc).__name__}: {exc}"
-    try:
         # One paused before its start has no collection yet: the store answering will do.
-        store.count(job.collection) if job.collection else store.aliases()
+        aliases = store.aliases()
+        if job.collection:
+            store.count(job.collection)
     except Exception as exc:
         return f"the vector store: {type(exc).__name__}: {exc}"
+    # A sync paused before its start embeds with the live collection's model, once it has one.
+    live = aliases.get(LIVE_ALIAS)
+    version = job.model_version or (model_version_of(live) if live else 0)
+    if not version:
+        return None
+    try:
+        if not ready(version):
+            return f"model version {version} is not ready in Triton"
+    except Exception as exc:
+        return f"Triton: {type(exc).__name__}: {exc}"
     return None
 
 

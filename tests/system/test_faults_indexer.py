@@ -1,5 +1,6 @@
 """Faults on the indexer alone: a real `photosearch worker` SIGKILLed in the middle of its
-batches, twice, and its data directory running out of space while it writes.
+batches, twice, and its data directory running out of space while it writes (the sync pauses,
+then goes on once space returns).
 
 The data directory is a tmpfs mounted for the test (the machines run tests as root), so the
 store meets a real ENOSPC from the kernel, not a simulated one.
@@ -186,7 +187,7 @@ class Tmpfs:
         subprocess.run(["umount", "-l", str(self.folder)], check=False)
 
 
-def test_a_full_data_disk_fails_the_batches_clearly_and_corrupts_nothing(
+def test_a_full_data_disk_pauses_the_sync_clearly_and_it_goes_on_once_freed(
     triton: TritonServer, repository: Path, tmp_path: Path
 ) -> None:
     # The store's files are mapped, and sparse: ~250 MB of them (the WAL's 64 MB, 185 MB of
@@ -211,16 +212,18 @@ def test_a_full_data_disk_fails_the_batches_clearly_and_corrupts_nothing(
                 disk.fill()
                 for i in range(8, 40):
                     write_photo(root / f"late/photo{i:03d}.jpg", i)
-                full = wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker)
-                # The batches failed for good and say why; the job says how many photos.
-                assert (full.state, full.done, full.failed) == ("failed", 0, 32), full
-                problems = "\n".join(jobs.problems(full.id))
-                assert "No space left on device" in problems, problems
-                assert "32 photos failed" in full.message, full
+                sync_id = queue_sync(tasks(settings), jobs, str(root))
+                # Past the retries the sync pauses and says why; no photo is counted failed.
+                full = wait_job(jobs, sync_id, worker=worker, until=lambda j: j.state == "paused")
+                assert (full.done, full.failed) == (0, 0), full
+                assert "did not answer past the retry budget" in full.message, full
+                assert "No space left on device" in full.message, full
 
                 disk.release()
-                again = wait_job(jobs, queue_sync(tasks(settings), jobs, str(root)), worker=worker)
+                again = wait_job(jobs, sync_id, worker=worker)
                 assert (again.state, again.done, again.failed) == ("done", 32, 0), again
+                problems = "\n".join(jobs.problems(sync_id))
+                assert "paused" in problems and "No space left on device" in problems, problems
             assert worker.process is not None and worker.process.returncode == 0, worker.tail()
             # Reopened from disk: the first photos and the late ones, each once.
             assert_store_holds(settings, root)

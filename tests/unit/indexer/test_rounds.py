@@ -1,26 +1,34 @@
 """indexer/rounds.py's pump over a real work queue (the tests' Redis) and the worker's real
 app: it publishes exactly the tokens the job has room for, each under its token's id, and says
-when the round has ended. Publishing is recorded instead of sent (no broker here)."""
+when the round has ended; the nudge starts again a sync paused in its first task once its
+dependencies answer. Publishing is recorded instead of sent (no broker here)."""
 
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from celery.worker import state as worker_state
 from redis import Redis
 
+from core.embedding.errors import TritonUnavailable
 from core.jobs import Jobs
-from core.jobstatus import JobKind
+from core.jobstatus import JobKind, JobState
 from core.settings import Settings
 from core.settings_indexer import IndexerSettings
-from core.taskqueue import EMBED_BATCH, PLAN
+from core.taskqueue import EMBED_BATCH, PLAN, SYNC
+from core.vectorstore import LIVE_ALIAS, VectorStore
+from indexer import rounds
 from indexer.app import create_app
+from indexer.jobs.pause import pause
 from indexer.plan.shards import ShardRange
 from indexer.queue.messages import ShardUnit
+from indexer.queue.records import JobRecords
 from indexer.queue.workqueue import WorkQueue
-from indexer.rounds import heartbeat, pump
+from indexer.rounds import heartbeat, nudge, pump
+from tests.unit.indexer.conftest import COLLECTION
 
 
 class Published:
@@ -98,3 +106,28 @@ def test_the_heartbeat_renews_the_tokens_received_and_waiting_for_a_retry(
     now[0] += 11
     work.reserve(job_id, max_embed=0, max_plan=2, plan_ahead=8, ttl_s=86_400, lease_s=10)
     assert work.backlog(job_id)["planning"] == 0
+
+
+def test_the_nudge_starts_again_a_sync_paused_in_its_first_task_once_triton_answers(
+    records: JobRecords, store: VectorStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = create_app(Settings())
+    sent: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(app.tasks[SYNC], "delay", lambda *args: sent.append(args))
+    answers = {"triton": False}
+    monkeypatch.setattr(rounds, "triton_ready", lambda rt: lambda version: answers["triton"])
+    rt: Any = SimpleNamespace(
+        jobs=records.jobs, work=records.work, store=store, settings=Settings()
+    )
+    store.set_aliases({LIVE_ALIAS: COLLECTION})
+    job_id = records.jobs.create(JobKind.SYNC, source="file:///photos")
+    pause(records.jobs, job_id, TritonUnavailable("down"), first_step=True)
+
+    nudge(app, rt)  # Triton still down: it stays paused, nothing sent
+    assert (records.jobs.get(job_id).state, sent) == (JobState.PAUSED, [])  # type: ignore[union-attr]
+    answers["triton"] = True
+    nudge(app, rt)
+    assert sent == [(job_id, "file:///photos")]
+    assert records.jobs.get(job_id).state == JobState.QUEUED  # type: ignore[union-attr]
+    nudge(app, rt)  # queued again, its task sent once: the next nudges leave it
+    assert sent == [(job_id, "file:///photos")]
