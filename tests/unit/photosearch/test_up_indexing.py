@@ -12,12 +12,14 @@ from core.jobs import Jobs
 from core.settings import RedisSettings, Settings
 from core.settings_indexer import IndexerSettings
 from photosearch.up.indexing import source_to_index, wait_ready
+from tests.support.redisserver import session_url
 
 
 def settings_in(folder: Path, configured: str | None = None) -> Settings:
     return Settings(
         data_dir=folder,
-        redis=RedisSettings(prefix=f"unit-{uuid.uuid4().hex}"),
+        # The session's Redis, not the default URL's (a Redis on this machine).
+        redis=RedisSettings(url=session_url(), prefix=f"unit-{uuid.uuid4().hex}"),
         indexer=IndexerSettings(source=configured),
     )
 

@@ -34,6 +34,7 @@ from query_api.search.embed import QueryEmbedder
 from query_api.search.reranking import Reranking
 from query_api.services import LiveCollection, StoreCalls
 from tests.support.models import stand_in_manifest
+from tests.support.redisserver import session_url
 from tests.support.stores import engine_store
 
 DIM = 4
@@ -267,7 +268,9 @@ def api_settings(folder: Path, *, anonymous: bool = True, keys: Sequence[ApiKey]
     repository holding version 1's manifest (as wide as the store's vectors)."""
     settings = Settings(
         data_dir=folder,
-        redis=RedisSettings(prefix=f"unit-{uuid.uuid4().hex}"),
+        # The session's Redis: RedisSettings built here reads no environment, and its default
+        # URL is a Redis on this machine that a fresh one lacks.
+        redis=RedisSettings(url=session_url(), prefix=f"unit-{uuid.uuid4().hex}"),
         api=ApiSettings(anonymous_search=anonymous, metrics_port=0, keys=tuple(keys)),
     )
     settings.repository.mkdir(parents=True, exist_ok=True)
