@@ -66,29 +66,35 @@ redis.call('HINCRBY', KEYS[1], 'shards_total', added)
 return added
 """
 
+# Shared by RESERVE and REQUEUE: what a token claimed goes back first in line, and the token
+# is forgotten, held (KEYS[11]) or not.
+GIVE_BACK = """
+local function give_back(tokens, claims, list, token)
+  local held = redis.call('HGET', claims, token)
+  if held then
+    redis.call('LPUSH', list, held)
+    redis.call('HDEL', claims, token)
+  end
+  redis.call('ZREM', tokens, token)
+  redis.call('ZREM', KEYS[11], token)
+end
+"""
+
 RESERVE = (
     ROUND_DONE
+    + GIVE_BACK
     + """
 -- ARGV: now, ttl, max embed tokens, max plan tokens, plan ahead, job id, lease.
 -- Returns {embed token ids, plan token ids, 1 when the round ended now}.
 if stopped() then return {{}, {}, 0} end
 local now = tonumber(ARGV[1])
 local cutoff, gone = now - tonumber(ARGV[2]), now - tonumber(ARGV[7])
-local function give_back(tokens, claims, list, t)
-  local held = redis.call('HGET', claims, t)
-  if held then
-    redis.call('LPUSH', list, held)
-    redis.call('HDEL', claims, t)
-  end
-  redis.call('ZREM', tokens, t)
-end
 -- A token a worker holds (it claimed, or its worker received it) is renewed by that worker's
 -- heartbeat; one not renewed for the lease lost its holder (the worker died, or this Redis
 -- restarted under it): its work goes back first in line, its room comes back.
 for _, t in ipairs(redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', '(' .. gone)) do
   give_back(KEYS[8], KEYS[7], KEYS[5], t)
   give_back(KEYS[4], KEYS[3], KEYS[2], t)
-  redis.call('ZREM', KEYS[11], t)
 end
 -- A token never held is swept past the ttl: never sent, or sent and lost.
 local function sweep(tokens, claims, list)
@@ -235,20 +241,13 @@ return round_done()
 )
 
 
-REQUEUE = """
+REQUEUE = (
+    GIVE_BACK
+    + """
 -- ARGV: a token; or '', the highest last-claim time (a ZRANGEBYSCORE bound) and the tokens
 -- to leave: every other token that last claimed by then. What a token claimed goes back
 -- first in line, and the token is forgotten: its task failed for good, or its worker is gone.
 -- A task a live worker runs keeps its claim: given back, its batch would be embedded twice.
-local function give_back(tokens, claims, list, token)
-  local held = redis.call('HGET', claims, token)
-  if held then
-    redis.call('LPUSH', list, held)
-    redis.call('HDEL', claims, token)
-  end
-  redis.call('ZREM', tokens, token)
-  redis.call('ZREM', KEYS[11], token)
-end
 if ARGV[1] ~= '' then
   give_back(KEYS[8], KEYS[7], KEYS[5], ARGV[1])
   give_back(KEYS[4], KEYS[3], KEYS[2], ARGV[1])
@@ -273,6 +272,7 @@ for _, kind in ipairs({{KEYS[8], KEYS[7], KEYS[5]}, {KEYS[4], KEYS[3], KEYS[2]}}
 end
 return n
 """
+)
 
 HEARTBEAT = """
 -- ARGV: now, token... The tokens a live worker holds (received or running), still out: their
